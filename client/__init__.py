@@ -1,0 +1,1 @@
+"""Client library for the tts-triton service (gRPC streaming and HTTP)."""

@@ -1,0 +1,1 @@
+"""Export: PyTorch checkpoints to ONNX, TensorRT engines and the Triton model repository."""

@@ -1,0 +1,120 @@
+"""Audio conventions shared by training, export, the server and the tests.
+
+The constants follow the HiFi-GAN / Tacotron2 LJSpeech convention so that public HiFi-GAN
+generator checkpoints fit: 22050 Hz, n_fft 1024, hop 256, window 1024, 80 Slaney mel bins over
+0-8000 Hz, natural-log magnitude mel clamped at 1e-5. An utterance of ``n`` samples has exactly
+``n // HOP_LENGTH`` mel frames (reflect padding of ``(N_FFT - HOP_LENGTH) / 2`` on both sides,
+no centring), and a vocoder turns ``f`` frames into ``f * HOP_LENGTH`` samples.
+
+``mel_spectrogram`` (numpy, used by the server and the data pipeline) and
+``mel_spectrogram_torch`` (differentiable, used by training losses) compute the same thing.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:  # torch is optional at serving time
+    import torch
+
+SAMPLE_RATE = 22050
+N_FFT = 1024
+HOP_LENGTH = 256
+WIN_LENGTH = 1024
+N_MELS = 80
+FMIN = 0.0
+FMAX = 8000.0
+LOG_CLAMP = 1e-5
+#: Log-mel value of digital silence (``log(LOG_CLAMP)``).
+SILENCE_LOG_MEL = float(np.log(LOG_CLAMP))
+
+
+def _hz_to_mel(freq: np.ndarray) -> np.ndarray:
+    """Slaney mel scale: linear below 1 kHz, logarithmic above (librosa's ``htk=False``)."""
+    freq = np.asarray(freq, dtype=np.float64)
+    f_sp = 200.0 / 3
+    mels = freq / f_sp
+    min_log_hz = 1000.0
+    min_log_mel = min_log_hz / f_sp
+    logstep = np.log(6.4) / 27.0
+    return np.where(freq >= min_log_hz, min_log_mel + np.log(np.maximum(freq, 1e-10) / min_log_hz) / logstep, mels)
+
+
+def _mel_to_hz(mels: np.ndarray) -> np.ndarray:
+    mels = np.asarray(mels, dtype=np.float64)
+    f_sp = 200.0 / 3
+    min_log_hz = 1000.0
+    min_log_mel = min_log_hz / f_sp
+    logstep = np.log(6.4) / 27.0
+    return np.where(mels >= min_log_mel, min_log_hz * np.exp(logstep * (mels - min_log_mel)), f_sp * mels)
+
+
+@functools.lru_cache(maxsize=4)
+def mel_filterbank(
+    sample_rate: int = SAMPLE_RATE, n_fft: int = N_FFT, n_mels: int = N_MELS, fmin: float = FMIN, fmax: float = FMAX
+) -> np.ndarray:
+    """Slaney-normalised triangular mel filters, shape ``[n_mels, n_fft // 2 + 1]`` (librosa's default)."""
+    fft_freqs = np.linspace(0.0, sample_rate / 2.0, n_fft // 2 + 1)
+    mel_pts = _mel_to_hz(np.linspace(_hz_to_mel(fmin), _hz_to_mel(fmax), n_mels + 2))
+    fdiff = np.diff(mel_pts)
+    ramps = mel_pts[:, None] - fft_freqs[None, :]
+    lower = -ramps[:-2] / fdiff[:-1, None]
+    upper = ramps[2:] / fdiff[1:, None]
+    weights = np.maximum(0.0, np.minimum(lower, upper))
+    weights *= (2.0 / (mel_pts[2 : n_mels + 2] - mel_pts[:n_mels]))[:, None]
+    weights.setflags(write=False)
+    return weights.astype(np.float32)
+
+
+@functools.lru_cache(maxsize=1)
+def _hann() -> np.ndarray:
+    n = np.arange(WIN_LENGTH)
+    return (0.5 - 0.5 * np.cos(2.0 * np.pi * n / WIN_LENGTH)).astype(np.float32)  # periodic, like torch
+
+
+def mel_spectrogram(audio: np.ndarray) -> np.ndarray:
+    """Log-mel spectrogram of mono float audio in [-1, 1] at SAMPLE_RATE: ``[frames, N_MELS]`` float32."""
+    audio = np.asarray(audio, dtype=np.float32)
+    if audio.ndim != 1:
+        raise ValueError(f"expected mono audio of shape [samples], got {audio.shape}")
+    pad = (N_FFT - HOP_LENGTH) // 2
+    if audio.shape[0] <= pad:
+        audio = np.pad(audio, (0, pad + 1 - audio.shape[0]))
+    padded = np.pad(audio, (pad, pad), mode="reflect")
+    n_frames = 1 + (padded.shape[0] - N_FFT) // HOP_LENGTH
+    frames = np.lib.stride_tricks.as_strided(
+        padded, shape=(n_frames, N_FFT), strides=(padded.strides[0] * HOP_LENGTH, padded.strides[0])
+    )
+    spec = np.fft.rfft(frames * _hann(), axis=-1)
+    magnitude = np.sqrt(spec.real.astype(np.float32) ** 2 + spec.imag.astype(np.float32) ** 2 + 1e-9)
+    mel = magnitude @ mel_filterbank().T
+    return np.log(np.maximum(mel, LOG_CLAMP)).astype(np.float32)
+
+
+def mel_spectrogram_torch(audio: torch.Tensor) -> torch.Tensor:
+    """Differentiable twin of :func:`mel_spectrogram`: ``[B, samples] -> [B, frames, N_MELS]``."""
+    import torch
+
+    pad = (N_FFT - HOP_LENGTH) // 2
+    x = torch.nn.functional.pad(audio.unsqueeze(1), (pad, pad), mode="reflect").squeeze(1)
+    window = torch.hann_window(WIN_LENGTH, device=audio.device, dtype=audio.dtype)
+    spec = torch.stft(x, N_FFT, HOP_LENGTH, WIN_LENGTH, window, center=False, return_complex=True)
+    magnitude = torch.sqrt(spec.real.pow(2) + spec.imag.pow(2) + 1e-9)
+    basis = torch.from_numpy(np.asarray(mel_filterbank())).to(audio.device, audio.dtype)
+    mel = torch.matmul(basis, magnitude).transpose(1, 2)
+    return torch.log(torch.clamp(mel, min=LOG_CLAMP))
+
+
+def resample(audio: np.ndarray, orig_rate: int, target_rate: int = SAMPLE_RATE) -> np.ndarray:
+    """Band-limited polyphase resampling of mono float audio."""
+    if orig_rate == target_rate:
+        return np.asarray(audio, dtype=np.float32)
+    from math import gcd
+
+    from scipy.signal import resample_poly
+
+    g = gcd(int(orig_rate), int(target_rate))
+    return resample_poly(np.asarray(audio, dtype=np.float64), target_rate // g, orig_rate // g).astype(np.float32)

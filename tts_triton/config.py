@@ -1,0 +1,187 @@
+"""Model hyperparameters and serving constants, defined once.
+
+A checkpoint stores the :class:`ModelConfig` it was trained with (``ModelConfig.to_dict``), and
+everything downstream (export, the Triton configs, the BLS decode loop, the reference
+synthesizer) reads its numbers from that object rather than from literals of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from tts_triton import audio
+from tts_triton.text.symbols import N_SYMBOLS
+
+
+@dataclass(frozen=True)
+class TextEncoderConfig:
+    """Phoneme embedding + Transformer encoder with convolutional feed-forward blocks."""
+
+    n_symbols: int = N_SYMBOLS
+    dim: int = 256
+    layers: int = 4
+    heads: int = 2
+    ffn_dim: int = 1024
+    ffn_kernel: int = 9
+    dropout: float = 0.1
+
+
+@dataclass(frozen=True)
+class StyleEncoderConfig:
+    """Global style tokens: reference encoder (conv2d stack + GRU) and attention over tokens."""
+
+    conv_channels: tuple[int, ...] = (32, 32, 64, 64, 128, 128)
+    gru_dim: int = 128
+    tokens: int = 10
+    heads: int = 4
+    dim: int = 128
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """Tacotron2 attention decoder emitting ``frames_per_step`` mel frames per step."""
+
+    prenet_dims: tuple[int, ...] = (256, 256)
+    prenet_dropout: float = 0.5
+    attention_rnn_dim: int = 512
+    decoder_rnn_dim: int = 512
+    attention_dim: int = 128
+    location_filters: int = 32
+    location_kernel: int = 31
+    frames_per_step: int = 2  # r
+    steps_per_call: int = 8  # K: decoder steps unrolled into one exported call
+    postnet_dim: int = 256
+    postnet_kernel: int = 5
+    postnet_layers: int = 5
+    dropout: float = 0.1
+    #: Hard limit on decoder steps: ``max_steps_per_token * tokens + max_steps_extra``.
+    max_steps_per_token: int = 8
+    max_steps_extra: int = 16
+
+    @property
+    def frames_per_call(self) -> int:
+        return self.frames_per_step * self.steps_per_call
+
+    def max_steps(self, n_tokens: int) -> int:
+        """The max-steps guard of the decode loop for an input of ``n_tokens`` phoneme ids."""
+        return self.max_steps_per_token * n_tokens + self.max_steps_extra
+
+
+#: HiFi-GAN generator variants from the paper (Kong et al., 2020).
+HIFIGAN_VARIANTS: dict[str, dict[str, Any]] = {
+    "v1": dict(
+        resblock="1", upsample_rates=(8, 8, 2, 2), upsample_kernel_sizes=(16, 16, 4, 4),
+        upsample_initial_channel=512, resblock_kernel_sizes=(3, 7, 11),
+        resblock_dilation_sizes=((1, 3, 5), (1, 3, 5), (1, 3, 5)),
+    ),
+    "v2": dict(
+        resblock="1", upsample_rates=(8, 8, 2, 2), upsample_kernel_sizes=(16, 16, 4, 4),
+        upsample_initial_channel=128, resblock_kernel_sizes=(3, 7, 11),
+        resblock_dilation_sizes=((1, 3, 5), (1, 3, 5), (1, 3, 5)),
+    ),
+    "v3": dict(
+        resblock="2", upsample_rates=(8, 8, 4), upsample_kernel_sizes=(16, 16, 8),
+        upsample_initial_channel=256, resblock_kernel_sizes=(3, 5, 7),
+        resblock_dilation_sizes=((1, 2), (2, 6), (3, 12)),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class VocoderConfig:
+    """HiFi-GAN generator; ``variant`` picks one of :data:`HIFIGAN_VARIANTS`."""
+
+    variant: str = "v2"
+    n_mels: int = audio.N_MELS
+
+    def __post_init__(self) -> None:
+        if self.variant not in HIFIGAN_VARIANTS:
+            raise ValueError(f"unknown HiFi-GAN variant {self.variant!r}; choose from {sorted(HIFIGAN_VARIANTS)}")
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return HIFIGAN_VARIANTS[self.variant]
+
+    @property
+    def hop_length(self) -> int:
+        prod = 1
+        for rate in self.params["upsample_rates"]:
+            prod *= rate
+        return prod
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything needed to rebuild the four networks."""
+
+    n_mels: int = audio.N_MELS
+    text: TextEncoderConfig = field(default_factory=TextEncoderConfig)
+    style: StyleEncoderConfig = field(default_factory=StyleEncoderConfig)
+    decoder: DecoderConfig = field(default_factory=DecoderConfig)
+    vocoder: VocoderConfig = field(default_factory=VocoderConfig)
+
+    def __post_init__(self) -> None:
+        if self.vocoder.hop_length != audio.HOP_LENGTH:
+            raise ValueError(f"vocoder upsamples by {self.vocoder.hop_length}, audio hop is {audio.HOP_LENGTH}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        def build(kind: type, values: dict[str, Any]) -> Any:
+            kwargs = {}
+            for f in dataclasses.fields(kind):
+                if f.name in values:
+                    value = values[f.name]
+                    kwargs[f.name] = tuple(map(_tuplify, value)) if isinstance(value, list) else value
+            return kind(**kwargs)
+
+        return cls(
+            n_mels=data.get("n_mels", audio.N_MELS),
+            text=build(TextEncoderConfig, data.get("text", {})),
+            style=build(StyleEncoderConfig, data.get("style", {})),
+            decoder=build(DecoderConfig, data.get("decoder", {})),
+            vocoder=build(VocoderConfig, data.get("vocoder", {})),
+        )
+
+
+def _tuplify(value: Any) -> Any:
+    return tuple(_tuplify(v) for v in value) if isinstance(value, list) else value
+
+
+@dataclass(frozen=True)
+class StreamingConfig:
+    """How the server cuts the decoder's mel stream into vocoder calls.
+
+    Each vocoder call sees ``left_context`` already-vocoded frames and ``right_context`` frames of
+    lookahead around the chunk it emits; the context samples are cut away, so the concatenated
+    stream matches one-shot vocoding of the whole mel. Chunks grow along ``chunk_frames`` (the
+    last size repeats) so that the first audio leaves early and later calls amortise overhead.
+    """
+
+    chunk_frames: tuple[int, ...] = (16, 32, 64, 128)
+    left_context: int = 24
+    right_context: int = 24
+    #: Encoder memory is padded to the smallest bucket that fits so that streams share batches.
+    token_buckets: tuple[int, ...] = (32, 64, 128, 256, 512)
+
+    @property
+    def max_tokens(self) -> int:
+        return self.token_buckets[-1]
+
+    def bucket(self, n_tokens: int) -> int:
+        """Smallest token bucket holding ``n_tokens``."""
+        for size in self.token_buckets:
+            if n_tokens <= size:
+                return size
+        raise ValueError(f"{n_tokens} phoneme tokens exceed the largest bucket {self.max_tokens}")
+
+    def chunk_size(self, index: int) -> int:
+        """Frames in the ``index``-th chunk of a sentence."""
+        return self.chunk_frames[min(index, len(self.chunk_frames) - 1)]
+
+
+STREAMING = StreamingConfig()

@@ -1,0 +1,172 @@
+"""The tensor contract of every Triton model: names, dtypes and shapes, defined once.
+
+The ONNX export names its inputs, outputs and dynamic axes from these specs, the repository
+builder writes them into every ``config.pbtxt``, and the BLS decode loop and the client address
+tensors through them. Shapes exclude the batch dimension of batched models; a string dimension
+is dynamic (written ``-1`` in Triton configs) and names the ONNX dynamic axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tts_triton.config import ModelConfig
+
+Dim = int | str
+
+#: numpy dtype name -> Triton config data type.
+TRITON_DTYPES = {"float32": "TYPE_FP32", "float16": "TYPE_FP16", "int32": "TYPE_INT32",
+                 "int64": "TYPE_INT64", "bool": "TYPE_BOOL", "bytes": "TYPE_STRING"}
+#: numpy dtype name -> tritonclient / pb_utils wire type.
+WIRE_DTYPES = {"float32": "FP32", "float16": "FP16", "int32": "INT32", "int64": "INT64",
+               "bool": "BOOL", "bytes": "BYTES"}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    dtype: str
+    dims: tuple[Dim, ...]
+    optional: bool = False
+
+    @property
+    def triton_dims(self) -> list[int]:
+        return [d if isinstance(d, int) else -1 for d in self.dims]
+
+    @property
+    def wire_dtype(self) -> str:
+        return WIRE_DTYPES[self.dtype]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    #: True when the leading batch dimension is implicit (Triton ``max_batch_size > 0``).
+    batched: bool = True
+
+    def input(self, name: str) -> TensorSpec:
+        return _find(self.inputs, name, self.name)
+
+    def output(self, name: str) -> TensorSpec:
+        return _find(self.outputs, name, self.name)
+
+    @property
+    def input_names(self) -> list[str]:
+        return [t.name for t in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [t.name for t in self.outputs]
+
+
+def _find(tensors: tuple[TensorSpec, ...], name: str, model: str) -> TensorSpec:
+    for t in tensors:
+        if t.name == name:
+            return t
+    raise KeyError(f"model {model!r} has no tensor {name!r}")
+
+
+# Dynamic axis names.
+TOKENS = "tokens"
+FRAMES = "frames"
+SAMPLES = "samples"
+REF_FRAMES = "ref_frames"
+
+TEXT_ENCODER = "text_encoder"
+STYLE_ENCODER = "style_encoder"
+DECODER = "decoder"
+VOCODER = "vocoder"
+ENCODE = "encode"
+TTS = "tts"
+TTS_OFFLINE = "tts_offline"
+
+#: Suffix of a decoder output that carries the next value of a recurrent state input.
+STATE_OUT_SUFFIX = "_out"
+
+
+def f32(name: str, *dims: Dim) -> TensorSpec:
+    return TensorSpec(name, "float32", dims)
+
+
+def decoder_states(cfg: ModelConfig) -> tuple[TensorSpec, ...]:
+    """Recurrent state of the decoder, carried by the caller from one call to the next."""
+    d = cfg.decoder
+    return (
+        f32("last_frame", cfg.n_mels),
+        f32("attention_hidden", d.attention_rnn_dim),
+        f32("attention_cell", d.attention_rnn_dim),
+        f32("decoder_hidden", d.decoder_rnn_dim),
+        f32("decoder_cell", d.decoder_rnn_dim),
+        f32("attention_weights", TOKENS),
+        f32("attention_weights_cum", TOKENS),
+        f32("attention_context", cfg.text.dim),
+    )
+
+
+def text_encoder_spec(cfg: ModelConfig) -> ModelSpec:
+    return ModelSpec(
+        TEXT_ENCODER,
+        inputs=(TensorSpec("phonemes", "int32", (TOKENS,)), f32("mask", TOKENS)),
+        outputs=(f32("memory", TOKENS, cfg.text.dim), f32("processed_memory", TOKENS, cfg.decoder.attention_dim)),
+    )
+
+
+def style_encoder_spec(cfg: ModelConfig) -> ModelSpec:
+    return ModelSpec(STYLE_ENCODER, inputs=(f32("ref_mel", REF_FRAMES, cfg.n_mels),), outputs=(f32("style", cfg.style.dim),))
+
+
+def decoder_spec(cfg: ModelConfig) -> ModelSpec:
+    d = cfg.decoder
+    states = decoder_states(cfg)
+    context = (
+        f32("memory", TOKENS, cfg.text.dim),
+        f32("processed_memory", TOKENS, d.attention_dim),
+        f32("mask", TOKENS),
+        f32("style", cfg.style.dim),
+    )
+    outputs = (
+        f32("mel", d.frames_per_call, cfg.n_mels),
+        f32("gate", d.steps_per_call),
+        f32("alignment", d.steps_per_call, TOKENS),
+        *(TensorSpec(s.name + STATE_OUT_SUFFIX, s.dtype, s.dims) for s in states),
+    )
+    return ModelSpec(DECODER, inputs=context + states, outputs=outputs)
+
+
+def vocoder_spec(cfg: ModelConfig) -> ModelSpec:
+    return ModelSpec(VOCODER, inputs=(f32("mel", FRAMES, cfg.n_mels),), outputs=(f32("audio", SAMPLES),))
+
+
+def network_specs(cfg: ModelConfig) -> dict[str, ModelSpec]:
+    """The four exported networks, keyed by Triton model name."""
+    specs = (text_encoder_spec(cfg), style_encoder_spec(cfg), decoder_spec(cfg), vocoder_spec(cfg))
+    return {s.name: s for s in specs}
+
+
+def encode_spec(cfg: ModelConfig) -> ModelSpec:
+    """The ``encode`` ensemble: text_encoder and style_encoder side by side."""
+    te, se = text_encoder_spec(cfg), style_encoder_spec(cfg)
+    return ModelSpec(ENCODE, inputs=te.inputs + se.inputs, outputs=te.outputs + se.outputs)
+
+
+def tts_spec(cfg: ModelConfig, name: str = TTS) -> ModelSpec:
+    """The public contract of ``tts`` (streaming) and ``tts_offline`` (one response)."""
+    return ModelSpec(
+        name,
+        inputs=(
+            TensorSpec("TEXT", "bytes", (1,)),
+            TensorSpec("VOICE", "bytes", (1,), optional=True),
+            TensorSpec("EMOTION", "bytes", (1,), optional=True),
+            TensorSpec("REFERENCE_AUDIO", "float32", (-1,), optional=True),
+            TensorSpec("REFERENCE_SAMPLE_RATE", "int32", (1,), optional=True),
+        ),
+        outputs=(
+            f32("AUDIO", -1),
+            TensorSpec("SAMPLE_RATE", "int32", (1,)),
+            # Sent only when the client asks for it: decoder mel frames (before the postnet).
+            f32("MEL", -1, cfg.n_mels),
+        ),
+        batched=False,
+    )

@@ -1,0 +1,1 @@
+"""Text front end: normalization, sentence splitting and grapheme-to-phoneme conversion."""
