@@ -114,7 +114,9 @@ def text_encoder_spec(cfg: ModelConfig) -> ModelSpec:
 
 
 def style_encoder_spec(cfg: ModelConfig) -> ModelSpec:
-    return ModelSpec(STYLE_ENCODER, inputs=(f32("ref_mel", REF_FRAMES, cfg.n_mels),), outputs=(f32("style", cfg.style.dim),))
+    return ModelSpec(
+        STYLE_ENCODER, inputs=(f32("ref_mel", REF_FRAMES, cfg.n_mels),), outputs=(f32("style", cfg.style.dim),)
+    )
 
 
 def decoder_spec(cfg: ModelConfig) -> ModelSpec:
