@@ -1,0 +1,1 @@
+"""The four networks: text encoder, style encoder, attention decoder, HiFi-GAN vocoder."""

@@ -1,0 +1,1 @@
+"""Training of the acoustic model and the HiFi-GAN vocoder."""
