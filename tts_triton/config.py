@@ -23,8 +23,8 @@ class TextEncoderConfig:
     dim: int = 256
     layers: int = 4
     heads: int = 2
-    ffn_dim: int = 1024
-    ffn_kernel: int = 9
+    ffn_dim: int = 512
+    ffn_kernel: int = 5
     dropout: float = 0.1
 
 
@@ -45,8 +45,8 @@ class DecoderConfig:
 
     prenet_dims: tuple[int, ...] = (256, 256)
     prenet_dropout: float = 0.5
-    attention_rnn_dim: int = 512
-    decoder_rnn_dim: int = 512
+    attention_rnn_dim: int = 384
+    decoder_rnn_dim: int = 384
     attention_dim: int = 128
     location_filters: int = 32
     location_kernel: int = 31

@@ -1,0 +1,117 @@
+"""Checkpoints: one file holding the model config, the acoustic model and the HiFi-GAN generator.
+
+File format (``torch.save`` of a dict): ``format`` = :data:`FORMAT`, ``config`` (ModelConfig dict),
+``acoustic`` and ``generator`` state dicts (the generator in the public HiFi-GAN layout, with weight
+norm), ``trained`` (bool) and ``info`` (free-form metadata: data, steps, metrics).
+
+Until a trained default voice ships in ``tts_triton/assets/``, :func:`load_default` returns a
+deterministic seeded initialisation with ``trained=False``; every user-facing path prints
+:data:`UNTRAINED_LABEL` when it uses such weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from tts_triton.config import ModelConfig
+from tts_triton.models.acoustic import AcousticModel
+from tts_triton.models.hifigan import Generator, load_generator_state
+from tts_triton.models.stages import build_stages
+
+FORMAT = "tts-triton/1"
+ASSETS = Path(__file__).parent / "assets"
+DEFAULT_CHECKPOINT = ASSETS / "default_voice.pt"
+UNTRAINED_LABEL = "UNTRAINED weights (seeded initialisation): the output is noise, not speech"
+DEFAULT_SEED = 1234
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Checkpoint:
+    config: ModelConfig
+    acoustic: AcousticModel
+    generator: Generator
+    trained: bool
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return str(self.info.get("name", "default" if self.trained else "untrained-seeded"))
+
+    def stages(self) -> dict[str, nn.Module]:
+        """Inference stages (eval mode, fp32, weight norm folded) keyed by Triton model name.
+
+        Works on copies, so the checkpoint itself stays trainable.
+        """
+        generator = Generator(self.config.vocoder)
+        load_generator_state(generator, {k: v.float() for k, v in self.generator.state_dict().items()})
+        generator.remove_weight_norm()
+        acoustic = AcousticModel(self.config)
+        acoustic.load_state_dict({k: v.float() for k, v in self.acoustic.state_dict().items()})
+        return build_stages(acoustic, generator)
+
+    def save(self, path: Path, *, half: bool = False) -> None:
+        """Write the checkpoint; ``half`` stores floating tensors as fp16 (the shipped default)."""
+
+        def state(module: nn.Module) -> dict[str, torch.Tensor]:
+            sd = module.state_dict()
+            return {k: v.half() if half and v.is_floating_point() else v for k, v in sd.items()}
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"format": FORMAT, "config": self.config.to_dict(), "acoustic": state(self.acoustic),
+                    "generator": state(self.generator), "trained": self.trained, "info": self.info}, path)
+
+
+def init_checkpoint(config: ModelConfig | None = None, seed: int = DEFAULT_SEED) -> Checkpoint:
+    """Deterministic seeded initialisation (untrained)."""
+    config = config or ModelConfig()
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        acoustic = AcousticModel(config)
+        generator = Generator(config.vocoder)
+    return Checkpoint(config, acoustic.eval(), generator.eval(), trained=False,
+                      info={"name": f"untrained-seed{seed}", "seed": seed})
+
+
+def load_checkpoint(path: Path) -> Checkpoint:
+    """Load a checkpoint file written by :meth:`Checkpoint.save` (fp16 tensors come back as fp32)."""
+    data = torch.load(path, map_location="cpu", weights_only=False)
+    if data.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a {FORMAT} checkpoint (format={data.get('format')!r})")
+    config = ModelConfig.from_dict(data["config"])
+    acoustic = AcousticModel(config)
+    acoustic.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in data["acoustic"].items()})
+    generator = Generator(config.vocoder)
+    load_generator_state(generator, {k: v.float() for k, v in data["generator"].items()})
+    return Checkpoint(config, acoustic.eval(), generator.eval(), bool(data.get("trained")), dict(data.get("info", {})))
+
+
+def load_default() -> Checkpoint:
+    """The shipped default voice, or the seeded untrained initialisation when none ships yet."""
+    if DEFAULT_CHECKPOINT.exists():
+        return load_checkpoint(DEFAULT_CHECKPOINT)
+    log.warning("%s", UNTRAINED_LABEL)
+    return init_checkpoint()
+
+
+def resolve(path: Path | None) -> Checkpoint:
+    """``path`` if given, else the default."""
+    return load_checkpoint(path) if path else load_default()
+
+
+def fingerprint(ckpt: Checkpoint) -> str:
+    """SHA-256 over the config and all weights: identifies what a built repository was made from."""
+    h = hashlib.sha256(repr(sorted(ckpt.config.to_dict().items())).encode())
+    for module in (ckpt.acoustic, ckpt.generator):
+        for key, value in sorted(module.state_dict().items()):
+            h.update(key.encode())
+            h.update(value.detach().float().contiguous().numpy().tobytes())
+    return h.hexdigest()

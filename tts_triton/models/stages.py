@@ -1,0 +1,79 @@
+"""The four inference stages exactly as the Triton models run them, built by composition.
+
+Each stage takes and returns tensors in the order of its :mod:`tts_triton.contract` spec. ONNX
+export traces these modules, and the in-process reference synthesizer calls them directly, so the
+server and the oracle compute the same graphs.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from tts_triton import contract
+from tts_triton.models.acoustic import AcousticModel
+from tts_triton.models.decoder import Decoder, DecoderState, Postnet
+from tts_triton.models.hifigan import Generator
+from tts_triton.models.style_encoder import StyleEncoder
+from tts_triton.models.text_encoder import TextEncoder
+
+
+class TextEncoderStage(nn.Module):
+    """(phonemes, mask) -> (memory, processed_memory): the encoder plus the attention's key projection."""
+
+    def __init__(self, encoder: TextEncoder, decoder: Decoder) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.decoder = decoder
+
+    def forward(self, phonemes: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        memory = self.encoder(phonemes, mask)
+        return memory, self.decoder.process_memory(memory)
+
+
+class StyleEncoderStage(nn.Module):
+    """(ref_mel,) -> (style,)."""
+
+    def __init__(self, encoder: StyleEncoder) -> None:
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, ref_mel: Tensor) -> tuple[Tensor]:
+        return (self.encoder(ref_mel),)
+
+
+class DecoderStage(nn.Module):
+    """K unrolled decoder steps with the recurrent state as explicit inputs and outputs."""
+
+    def __init__(self, decoder: Decoder) -> None:
+        super().__init__()
+        self.decoder = decoder
+        self.steps = decoder.cfg.decoder.steps_per_call
+
+    def forward(self, memory: Tensor, processed_memory: Tensor, mask: Tensor, style: Tensor,
+                *state: Tensor) -> tuple[Tensor, ...]:
+        mel, gate, alignment, nxt = self.decoder.run(DecoderState(*state), self.steps, memory, processed_memory,
+                                                     mask, style)
+        return (mel, gate, alignment, *nxt)
+
+
+class VocoderStage(nn.Module):
+    """(mel ``[B, frames, n_mels]``,) -> (audio ``[B, frames * hop]``,): the postnet, then HiFi-GAN."""
+
+    def __init__(self, postnet: Postnet, generator: Generator) -> None:
+        super().__init__()
+        self.postnet = postnet
+        self.generator = generator
+
+    def forward(self, mel: Tensor) -> tuple[Tensor]:
+        return (self.generator(self.postnet(mel).transpose(1, 2)).squeeze(1),)
+
+
+def build_stages(acoustic: AcousticModel, generator: Generator) -> dict[str, nn.Module]:
+    """The four stages keyed by Triton model name, in eval mode."""
+    stages = {
+        contract.TEXT_ENCODER: TextEncoderStage(acoustic.text_encoder, acoustic.decoder),
+        contract.STYLE_ENCODER: StyleEncoderStage(acoustic.style_encoder),
+        contract.DECODER: DecoderStage(acoustic.decoder),
+        contract.VOCODER: VocoderStage(acoustic.decoder.postnet, generator),
+    }
+    return {name: stage.eval() for name, stage in stages.items()}

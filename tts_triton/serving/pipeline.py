@@ -1,0 +1,197 @@
+"""The Triton-free synthesis core: encode, the K-step decode loop, and streamed chunked vocoding.
+
+:class:`Pipeline` talks to the four networks only through an :class:`InferBackend` (``infer(model,
+inputs) -> outputs`` with numpy tensors named as in :mod:`tts_triton.contract`). The BLS model plugs
+in Triton calls, the reference synthesizer plugs in the PyTorch stages, the ONNX check plugs in
+ONNX Runtime sessions: one loop, one stop rule, one chunking rule for all of them.
+
+Stop rule: a decoder call returns K gate logits; decoding stops after the first step whose logit is
+> 0 (that step's r frames are kept), or when the max-steps guard for the sentence is reached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from tts_triton import audio, contract
+from tts_triton.config import STREAMING, ModelConfig, StreamingConfig
+
+
+class InferBackend(Protocol):
+    """Runs one network on a batch of one: numpy inputs by contract name -> outputs by contract name."""
+
+    async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+
+class Cancelled(Exception):
+    """The client cancelled the request; decoding stopped early."""
+
+
+@dataclass
+class Chunk:
+    """One streamed piece of audio, with the decoder frames produced since the previous chunk."""
+
+    audio: np.ndarray  # float32 [samples]
+    mel: np.ndarray  # float32 [frames, n_mels], decoder output (before the postnet)
+    sentence: int
+
+
+@dataclass
+class SentenceStats:
+    steps: int = 0
+    frames: int = 0
+    decoder_calls: int = 0
+    vocoder_calls: int = 0
+    hit_max_steps: bool = False
+
+
+@dataclass
+class ChunkWindow:
+    """Frames ``[start, end)`` are emitted by vocoding ``[ctx_start, ctx_end)`` and trimming the context."""
+
+    ctx_start: int
+    start: int
+    end: int
+    ctx_end: int
+
+    def trim(self, samples: np.ndarray, hop: int = audio.HOP_LENGTH) -> np.ndarray:
+        lo = (self.start - self.ctx_start) * hop
+        return samples[lo : lo + (self.end - self.start) * hop]
+
+
+class ChunkPlanner:
+    """Decides when the growing mel of one sentence is ready for the next vocoder call.
+
+    Chunk ``i`` holds ``streaming.chunk_size(i)`` frames and waits for ``right_context`` frames of
+    lookahead; once the sentence is finished, everything left goes out in one final chunk.
+    """
+
+    def __init__(self, streaming: StreamingConfig = STREAMING) -> None:
+        self.streaming = streaming
+        self.emitted = 0
+        self.index = 0
+
+    def next_window(self, available: int, finished: bool) -> ChunkWindow | None:
+        s = self.streaming
+        start = self.emitted
+        if finished:
+            if available <= start:
+                return None
+            end, ctx_end = available, available
+        else:
+            end = start + s.chunk_size(self.index)
+            ctx_end = end + s.right_context
+            if available < ctx_end:
+                return None
+        self.emitted = end
+        self.index += 1
+        return ChunkWindow(max(0, start - s.left_context), start, end, ctx_end)
+
+
+def first_stop(gate: np.ndarray) -> int | None:
+    """Index of the first step whose stop logit is > 0, or None."""
+    hits = np.flatnonzero(gate > 0.0)
+    return int(hits[0]) if hits.size else None
+
+
+def pad_tokens(ids: list[int], length: int) -> tuple[np.ndarray, np.ndarray]:
+    """-> (phonemes ``[1, length]`` int32, mask ``[1, length]`` float32) with zero padding."""
+    phonemes = np.zeros((1, length), dtype=np.int32)
+    phonemes[0, : len(ids)] = ids
+    mask = np.zeros((1, length), dtype=np.float32)
+    mask[0, : len(ids)] = 1.0
+    return phonemes, mask
+
+
+class Pipeline:
+    """Sentences of phoneme ids + a style -> streamed audio chunks. See the module docstring."""
+
+    def __init__(self, backend: InferBackend, cfg: ModelConfig, streaming: StreamingConfig = STREAMING) -> None:
+        self.backend = backend
+        self.cfg = cfg
+        self.streaming = streaming
+        self.state_specs = contract.decoder_states(cfg)
+        self.stats: list[SentenceStats] = []
+
+    async def style_from_reference(self, ref_mel: np.ndarray) -> np.ndarray:
+        """Style vector ``[style_dim]`` of a reference log-mel ``[frames, n_mels]``."""
+        out = await self.backend.infer(contract.STYLE_ENCODER, {"ref_mel": ref_mel[None].astype(np.float32)})
+        return out["style"][0]
+
+    async def encode(self, ids: list[int]) -> dict[str, np.ndarray]:
+        """Encoder memory of one sentence, padded to its token bucket: memory, processed_memory, mask."""
+        phonemes, mask = pad_tokens(ids, self.streaming.bucket(len(ids)))
+        out = await self.backend.infer(contract.TEXT_ENCODER, {"phonemes": phonemes, "mask": mask})
+        return {"memory": out["memory"], "processed_memory": out["processed_memory"], "mask": mask}
+
+    def initial_state(self, tokens: int) -> dict[str, np.ndarray]:
+        dims = {contract.TOKENS: tokens}
+        return {s.name: np.zeros((1, *(dims.get(d, d) for d in s.dims)), np.float32) for s in self.state_specs}
+
+    async def decode(self, ids: list[int], style: np.ndarray, stats: SentenceStats,
+                     cancelled: Callable[[], bool] = lambda: False) -> AsyncIterator[np.ndarray]:
+        """Yield the decoder's mel frames ``[n, n_mels]`` call by call until the stop rule fires."""
+        d = self.cfg.decoder
+        context = await self.encode(ids)
+        context["style"] = style[None].astype(np.float32)
+        state = self.initial_state(context["mask"].shape[1])
+        max_steps = d.max_steps(len(ids))
+        while True:
+            if cancelled():
+                raise Cancelled
+            out = await self.backend.infer(contract.DECODER, {**context, **state})
+            stats.decoder_calls += 1
+            state = {s.name: out[s.name + contract.STATE_OUT_SUFFIX] for s in self.state_specs}
+            gate = out["gate"][0]
+            stop = first_stop(gate)
+            steps = d.steps_per_call if stop is None else stop + 1
+            if stats.steps + steps >= max_steps:
+                steps = max_steps - stats.steps
+                stats.hit_max_steps = stop is None or stop + 1 > steps
+                stop = steps - 1
+            stats.steps += steps
+            frames = out["mel"][0, : steps * d.frames_per_step]
+            stats.frames += frames.shape[0]
+            yield frames
+            if stop is not None:
+                return
+
+    async def vocode(self, mel: np.ndarray, window: ChunkWindow) -> np.ndarray:
+        out = await self.backend.infer(contract.VOCODER, {"mel": mel[None, window.ctx_start : window.ctx_end]})
+        return window.trim(out["audio"][0])
+
+    async def stream(self, sentences: list[list[int]], style: np.ndarray,
+                     cancelled: Callable[[], bool] = lambda: False) -> AsyncIterator[Chunk]:
+        """Synthesize sentences in order, yielding audio as soon as each chunk is ready.
+
+        Per-sentence statistics are appended to ``self.stats``. Raises :class:`Cancelled` when
+        ``cancelled()`` turns true between decoder calls.
+        """
+        for index, ids in enumerate(sentences):
+            stats = SentenceStats()
+            self.stats.append(stats)
+            planner = ChunkPlanner(self.streaming)
+            mel = np.zeros((0, self.cfg.n_mels), np.float32)
+            sent_frames = 0
+            async for frames in self.decode(ids, style, stats, cancelled):
+                mel = np.concatenate([mel, frames])
+                while (window := planner.next_window(len(mel), finished=False)) is not None:
+                    stats.vocoder_calls += 1
+                    yield Chunk(await self.vocode(mel, window), mel[sent_frames : window.end], index)
+                    sent_frames = window.end
+            while (window := planner.next_window(len(mel), finished=True)) is not None:
+                stats.vocoder_calls += 1
+                yield Chunk(await self.vocode(mel, window), mel[sent_frames : window.end], index)
+                sent_frames = window.end
+
+    async def synthesize(self, sentences: list[list[int]], style: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The whole utterance at once: (audio ``[samples]``, decoder mel ``[frames, n_mels]``)."""
+        chunks = [c async for c in self.stream(sentences, style)]
+        if not chunks:
+            return np.zeros(0, np.float32), np.zeros((0, self.cfg.n_mels), np.float32)
+        return np.concatenate([c.audio for c in chunks]), np.concatenate([c.mel for c in chunks])
+
