@@ -1,1 +1,40 @@
-"""Client library for the tts-triton service (gRPC streaming and HTTP)."""
+"""Client library for the tts-triton service.
+
+- :class:`TTSClient` / :class:`AsyncTTSClient`: gRPC, streaming ``tts`` (blocking / asyncio), mirrored APIs.
+- :class:`HttpTTSClient`: HTTP, ``tts_offline`` (one response; decoupled models cannot be served over HTTP).
+
+Results are :class:`AudioChunk` and :class:`Synthesis`; every failure is a :class:`TTSError`
+(:class:`InvalidInputError`, :class:`ServerUnavailableError`, :class:`TTSTimeoutError`).
+
+    with TTSClient("localhost:8001", timeout=30) as tts:
+        for chunk in tts.stream("Hello there.", voice="alice", emotion="happy"):
+            play(chunk.audio, chunk.sample_rate)
+        tts.synthesize("Hello again.").save("hello.wav")
+"""
+
+from .audio_io import ReferenceAudio, load_reference_audio, save_wav
+from .errors import InvalidInputError, ServerUnavailableError, TTSError, TTSTimeoutError
+from .grpc_client import DEFAULT_GRPC_URL, AsyncTTSClient, TTSClient
+from .http_client import DEFAULT_HTTP_URL, HttpTTSClient
+from .request import TTSRequest, build_request
+from .results import AudioChunk, Synthesis, VoiceBank
+
+__all__ = [
+    "DEFAULT_GRPC_URL",
+    "DEFAULT_HTTP_URL",
+    "AsyncTTSClient",
+    "AudioChunk",
+    "HttpTTSClient",
+    "InvalidInputError",
+    "ReferenceAudio",
+    "ServerUnavailableError",
+    "Synthesis",
+    "TTSClient",
+    "TTSError",
+    "TTSRequest",
+    "TTSTimeoutError",
+    "VoiceBank",
+    "build_request",
+    "load_reference_audio",
+    "save_wav",
+]

@@ -40,7 +40,8 @@ class Prenet(nn.Module):
 
     def __init__(self, in_dim: int, dims: tuple[int, ...], dropout: float) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(i, o, bias=False) for i, o in zip((in_dim, *dims[:-1]), dims, strict=True))
+        sizes = zip((in_dim, *dims[:-1]), dims, strict=True)
+        self.layers = nn.ModuleList(nn.Linear(i, o, bias=False) for i, o in sizes)
         self.dropout = dropout
 
     def forward(self, x: Tensor) -> Tensor:

@@ -15,6 +15,14 @@ from torch import nn
 
 from tts_triton import contract
 from tts_triton.config import ModelConfig
+from tts_triton.serving.pipeline import InferBackend
+
+
+async def run_encode(backend: InferBackend, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The ``encode`` ensemble for in-process backends: text_encoder and style_encoder, outputs merged."""
+    text = await backend.infer(contract.TEXT_ENCODER, {"phonemes": inputs["phonemes"], "mask": inputs["mask"]})
+    style = await backend.infer(contract.STYLE_ENCODER, {"ref_mel": inputs["ref_mel"]})
+    return {**text, **style}
 
 
 class TorchBackend:
@@ -25,6 +33,8 @@ class TorchBackend:
         self.specs = contract.network_specs(cfg)
 
     async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if model == contract.ENCODE:
+            return await run_encode(self, inputs)
         spec = self.specs[model]
         with torch.inference_mode():
             outputs = self.stages[model](*(torch.from_numpy(np.ascontiguousarray(inputs[n])) for n in spec.input_names))
@@ -41,11 +51,14 @@ class OnnxBackend:
         options.intra_op_num_threads = threads
         self.specs = contract.network_specs(cfg)
         self.sessions = {
-            name: ort.InferenceSession(str(Path(onnx_dir) / f"{name}.onnx"), options, providers=["CPUExecutionProvider"])
+            name: ort.InferenceSession(str(Path(onnx_dir) / f"{name}.onnx"), options,
+                                       providers=["CPUExecutionProvider"])
             for name in self.specs
         }
 
     async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if model == contract.ENCODE:
+            return await run_encode(self, inputs)
         spec = self.specs[model]
         outputs = self.sessions[model].run(spec.output_names, {n: inputs[n] for n in spec.input_names})
         return dict(zip(spec.output_names, outputs, strict=True))

@@ -116,28 +116,38 @@ class Pipeline:
         self.streaming = streaming
         self.state_specs = contract.decoder_states(cfg)
         self.stats: list[SentenceStats] = []
+        self.style: np.ndarray | None = None
 
-    async def style_from_reference(self, ref_mel: np.ndarray) -> np.ndarray:
-        """Style vector ``[style_dim]`` of a reference log-mel ``[frames, n_mels]``."""
-        out = await self.backend.infer(contract.STYLE_ENCODER, {"ref_mel": ref_mel[None].astype(np.float32)})
-        return out["style"][0]
+    async def encode(self, ids: list[int], ref_mel: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Encoder memory of one sentence padded to its token bucket: memory, processed_memory, mask.
 
-    async def encode(self, ids: list[int]) -> dict[str, np.ndarray]:
-        """Encoder memory of one sentence, padded to its token bucket: memory, processed_memory, mask."""
+        With a reference log-mel ``[frames, n_mels]`` this is one call of the ``encode`` ensemble,
+        which also returns the reference's ``style``.
+        """
         phonemes, mask = pad_tokens(ids, self.streaming.bucket(len(ids)))
-        out = await self.backend.infer(contract.TEXT_ENCODER, {"phonemes": phonemes, "mask": mask})
-        return {"memory": out["memory"], "processed_memory": out["processed_memory"], "mask": mask}
+        inputs = {"phonemes": phonemes, "mask": mask}
+        if ref_mel is None:
+            out = await self.backend.infer(contract.TEXT_ENCODER, inputs)
+        else:
+            out = await self.backend.infer(contract.ENCODE, {**inputs, "ref_mel": ref_mel[None].astype(np.float32)})
+        return {**out, "mask": mask}
 
     def initial_state(self, tokens: int) -> dict[str, np.ndarray]:
         dims = {contract.TOKENS: tokens}
         return {s.name: np.zeros((1, *(dims.get(d, d) for d in s.dims)), np.float32) for s in self.state_specs}
 
-    async def decode(self, ids: list[int], style: np.ndarray, stats: SentenceStats,
-                     cancelled: Callable[[], bool] = lambda: False) -> AsyncIterator[np.ndarray]:
-        """Yield the decoder's mel frames ``[n, n_mels]`` call by call until the stop rule fires."""
+    async def decode(self, ids: list[int], stats: SentenceStats, cancelled: Callable[[], bool] = lambda: False,
+                     ref_mel: np.ndarray | None = None) -> AsyncIterator[np.ndarray]:
+        """Yield the decoder's mel frames ``[n, n_mels]`` call by call until the stop rule fires.
+
+        Uses ``self.style``, or the style of ``ref_mel`` (which then becomes ``self.style``).
+        """
         d = self.cfg.decoder
-        context = await self.encode(ids)
-        context["style"] = style[None].astype(np.float32)
+        out = await self.encode(ids, ref_mel)
+        if ref_mel is not None:
+            self.style = out["style"][0]
+        context = {"memory": out["memory"], "processed_memory": out["processed_memory"], "mask": out["mask"],
+                   "style": self.style[None].astype(np.float32)}
         state = self.initial_state(context["mask"].shape[1])
         max_steps = d.max_steps(len(ids))
         while True:
@@ -164,20 +174,26 @@ class Pipeline:
         out = await self.backend.infer(contract.VOCODER, {"mel": mel[None, window.ctx_start : window.ctx_end]})
         return window.trim(out["audio"][0])
 
-    async def stream(self, sentences: list[list[int]], style: np.ndarray,
-                     cancelled: Callable[[], bool] = lambda: False) -> AsyncIterator[Chunk]:
+    async def stream(self, sentences: list[list[int]], style: np.ndarray | None = None,
+                     cancelled: Callable[[], bool] = lambda: False,
+                     ref_mel: np.ndarray | None = None) -> AsyncIterator[Chunk]:
         """Synthesize sentences in order, yielding audio as soon as each chunk is ready.
 
-        Per-sentence statistics are appended to ``self.stats``. Raises :class:`Cancelled` when
-        ``cancelled()`` turns true between decoder calls.
+        The style is ``style`` or, when that is None, the style of the reference log-mel ``ref_mel``
+        (computed with the first sentence's encoding and kept in ``self.style``). Per-sentence
+        statistics are appended to ``self.stats``. Raises :class:`Cancelled` when ``cancelled()``
+        turns true between decoder calls.
         """
+        if (style is None) == (ref_mel is None):
+            raise ValueError("give exactly one of style and ref_mel")
+        self.style = style
         for index, ids in enumerate(sentences):
             stats = SentenceStats()
             self.stats.append(stats)
             planner = ChunkPlanner(self.streaming)
             mel = np.zeros((0, self.cfg.n_mels), np.float32)
             sent_frames = 0
-            async for frames in self.decode(ids, style, stats, cancelled):
+            async for frames in self.decode(ids, stats, cancelled, ref_mel if index == 0 else None):
                 mel = np.concatenate([mel, frames])
                 while (window := planner.next_window(len(mel), finished=False)) is not None:
                     stats.vocoder_calls += 1

@@ -1,1 +1,12 @@
 """Text front end: normalization, sentence splitting and grapheme-to-phoneme conversion."""
+
+from tts_triton.text.frontend import (
+    FrontendError,
+    normalize,
+    phonemize,
+    sequence_to_text,
+    split_sentences,
+    text_to_sequences,
+)
+
+__all__ = ["FrontendError", "normalize", "phonemize", "sequence_to_text", "split_sentences", "text_to_sequences"]

@@ -21,6 +21,7 @@ IPA = tuple(
     "abcdefhijklmnopqrstuvwxyz"
     "æçðøŋœɐɑɒɔɕɖɘɚɛɜɝɞɟɠɡɣɤɥɦɨɪɫɬɭɯɰɱɲɳɵɶɸɹɺɻɽɾʀʁʂʃʈʉʊʋʌʍʎʏʐʑʒʔʕʝʲʰʷβθχᵻ"
     "\u0303\u0329\u032f\u0361"  # combining tilde, syllabic, non-syllabic, tie bar
+    "ə"  # appended: schwa, espeak-ng's most frequent English vowel
 )
 
 SYMBOLS: tuple[str, ...] = (PAD, BOS, EOS, WORD_BOUNDARY, *PUNCTUATION, *STRESS, *LENGTH, *TONES, *IPA)

@@ -1,0 +1,113 @@
+"""Typed errors of the client, and their classification from what the server sent.
+
+Non-streaming calls carry a status (gRPC ``StatusCode.*`` or an HTTP code) and are classified by
+it. Over a gRPC stream Triton delivers an error as a message only, so stream errors are
+classified by their text: the server's contract is that a bad-input message names the input
+tensor (``TEXT``, ``VOICE``, ``EMOTION``, ``REFERENCE_AUDIO`` or ``REFERENCE_SAMPLE_RATE``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+
+import grpc
+from tritonclient.utils import InferenceServerException
+
+from tts_triton.config import ModelConfig
+from tts_triton.contract import tts_spec
+
+__all__ = [
+    "InvalidInputError",
+    "ServerUnavailableError",
+    "TTSError",
+    "TTSTimeoutError",
+    "classify_error",
+    "translate_error",
+    "translated_errors",
+]
+
+
+class TTSError(Exception):
+    """Any failure of a TTS request. ``message`` is the server's (or transport's) text, verbatim;
+    ``status`` the status it came with (``"INVALID_ARGUMENT"``, ``"400"``...), None over a stream."""
+
+    def __init__(self, message: str, status: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+    def __str__(self) -> str:
+        return self.message if self.status is None else f"[{self.status}] {self.message}"
+
+
+class InvalidInputError(TTSError, ValueError):
+    """The request was rejected for its content; the message names the offending input."""
+
+
+class ServerUnavailableError(TTSError, ConnectionError):
+    """The server cannot be reached, or the model is unknown or not ready."""
+
+
+class TTSTimeoutError(TTSError, TimeoutError):
+    """The request did not complete within its ``timeout``."""
+
+
+_INVALID_STATUSES = {"INVALID_ARGUMENT", "400"}
+_UNAVAILABLE_STATUSES = {"UNAVAILABLE", "NOT_FOUND", "404", "502", "503"}
+_TIMEOUT_STATUSES = {"DEADLINE_EXCEEDED", "408", "504"}
+
+_TIMEOUT_TEXT = re.compile(r"deadline exceeded|timed out", re.IGNORECASE)
+_UNAVAILABLE_TEXT = re.compile(
+    r"unknown model|not ready|no available versions|failed to connect|connection refused", re.IGNORECASE
+)
+# An input name counts in upper case only ("text" is too common a word).
+_INVALID_TEXT = re.compile(rf"\b({'|'.join(tts_spec(ModelConfig()).input_names)})\b|(?i:invalid (argument|input))")
+
+
+def classify_error(message: str, status: str | None = None) -> type[TTSError]:
+    """The error class for a server error. A known status decides; without one (stream errors,
+    unknown statuses) the message does: timeouts, then unavailability, then a named input."""
+    if status is not None:
+        status = status.removeprefix("StatusCode.")
+        for statuses, kind in (
+            (_INVALID_STATUSES, InvalidInputError),
+            (_UNAVAILABLE_STATUSES, ServerUnavailableError),
+            (_TIMEOUT_STATUSES, TTSTimeoutError),
+        ):
+            if status in statuses:
+                return kind
+    if _TIMEOUT_TEXT.search(message):
+        return TTSTimeoutError
+    if _UNAVAILABLE_TEXT.search(message):
+        return ServerUnavailableError
+    if _INVALID_TEXT.search(message):
+        return InvalidInputError
+    return TTSError
+
+
+def translate_error(error: InferenceServerException | grpc.RpcError | OSError) -> TTSError:
+    """The :class:`TTSError` for an exception raised by tritonclient, grpc or the HTTP transport
+    (``TimeoutError`` -> :class:`TTSTimeoutError`, any other ``OSError`` -> :class:`ServerUnavailableError`)."""
+    if isinstance(error, InferenceServerException):
+        message, status = error.message() or str(error), error.status()
+    elif isinstance(error, grpc.RpcError):
+        message, status = error.details() or str(error), str(error.code())
+    elif isinstance(error, TimeoutError):
+        return TTSTimeoutError(str(error) or "timed out")
+    else:
+        return ServerUnavailableError(str(error))
+    status = None if status is None else status.removeprefix("StatusCode.")
+    return classify_error(message, status)(message, status)
+
+
+@contextlib.contextmanager
+def translated_errors() -> Iterator[None]:
+    """Re-raise tritonclient, grpc and socket errors raised in the block as :class:`TTSError` subclasses."""
+    try:
+        yield
+    except TTSError:  # already typed (ServerUnavailableError and TTSTimeoutError are OSErrors too)
+        raise
+    except (InferenceServerException, grpc.RpcError, OSError) as e:
+        raise translate_error(e) from e

@@ -1,0 +1,127 @@
+"""Request tensors and response parsing, protocol-independent and checked against the contract.
+
+:func:`build_request` turns keyword arguments into the input tensors of ``tts`` / ``tts_offline``
+(:func:`tts_triton.contract.tts_spec`); :class:`TTSRequest` then makes tritonclient's
+``InferInput`` / ``InferRequestedOutput`` objects for whichever tritonclient module is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Protocol
+
+import numpy as np
+
+from tts_triton.config import ModelConfig
+from tts_triton.contract import tts_spec
+
+from .audio_io import ReferenceAudio, load_reference_audio
+from .errors import InvalidInputError, TTSError
+from .results import AudioChunk
+
+__all__ = ["TTSRequest", "build_request", "chunk_from_result", "is_final_response", "parse_url"]
+
+#: The public tensor contract; the MEL width it names comes from the response, not from here.
+SPEC = tts_spec(ModelConfig())
+#: Parameter Triton sets on each streamed response when the request enables empty final responses.
+FINAL_RESPONSE_PARAMETER = "triton_final_response"
+
+
+@dataclass(frozen=True)
+class TTSRequest:
+    """Validated input tensors (``name -> array`` in the contract's dtype and shape) and the outputs to ask for."""
+
+    tensors: dict[str, np.ndarray]
+    outputs: tuple[str, ...]
+
+    def infer_inputs(self, tritonclient_module: ModuleType) -> list[Any]:
+        """``InferInput`` objects of ``tritonclient.grpc``, ``tritonclient.grpc.aio`` or ``tritonclient.http``."""
+        inputs = []
+        for name, array in self.tensors.items():
+            infer_input = tritonclient_module.InferInput(name, list(array.shape), SPEC.input(name).wire_dtype)
+            infer_input.set_data_from_numpy(array)
+            inputs.append(infer_input)
+        return inputs
+
+    def requested_outputs(self, tritonclient_module: ModuleType) -> list[Any]:
+        """``InferRequestedOutput`` objects for :attr:`outputs`."""
+        return [tritonclient_module.InferRequestedOutput(name) for name in self.outputs]
+
+    @property
+    def return_mel(self) -> bool:
+        return "MEL" in self.outputs
+
+
+def build_request(
+    text: str,
+    *,
+    voice: str | None = None,
+    emotion: str | None = None,
+    reference_audio: ReferenceAudio | None = None,
+    reference_sample_rate: int | None = None,
+    return_mel: bool = False,
+) -> TTSRequest:
+    """Build the tensors of one request; optional inputs left as None are not sent (the server
+    then uses its defaults). Raises :class:`InvalidInputError` naming the input for arguments that
+    cannot be encoded; what the server accepts (known voices, non-empty text...) it checks itself."""
+    tensors = {"TEXT": _string("TEXT", text)}
+    for name, value in (("VOICE", voice), ("EMOTION", emotion)):
+        if value is not None:
+            tensors[name] = _string(name, value)
+    if reference_audio is not None:
+        samples, rate = load_reference_audio(reference_audio, reference_sample_rate)
+        tensors["REFERENCE_AUDIO"] = samples
+        tensors["REFERENCE_SAMPLE_RATE"] = np.array([rate], dtype=np.int32)
+    elif reference_sample_rate is not None:
+        raise InvalidInputError("REFERENCE_SAMPLE_RATE: given without REFERENCE_AUDIO")
+    outputs = ("AUDIO", "SAMPLE_RATE", "MEL") if return_mel else ("AUDIO", "SAMPLE_RATE")
+    return TTSRequest(tensors, outputs)
+
+
+def _string(name: str, value: str) -> np.ndarray:
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{name}: expected str, got {type(value).__name__}")
+    return np.array([value.encode("utf-8")], dtype=np.object_)
+
+
+class InferResultLike(Protocol):
+    """What is read from a tritonclient ``InferResult``."""
+
+    def as_numpy(self, name: str) -> np.ndarray | None: ...
+
+
+def chunk_from_result(result: InferResultLike, *, index: int, elapsed: float, return_mel: bool) -> AudioChunk | None:
+    """The chunk a response carries; None for one with neither audio samples nor mel frames
+    (Triton's empty final response). Raises :class:`TTSError` if audio comes without SAMPLE_RATE."""
+    audio = result.as_numpy("AUDIO")
+    mel = result.as_numpy("MEL") if return_mel else None
+    if (audio is None or audio.size == 0) and (mel is None or mel.size == 0):
+        return None
+    rate = result.as_numpy("SAMPLE_RATE")
+    if rate is None:
+        raise TTSError("the server sent a response without SAMPLE_RATE")
+    return AudioChunk(
+        # Copies: tritonclient's arrays are read-only views of the response buffer.
+        audio=np.zeros(0, np.float32) if audio is None else np.array(audio, dtype=np.float32).reshape(-1),
+        sample_rate=int(rate.reshape(-1)[0]),
+        index=index,
+        elapsed=elapsed,
+        mel=None if mel is None else np.array(mel, dtype=np.float32),
+    )
+
+
+def is_final_response(result: Any) -> bool:
+    """True for the response Triton flags as the last of a streamed request (``tritonclient.grpc``)."""
+    parameters = result.get_response().parameters
+    return FINAL_RESPONSE_PARAMETER in parameters and parameters[FINAL_RESPONSE_PARAMETER].bool_param
+
+
+def parse_url(url: str, scheme: str) -> str:
+    """``host:port`` from ``host:port`` or ``<scheme>://host:port`` (Locust's ``--host`` form)."""
+    prefix, sep, rest = url.partition("://")
+    if not sep:
+        return url.rstrip("/")
+    if prefix != scheme:
+        raise ValueError(f"expected a {scheme}:// URL or host:port, got {url!r}")
+    return rest.rstrip("/")

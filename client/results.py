@@ -1,0 +1,107 @@
+"""What the client returns: streamed chunks, whole syntheses and the server's voice bank."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .audio_io import save_wav
+from .errors import TTSError
+
+__all__ = ["AudioChunk", "Synthesis", "VoiceBank"]
+
+
+@dataclass(frozen=True)
+class AudioChunk:
+    """One streamed piece of audio.
+
+    ``audio`` is mono float32 in [-1, 1]; ``index`` counts chunks from 0; ``elapsed`` is seconds from
+    the start of the request to this chunk's arrival; ``mel`` (``[frames, n_mels]`` float32) is set
+    only when the request asked for it.
+    """
+
+    audio: np.ndarray
+    sample_rate: int
+    index: int
+    elapsed: float
+    mel: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Synthesis:
+    """A whole utterance: the chunks joined, with the request's timing.
+
+    ``first_chunk_latency`` and ``total_time`` are seconds from the start of the request to the first
+    audio and to the end of the response; ``chunks`` is how many pieces the audio came in (1 over HTTP).
+    """
+
+    audio: np.ndarray
+    sample_rate: int
+    first_chunk_latency: float
+    total_time: float
+    chunks: int
+    mel: np.ndarray | None = None
+
+    @classmethod
+    def from_chunks(cls, chunks: Sequence[AudioChunk], total_time: float) -> Synthesis:
+        """Join streamed chunks. Raises :class:`TTSError` if there are none or their sample rates differ."""
+        if not chunks:
+            raise TTSError("the server ended the response without any audio")
+        rates = {c.sample_rate for c in chunks}
+        if len(rates) != 1:
+            raise TTSError(f"the server changed SAMPLE_RATE within one response: {sorted(rates)}")
+        mels = [c.mel for c in chunks if c.mel is not None]
+        return cls(
+            audio=np.concatenate([c.audio for c in chunks]),
+            sample_rate=chunks[0].sample_rate,
+            first_chunk_latency=chunks[0].elapsed,
+            total_time=total_time,
+            chunks=len(chunks),
+            mel=np.concatenate(mels) if mels else None,
+        )
+
+    @property
+    def duration(self) -> float:
+        """Seconds of audio."""
+        return self.audio.shape[0] / self.sample_rate
+
+    @property
+    def real_time_factor(self) -> float:
+        """``total_time / duration``: below 1 is faster than real time."""
+        return self.total_time / self.duration if self.duration else float("inf")
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the audio as 16-bit PCM WAV (see :func:`save_wav`)."""
+        return save_wav(path, self.audio, self.sample_rate)
+
+
+@dataclass(frozen=True)
+class VoiceBank:
+    """The voices and emotions the server offers, and what it uses when a request names none."""
+
+    voices: tuple[str, ...]
+    emotions: tuple[str, ...]
+    default_voice: str
+    default_emotion: str
+
+    @classmethod
+    def from_model_config(cls, config: dict[str, Any]) -> VoiceBank:
+        """Parse the ``voice_bank`` parameter (a JSON string) of a model config, as returned by
+        ``get_model_config`` of tritonclient's gRPC (``{"config": {...}}``) or HTTP client."""
+        config = config.get("config", config)
+        try:
+            bank = json.loads(config["parameters"]["voice_bank"]["string_value"])
+            return cls(
+                voices=tuple(bank["voices"]),
+                emotions=tuple(bank["emotions"]),
+                default_voice=bank["default_voice"],
+                default_emotion=bank["default_emotion"],
+            )
+        except (KeyError, TypeError, json.JSONDecodeError) as e:
+            raise TTSError(f"model {config.get('name', '?')!r} has no valid 'voice_bank' parameter: {e!r}") from e

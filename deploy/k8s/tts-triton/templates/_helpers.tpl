@@ -1,0 +1,57 @@
+{{/* Chart name, overridable. */}}
+{{- define "tts-triton.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Fully qualified app name: <release>-<chart> unless the release name already contains it. */}}
+{{- define "tts-triton.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Name of the headless gRPC Service (suffix kept within the 63-character DNS label limit). */}}
+{{- define "tts-triton.grpcServiceName" -}}
+{{- printf "%s-grpc" (include "tts-triton.fullname" . | trunc 58 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "tts-triton.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Selector labels: stable across upgrades (Deployment selectors are immutable). */}}
+{{- define "tts-triton.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tts-triton.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "tts-triton.labels" -}}
+helm.sh/chart: {{ include "tts-triton.chart" . }}
+{{ include "tts-triton.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: inference-server
+{{- end }}
+
+{{- define "tts-triton.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* The --model-repository argument: the mounted path, or the object-store URI. */}}
+{{- define "tts-triton.modelRepository" -}}
+{{- $src := .Values.modelRepository.source }}
+{{- if eq $src "remote" }}
+{{- required "modelRepository.remote.uri is required when modelRepository.source=remote" .Values.modelRepository.remote.uri }}
+{{- else if has $src (list "image" "pvc" "initContainer") }}
+{{- .Values.modelRepository.path }}
+{{- else }}
+{{- fail (printf "modelRepository.source must be image, pvc, initContainer or remote (got %q)" $src) }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,489 @@
+"""Build the Triton model repository for one runtime target from the tensor contract.
+
+Layout of ``<out>/``::
+
+    repository.json                      manifest: target, checkpoint sha256, model config, settings, build time
+    text_encoder/ style_encoder/ decoder/ vocoder/
+        config.pbtxt                     contract.network_specs + RepositorySettings + the target
+        1/model.onnx [+ model.py]        or 1/model.plan (tensorrt, built by a separate engine step)
+    encode/config.pbtxt, 1/              ensemble: text_encoder and style_encoder side by side
+    tts/ tts_offline/                    Python BLS (decoupled / one response): config.pbtxt, voice_bank.json,
+                                         1/model.py
+
+Every ``config.pbtxt`` comes from one generator (:mod:`tts_triton.export.pbtxt`); the targets differ
+only in the fields a :class:`RuntimeTarget` names. ONNX files are checked against the contract when
+they are copied in. The repository is built in a sibling temporary directory and then swapped in.
+
+CLI::
+
+    python -m tts_triton.export.repository --onnx-dir build/onnx --checkpoint ckpt.pt \\
+        --voice-bank voices.json --target onnxruntime-python --out model_repository
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import onnxruntime as ort
+
+from tts_triton import __version__
+from tts_triton.config import ModelConfig
+from tts_triton.contract import (
+    DECODER,
+    ENCODE,
+    STYLE_ENCODER,
+    TEXT_ENCODER,
+    TTS,
+    TTS_OFFLINE,
+    VOCODER,
+    ModelSpec,
+    encode_spec,
+    network_specs,
+    tts_spec,
+)
+from tts_triton.serving.onnx_model import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE, io_mismatches
+
+from .pbtxt import EnumValue, render, string_parameters, tensor
+
+__all__ = [
+    "MANIFEST",
+    "RUNTIME_TARGETS",
+    "NetworkSettings",
+    "RepositorySettings",
+    "RuntimeTarget",
+    "build_repository",
+    "main",
+    "read_manifest",
+    "repository_is_current",
+]
+
+MANIFEST = "repository.json"
+VOICE_BANK_FILE = "voice_bank.json"
+VERSION = "1"
+#: Top-level files of an existing repository that a rebuild keeps (Triton ignores top-level files).
+KEPT_FILES = ("README.md",)
+VOICE_BANK_KEYS = ("voices", "emotions", "default_voice", "default_emotion", "presets")
+BLS_MODULE = "tts_triton.serving.tts_model"
+#: Ensembles of the repository: name -> member networks, run side by side.
+ENSEMBLES = {ENCODE: (TEXT_ENCODER, STYLE_ENCODER)}
+KIND_CPU, KIND_GPU = "KIND_CPU", "KIND_GPU"
+
+
+@dataclass(frozen=True)
+class RuntimeTarget:
+    """How the four networks are served on one runtime; the ensemble and the BLS models never change.
+
+    ``source`` says where a network's artifact comes from: ``"onnx"``, ``<onnx_dir>/<name>.onnx``
+    (checked against the contract); ``"plan"``, ``<engines_dir>/<name>.plan`` (may be built later).
+    ``python_model`` set means ``backend: "python"`` with a version-dir ``model.py`` that re-exports
+    that module's ``TritonPythonModel``; otherwise ``platform`` names a Triton backend.
+
+    Extension point: ``"torch-cuda"`` (Python-backend models running the PyTorch modules with CUDA
+    graphs) is one more entry in :data:`RUNTIME_TARGETS`: ``instance_kind=KIND_GPU``,
+    ``python_model="tts_triton.serving.torch_model"`` and a ``"checkpoint"`` source handled in
+    ``_install_artifact``.
+    """
+
+    name: str
+    instance_kind: str
+    artifact: str
+    source: str
+    platform: str = ""
+    python_model: str = ""
+    #: Whether the ONNX Runtime thread-count parameters apply.
+    onnxruntime_threads: bool = False
+
+
+RUNTIME_TARGETS: dict[str, RuntimeTarget] = {
+    t.name: t
+    for t in (
+        RuntimeTarget("onnxruntime-python", KIND_CPU, ONNX_FILE, "onnx",
+                      python_model="tts_triton.serving.onnx_model", onnxruntime_threads=True),
+        RuntimeTarget("onnxruntime", KIND_GPU, ONNX_FILE, "onnx",
+                      platform="onnxruntime_onnx", onnxruntime_threads=True),
+        RuntimeTarget("tensorrt", KIND_GPU, "model.plan", "plan", platform="tensorrt_plan"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class NetworkSettings:
+    """Serving knobs of one network model.
+
+    ``max_batch_size`` must not exceed what the artifact accepts (ONNX: batch axis dynamic, any size;
+    TensorRT: the engine's optimization profile). ``response_cache`` takes effect only when the server
+    runs with ``--cache-config local,size=<bytes>``.
+    """
+
+    max_batch_size: int
+    max_queue_delay_us: int
+    instances: int = 1
+    intra_op_threads: int = 1
+    inter_op_threads: int = 1
+    response_cache: bool = False
+
+
+def _default_networks() -> dict[str, NetworkSettings]:
+    return {
+        TEXT_ENCODER: NetworkSettings(max_batch_size=16, max_queue_delay_us=1000, intra_op_threads=2),
+        STYLE_ENCODER: NetworkSettings(max_batch_size=16, max_queue_delay_us=0, response_cache=True),
+        DECODER: NetworkSettings(max_batch_size=64, max_queue_delay_us=1000, intra_op_threads=2),
+        VOCODER: NetworkSettings(max_batch_size=16, max_queue_delay_us=2000, intra_op_threads=4),
+    }
+
+
+@dataclass(frozen=True)
+class RepositorySettings:
+    """Per-model serving knobs of a repository build."""
+
+    networks: Mapping[str, NetworkSettings] = field(default_factory=_default_networks)
+    #: ``KIND_CPU`` or ``KIND_GPU`` for every network model; ``None`` keeps the target's kind.
+    instance_kind: str | None = None
+    #: Instances of ``tts`` and of ``tts_offline`` (the BLS is async: one instance serves many streams).
+    bls_instances: int = 1
+
+    def validate(self, network_names: Sequence[str]) -> None:
+        """Raise ``ValueError`` unless every network has sane settings and nothing else is configured."""
+        if sorted(self.networks) != sorted(network_names):
+            raise ValueError(
+                f"settings configure networks {sorted(self.networks)}, the contract has {sorted(network_names)}"
+            )
+        if self.instance_kind not in (None, KIND_CPU, KIND_GPU):
+            raise ValueError(f"instance_kind must be {KIND_CPU} or {KIND_GPU}, got {self.instance_kind!r}")
+        if self.bls_instances < 1:
+            raise ValueError(f"bls_instances must be >= 1, got {self.bls_instances}")
+        for name, net in self.networks.items():
+            if net.max_batch_size < 1 or net.instances < 1 or net.max_queue_delay_us < 0:
+                raise ValueError(f"{name}: need max_batch_size >= 1, instances >= 1, max_queue_delay_us >= 0: {net}")
+
+
+def build_repository(
+    out_dir: Path,
+    *,
+    onnx_dir: Path,
+    model_config: ModelConfig,
+    checkpoint: Path,
+    voice_bank: Path,
+    target: str = "onnxruntime-python",
+    settings: RepositorySettings | None = None,
+    engines_dir: Path | None = None,
+    include_bls: bool = True,
+    checkpoint_name: str | None = None,
+) -> Path:
+    """Write the model repository for ``target`` to ``out_dir`` and return ``out_dir``.
+
+    ``out_dir`` must be absent, empty, or a repository built by this function (it has a
+    ``repository.json``): anything else raises ``FileExistsError`` and is left alone. The new tree is
+    built beside it and swapped in at the end, so a failed build leaves the old repository intact.
+    ``engines_dir`` supplies ``<network>.plan`` files for the ``tensorrt`` target; without it the
+    version directories stay empty and the manifest lists them under ``"pending"``.
+    ``include_bls=False`` leaves out ``tts`` and ``tts_offline`` (networks and ensembles only).
+    ``checkpoint_name`` (default: the checkpoint's file name) is what the BLS models report.
+    """
+    if target not in RUNTIME_TARGETS:
+        raise ValueError(f"unknown runtime target {target!r}; choose from {sorted(RUNTIME_TARGETS)}")
+    runtime = RUNTIME_TARGETS[target]
+    settings = settings or RepositorySettings()
+    out_dir, onnx_dir, checkpoint, voice_bank = map(Path, (out_dir, onnx_dir, checkpoint, voice_bank))
+    specs = network_specs(model_config)
+    settings.validate(list(specs))
+    bank = _load_voice_bank(voice_bank)
+    _check_replaceable(out_dir)
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
+    try:
+        staging.chmod(0o755)
+        artifacts: dict[str, str] = {}
+        pending: list[str] = []
+        for name, spec in specs.items():
+            version_dir = _model_dir(staging, name, _network_config(spec, runtime, settings))
+            digest = _install_artifact(runtime, spec, version_dir, onnx_dir=onnx_dir, engines_dir=engines_dir)
+            if digest is None:
+                pending.append(f"{name}/{VERSION}/{runtime.artifact}")
+            else:
+                artifacts[name] = digest
+        for name, members in ENSEMBLES.items():
+            config = _ensemble_config(encode_spec(model_config), [specs[m] for m in members], settings)
+            _model_dir(staging, name, config)
+        if include_bls:
+            params = {
+                "model_config": json.dumps(model_config.to_dict(), separators=(",", ":")),
+                "voice_bank": json.dumps(bank, ensure_ascii=False, separators=(",", ":")),
+                "checkpoint_name": checkpoint_name or checkpoint.name,
+            }
+            for name, decoupled in ((TTS, True), (TTS_OFFLINE, False)):
+                spec = tts_spec(model_config, name)
+                version_dir = _model_dir(staging, name, _bls_config(spec, decoupled, params, settings))
+                _write_adapter(version_dir, name, BLS_MODULE)
+                shutil.copyfile(voice_bank, version_dir.parent / VOICE_BANK_FILE)
+        for kept in KEPT_FILES:
+            if (out_dir / kept).is_file():
+                shutil.copyfile(out_dir / kept, staging / kept)
+        manifest = {
+            **_fingerprint(runtime.name, checkpoint, voice_bank, model_config, settings),
+            "checkpoint_name": checkpoint_name or checkpoint.name,
+            "models": sorted(p.name for p in staging.iterdir() if p.is_dir()),
+            "artifacts_sha256": artifacts,
+            "pending": pending,
+            "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        _swap_in(staging, out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def read_manifest(out_dir: Path) -> dict[str, Any] | None:
+    """The ``repository.json`` of a built repository, or ``None`` when there is none."""
+    path = Path(out_dir) / MANIFEST
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def repository_is_current(
+    out_dir: Path,
+    *,
+    model_config: ModelConfig,
+    checkpoint: Path,
+    voice_bank: Path,
+    target: str = "onnxruntime-python",
+    settings: RepositorySettings | None = None,
+) -> bool:
+    """Whether ``out_dir`` was built from this checkpoint, voice bank, config, target and settings.
+
+    The ONNX files and engines are taken to follow from the checkpoint, so they are not compared.
+    """
+    manifest = read_manifest(out_dir)
+    if manifest is None:
+        return False
+    expected = json.loads(json.dumps(_fingerprint(target, Path(checkpoint), Path(voice_bank), model_config,
+                                                  settings or RepositorySettings())))
+    return all(manifest.get(key) == value for key, value in expected.items())
+
+
+def _fingerprint(
+    target: str, checkpoint: Path, voice_bank: Path, model_config: ModelConfig, settings: RepositorySettings
+) -> dict[str, Any]:
+    """The manifest entries that decide whether a repository must be rebuilt."""
+    return {
+        "target": target,
+        "checkpoint_sha256": _sha256(checkpoint),
+        "voice_bank_sha256": _sha256(voice_bank),
+        "model_config": model_config.to_dict(),
+        "settings": dataclasses.asdict(settings),
+        "tts_triton_version": __version__,
+    }
+
+
+def _network_config(spec: ModelSpec, runtime: RuntimeTarget, settings: RepositorySettings) -> dict[str, Any]:
+    net = settings.networks[spec.name]
+    config: dict[str, Any] = {"name": spec.name}
+    if runtime.python_model:
+        config["backend"] = "python"
+    else:
+        config["platform"] = runtime.platform
+    config["max_batch_size"] = net.max_batch_size
+    config["input"] = [tensor(t) for t in spec.inputs]
+    config["output"] = [tensor(t) for t in spec.outputs]
+    config["dynamic_batching"] = {"max_queue_delay_microseconds": net.max_queue_delay_us}
+    config["instance_group"] = [
+        {"kind": EnumValue(settings.instance_kind or runtime.instance_kind), "count": net.instances}
+    ]
+    if runtime.onnxruntime_threads:
+        config["parameters"] = string_parameters(
+            {INTRA_OP_THREADS: str(net.intra_op_threads), INTER_OP_THREADS: str(net.inter_op_threads)}
+        )
+    if net.response_cache:
+        config["response_cache"] = {"enable": True}
+    return config
+
+
+def _ensemble_config(spec: ModelSpec, members: Sequence[ModelSpec], settings: RepositorySettings) -> dict[str, Any]:
+    """An ensemble whose members run side by side on its inputs; every tensor keeps its name."""
+    fed = {t.name for m in members for t in m.inputs}
+    produced = sorted(t.name for m in members for t in m.outputs)
+    if fed != set(spec.input_names) or produced != sorted(spec.output_names):
+        raise ValueError(f"ensemble {spec.name!r}: members {[m.name for m in members]} do not cover its tensors")
+    steps = [
+        {
+            "model_name": m.name,
+            "model_version": -1,
+            "input_map": [{"key": t.name, "value": t.name} for t in m.inputs],
+            "output_map": [{"key": t.name, "value": t.name} for t in m.outputs],
+        }
+        for m in members
+    ]
+    return {
+        "name": spec.name,
+        "platform": "ensemble",
+        "max_batch_size": min(settings.networks[m.name].max_batch_size for m in members),
+        "input": [tensor(t) for t in spec.inputs],
+        "output": [tensor(t) for t in spec.outputs],
+        "ensemble_scheduling": {"step": steps},
+    }
+
+
+def _bls_config(
+    spec: ModelSpec, decoupled: bool, params: Mapping[str, str], settings: RepositorySettings
+) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "backend": "python",
+        "max_batch_size": 0,
+        "input": [tensor(t) for t in spec.inputs],
+        "output": [tensor(t) for t in spec.outputs],
+        "model_transaction_policy": {"decoupled": decoupled},
+        "instance_group": [{"kind": EnumValue(KIND_CPU), "count": settings.bls_instances}],
+        "parameters": string_parameters(params),
+    }
+
+
+def _model_dir(root: Path, name: str, config: Mapping[str, Any]) -> Path:
+    """Create ``<root>/<name>/`` with its ``config.pbtxt``; return the version directory."""
+    version_dir = root / name / VERSION
+    version_dir.mkdir(parents=True)
+    (root / name / "config.pbtxt").write_text(render(config))
+    return version_dir
+
+
+def _install_artifact(
+    runtime: RuntimeTarget, spec: ModelSpec, version_dir: Path, *, onnx_dir: Path, engines_dir: Path | None
+) -> str | None:
+    """Put the network's artifact (and adapter) into ``version_dir``; its sha256, or ``None`` if still to be built."""
+    if runtime.python_model:
+        _write_adapter(version_dir, spec.name, runtime.python_model)
+    if runtime.source == "onnx":
+        source = onnx_dir / f"{spec.name}.onnx"
+        if not source.is_file():
+            raise FileNotFoundError(f"{source} not found: export the ONNX networks first")
+        _check_onnx(source, spec)
+    elif runtime.source == "plan":
+        if engines_dir is None:
+            return None
+        source = Path(engines_dir) / f"{spec.name}.plan"
+        if not source.is_file():
+            raise FileNotFoundError(f"{source} not found: build the TensorRT engines first")
+    else:
+        raise ValueError(f"target {runtime.name!r}: unknown artifact source {runtime.source!r}")
+    shutil.copyfile(source, version_dir / runtime.artifact)
+    return _sha256(source)
+
+
+def _check_onnx(path: Path, spec: ModelSpec) -> None:
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    if problems := io_mismatches(session, spec.inputs, spec.outputs, batched=spec.batched):
+        raise ValueError(f"{path} does not match the contract of {spec.name!r}: " + "; ".join(problems))
+
+
+def _write_adapter(version_dir: Path, model_name: str, module: str) -> None:
+    (version_dir / "model.py").write_text(
+        f'"""Triton entry point of `{model_name}` (generated by tts_triton.export.repository)."""\n\n'
+        f"from {module} import TritonPythonModel  # noqa: F401\n"
+    )
+
+
+def _load_voice_bank(path: Path) -> dict[str, Any]:
+    try:
+        bank = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"voice bank {path} is not valid JSON: {exc}") from exc
+    missing = [key for key in VOICE_BANK_KEYS if key not in bank] if isinstance(bank, dict) else list(VOICE_BANK_KEYS)
+    if missing:
+        raise ValueError(f"voice bank {path} lacks {missing}; expected an object with keys {list(VOICE_BANK_KEYS)}")
+    return bank
+
+
+def _check_replaceable(out_dir: Path) -> None:
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise FileExistsError(f"{out_dir} exists and is not a directory")
+    if (out_dir / MANIFEST).is_file() or {p.name for p in out_dir.iterdir()} <= set(KEPT_FILES):
+        return
+    raise FileExistsError(f"{out_dir} is not a model repository built by tts_triton (no {MANIFEST}); "
+                          "refusing to replace it")
+
+
+def _swap_in(staging: Path, out_dir: Path) -> None:
+    if not out_dir.exists():
+        staging.rename(out_dir)
+        return
+    retired = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+    out_dir.rename(retired)
+    staging.rename(out_dir)
+    shutil.rmtree(retired)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _checkpoint_config(path: Path) -> ModelConfig:
+    """The ModelConfig stored in a checkpoint file (see tts_triton.checkpoint); needs the model stack (torch)."""
+    import torch
+
+    from tts_triton.checkpoint import FORMAT
+
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError) as exc:
+        raise ValueError(f"{path} could not be read as a checkpoint: {exc}") from exc
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a {FORMAT} checkpoint; pass --model-config")
+    return ModelConfig.from_dict(data["config"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: build a model repository; exit status 0 on success, 1 with a message on stderr otherwise."""
+    parser = argparse.ArgumentParser(prog="python -m tts_triton.export.repository", description=__doc__.split("\n")[0])
+    parser.add_argument("--onnx-dir", type=Path, required=True, help="folder of <network>.onnx from the ONNX export")
+    parser.add_argument("--checkpoint", type=Path, required=True, help="the checkpoint the networks were exported from")
+    parser.add_argument("--voice-bank", type=Path, required=True, help="voice bank JSON (voices, emotions, presets)")
+    parser.add_argument("--target", choices=sorted(RUNTIME_TARGETS), default="onnxruntime-python")
+    parser.add_argument("--out", type=Path, default=Path("model_repository"), help="repository folder to (re)write")
+    parser.add_argument("--engines-dir", type=Path, help="folder of <network>.plan (tensorrt target)")
+    parser.add_argument("--model-config", type=Path,
+                        help="JSON of ModelConfig.to_dict() (default: the config stored in the checkpoint)")
+    parser.add_argument("--instance-kind", choices=(KIND_CPU, KIND_GPU), help="override the target's instance kind")
+    parser.add_argument("--bls-instances", type=int, default=1, help="instances of tts and tts_offline")
+    args = parser.parse_args(argv)
+    settings = RepositorySettings(instance_kind=args.instance_kind, bls_instances=args.bls_instances)
+    try:
+        model_config = (ModelConfig.from_dict(json.loads(args.model_config.read_text())) if args.model_config
+                        else _checkpoint_config(args.checkpoint))
+        out = build_repository(args.out, onnx_dir=args.onnx_dir, model_config=model_config, checkpoint=args.checkpoint,
+                               voice_bank=args.voice_bank, target=args.target, settings=settings,
+                               engines_dir=args.engines_dir)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    manifest = read_manifest(out) or {}
+    print(f"wrote {args.target} repository {out}: {', '.join(manifest.get('models', []))}")
+    for path in manifest.get("pending", []):
+        print(f"pending: {out / path} (not built yet)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,205 @@
+"""Locust load test of the streaming ``tts`` model over gRPC, through ``tts_triton.client.TTSClient``.
+
+Each simulated user streams one sentence at a time (drawn from SENTENCES, 3 to ~60 words) with a
+voice and an emotion drawn from the server's voice bank, and reports two request types to Locust:
+
+- ``grpc first_chunk``: time from sending the request to the first audio chunk;
+- ``grpc stream``: time to the end of the stream (failures are reported here, typed by TTSError subclass).
+
+Locust rounds response times above 100 ms in its statistics, so every request is also recorded
+exactly; at test stop each process prints a percentile table and, if TTS_RESULTS_DIR is set, writes
+``requests[-<worker>].csv`` (one row per request) and ``latency_percentiles[-<worker>].csv`` there.
+
+Configuration: ``--host grpc://HOST:8001`` (default ``$TTS_HOST``, else grpc://localhost:8001), and
+environment variables:
+
+- TTS_TIMEOUT: seconds allowed per request (default 60);
+- TTS_VOICES / TTS_EMOTIONS: comma-separated subsets of the voice bank to draw from (default: all);
+  TTS_EMOTIONS=none sends no EMOTION (the server's default);
+- TTS_WAIT_MIN / TTS_WAIT_MAX: think time between a user's requests, seconds (default 0 / 1);
+- TTS_RESULTS_DIR: folder for the exact per-request records (default: none, the table is only printed).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import os
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc.experimental.gevent as grpc_gevent
+import numpy as np
+from locust import User, between, events, task
+from locust.env import Environment
+from locust.exception import StopUser
+from locust.runners import MasterRunner, WorkerRunner
+from tts_triton.client import TTSClient, TTSError, VoiceBank
+
+# Locust runs users as greenlets: grpc must cooperate with gevent (before any channel exists).
+grpc_gevent.init_gevent()
+
+SENTENCES = (
+    "Hello there.",
+    "Good morning, how are you today?",
+    "The quick brown fox jumps over the lazy dog.",
+    "Please leave a message after the tone, and we will call you back as soon as possible.",
+    "I can't believe we finally made it to the top of the mountain!",
+    "Your order has shipped and should arrive on Thursday, the twelfth of March.",
+    "It was a bright cold day in April, and the clocks were striking thirteen.",
+    "Turn left in two hundred meters, then keep right at the fork and follow the signs for the airport.",
+    "Why would anyone leave the door open in the middle of winter?",
+    "The meeting has been moved to three thirty; bring the quarterly figures and the revised budget.",
+    "Once upon a time, in a small village at the edge of a great forest, there lived an old clockmaker "
+    "who could repair anything except his own broken heart, and every evening he sat by the window, "
+    "listening to the ticking of a hundred clocks and waiting for a letter that never came.",
+    "Thank you!",
+)
+
+REQUEST_TYPE = "grpc"
+PERCENTILES = (50, 90, 95, 99)
+
+
+def _env_list(name: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+
+
+def _pick(offered: tuple[str, ...], wanted: list[str], what: str) -> list[str]:
+    """The subset of ``offered`` named in ``wanted`` (all of it when ``wanted`` is empty)."""
+    unknown = set(wanted) - set(offered)
+    if unknown:
+        raise ValueError(f"{what} not in the server's voice bank: {sorted(unknown)}; it offers {list(offered)}")
+    return wanted or list(offered)
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request, timed exactly (seconds); ``error`` is empty on success."""
+
+    start_unix: float
+    voice: str
+    emotion: str
+    characters: int
+    first_chunk_s: float | None
+    total_s: float
+    audio_s: float
+    chunks: int
+    error: str
+
+
+RECORDS: list[RequestRecord] = []
+
+
+@functools.cache
+def _voice_bank(host: str, timeout: float) -> VoiceBank:
+    with TTSClient(host, timeout=timeout) as client:
+        return client.voices()
+
+
+class TTSStreamUser(User):
+    """Streams one sentence per task over its own gRPC connection."""
+
+    host = os.environ.get("TTS_HOST", "grpc://localhost:8001")
+    wait_time = between(float(os.environ.get("TTS_WAIT_MIN", "0")), float(os.environ.get("TTS_WAIT_MAX", "1")))
+    timeout = float(os.environ.get("TTS_TIMEOUT", "60"))
+
+    def on_start(self) -> None:
+        try:
+            bank = _voice_bank(self.host, self.timeout)
+            wanted_emotions = _env_list("TTS_EMOTIONS")
+            self.voices = _pick(bank.voices, _env_list("TTS_VOICES"), "TTS_VOICES")
+            self.emotions: list[str | None] = (
+                [None] if wanted_emotions == ["none"] else list(_pick(bank.emotions, wanted_emotions, "TTS_EMOTIONS"))
+            )
+        except (TTSError, ValueError) as e:  # server unreachable, no voice bank, or a bad TTS_VOICES/TTS_EMOTIONS
+            self._fire("voices", 0.0, 0, e)
+            raise StopUser() from e
+        self.client = TTSClient(self.host, timeout=self.timeout)
+
+    def on_stop(self) -> None:
+        if hasattr(self, "client"):
+            self.client.close()
+
+    @task
+    def stream(self) -> None:
+        text, voice, emotion = random.choice(SENTENCES), random.choice(self.voices), random.choice(self.emotions)
+        start_unix, start = time.time(), time.perf_counter()
+        first: float | None = None
+        samples = chunks = sample_rate = 0
+        error: Exception | None = None
+        try:
+            for chunk in self.client.stream(text, voice=voice, emotion=emotion):
+                if first is None:
+                    first = chunk.elapsed
+                    self._fire("first_chunk", first, chunk.audio.size, None)
+                samples += chunk.audio.size
+                chunks += 1
+                sample_rate = chunk.sample_rate
+            if first is None:
+                error = TTSError("the stream ended without audio")
+        except TTSError as e:
+            error = e
+        total = time.perf_counter() - start
+        self._fire("stream", total, samples, error)
+        RECORDS.append(RequestRecord(
+            start_unix=start_unix, voice=voice, emotion=emotion or "", characters=len(text), first_chunk_s=first,
+            total_s=total, audio_s=samples / sample_rate if sample_rate else 0.0, chunks=chunks,
+            error="" if error is None else f"{type(error).__name__}: {error}",
+        ))
+
+    def _fire(self, name: str, seconds: float, samples: int, exception: Exception | None) -> None:
+        """Report to Locust: response_time in ms, response_length in audio samples."""
+        self.environment.events.request.fire(
+            request_type=REQUEST_TYPE, name=name, response_time=seconds * 1000.0, response_length=samples,
+            exception=exception, context={},
+        )
+
+
+def percentile_table(records: list[RequestRecord]) -> list[dict[str, Any]]:
+    """Exact percentiles (ms; real-time factor unitless) of successful requests, one row per metric."""
+    ok = [r for r in records if not r.error]
+    metrics = {
+        "first_chunk_ms": [r.first_chunk_s * 1000.0 for r in ok if r.first_chunk_s is not None],
+        "stream_ms": [r.total_s * 1000.0 for r in ok],
+        "real_time_factor": [r.total_s / r.audio_s for r in ok if r.audio_s > 0],
+    }
+    rows = []
+    for metric, values in metrics.items():
+        row: dict[str, Any] = {"metric": metric, "count": len(values), "failures": len(records) - len(ok)}
+        stats = np.percentile(values, PERCENTILES).tolist() if values else [float("nan")] * len(PERCENTILES)
+        row |= {f"p{p}": round(v, 3) for p, v in zip(PERCENTILES, stats, strict=True)}
+        row |= {"mean": round(float(np.mean(values)), 3) if values else float("nan"),
+                "max": round(max(values), 3) if values else float("nan")}
+        rows.append(row)
+    return rows
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+@events.test_stop.add_listener
+def _report_exact_latencies(environment: Environment, **_: Any) -> None:
+    if isinstance(environment.runner, MasterRunner) or not RECORDS:
+        return
+    table = percentile_table(RECORDS)
+    header = list(table[0])
+    print("\nExact latencies of successful streams (Locust's own table rounds above 100 ms):")
+    print("  ".join(f"{h:>16}" for h in header))
+    for row in table:
+        print("  ".join(f"{row[h]!s:>16}" for h in header))
+    results = os.environ.get("TTS_RESULTS_DIR")
+    if results:
+        suffix = f"-{environment.runner.client_id}" if isinstance(environment.runner, WorkerRunner) else ""
+        folder = Path(results)
+        folder.mkdir(parents=True, exist_ok=True)
+        _write_csv(folder / f"requests{suffix}.csv", [asdict(r) for r in RECORDS])
+        _write_csv(folder / f"latency_percentiles{suffix}.csv", table)
+    RECORDS.clear()
+

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Download espeak-ng and every shared library it loads as Debian packages, for a host that has no
+# espeak-ng and no network (the GPU host). scripts/gpu/espeak-env.sh unpacks them there.
+#
+# Usage, from the project root on a Debian/Ubuntu machine with espeak-ng installed:
+#     scripts/gpu/espeak-bundle.sh [OUT_DIR]        # OUT_DIR defaults to .espeak-debs (git-ignored)
+#
+# The package list is the closure that the dynamic linker actually loads (ldd of espeak-ng and of
+# libespeak-ng.so.1, which the text front end opens through ctypes), plus espeak-ng-data. That is
+# smaller than `apt-cache depends --recurse`, which also pulls data, config and daemon packages that
+# nothing loads. glibc is left out: every host has a newer one. Each package is downloaded at the
+# version installed here, so the bundle is exactly what was tested here.
+set -euo pipefail
+out=${1:-.espeak-debs}
+bin=$(command -v espeak-ng) || { echo "espeak-ng is not installed here (apt-get install espeak-ng)" >&2; exit 1; }
+lib=$(ldd "$bin" | awk '$1 == "libespeak-ng.so.1" {print $3}')
+
+owner() {  # package (with :arch) owning the file, trying the usrmerge twin path too
+  local path=$1 alt
+  case $path in /usr/*) alt=${path#/usr} ;; *) alt=/usr$path ;; esac
+  { dpkg-query -S "$path" 2>/dev/null || dpkg-query -S "$alt" 2>/dev/null; } | head -n1 | sed 's/: \/.*//'
+}
+
+mapfile -t files < <({ echo "$bin"; ldd "$bin" "$lib" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'; } | sort -u)
+packages=("espeak-ng-data")
+for f in "${files[@]}"; do
+  pkg=$(owner "$(readlink -f "$f")")
+  [ -n "$pkg" ] || pkg=$(owner "$f")
+  [ -n "$pkg" ] || { echo "no package owns $f" >&2; exit 1; }
+  case ${pkg%%:*} in libc6) continue ;; esac
+  packages+=("$pkg")
+done
+mapfile -t packages < <(printf '%s\n' "${packages[@]}" | sort -u)
+
+rm -rf "$out" && mkdir -p "$out"
+for pkg in "${packages[@]}"; do
+  version=$(dpkg-query -W -f='${Version}' "$pkg")
+  (cd "$out" && apt-get download -q "$pkg=$version" 2>&1 >/dev/null | { grep -v unsandboxed || true; } >&2)
+done
+ls "$out"/*.deb | wc -l | xargs echo "packages:"
+du -sh "$out"

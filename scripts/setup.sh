@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Set up this project on a Debian machine, idempotently (fast when everything is present):
+#   1. Debian packages needed at run time (espeak-ng, libsndfile1; python3-venv if venv is unusable),
+#      installed only when missing and only as root or with password-less sudo;
+#   2. .venv made with the machine's python3 (3.11);
+#   3. torch 2.13.0 first (a CPU build from this machine's disk; a plain `torch` would pull a CUDA build
+#      of several GB), then this package, editable, with all its extras.
+# On success it writes a fingerprint of its inputs to .venv/.setup-fingerprint.
+#
+# Usage: bash scripts/setup.sh [--if-stale]
+#   --if-stale  do nothing when .venv was set up from the current pyproject.toml and setup.sh.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=.venv
+TORCH_VERSION=2.13.0
+EXTRAS=model,serve,dev,loadtest,eval
+FINGERPRINT=$VENV/.setup-fingerprint
+
+trap 'echo "setup.sh: FAILED (line $LINENO: $BASH_COMMAND)" >&2' ERR
+start=$SECONDS
+step() { printf '==> [%3ds] %s\n' "$((SECONDS - start))" "$*"; }
+
+fingerprint() {
+  { "$PYTHON" --version; cat pyproject.toml scripts/setup.sh; } 2>&1 | sha256sum | cut -d' ' -f1
+}
+
+if [[ ${1:-} == --if-stale ]]; then
+  if [[ -x $VENV/bin/python && -f $FINGERPRINT && $(<"$FINGERPRINT") == "$(fingerprint)" ]]; then
+    exit 0
+  fi
+  echo "setup.sh: $VENV is missing or stale, setting up"
+elif [[ $# -gt 0 ]]; then
+  echo "usage: bash scripts/setup.sh [--if-stale]" >&2
+  exit 2
+fi
+
+# 1. Debian packages.
+packages=(espeak-ng libsndfile1)
+"$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3-venv)
+missing=()
+for pkg in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
+as_root=()
+if ((${#missing[@]})) && [[ $(id -u) != 0 ]]; then
+  if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+    as_root=(sudo -n)
+  else
+    echo "setup.sh: WARNING: not root and no password-less sudo; install these yourself: ${missing[*]}" >&2
+    missing=()
+  fi
+fi
+if ((${#missing[@]})); then
+  step "apt-get install ${missing[*]}"
+  "${as_root[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# 2. The virtual environment.
+if [[ ! -x $VENV/bin/python ]] || ! "$VENV/bin/python" -c 'import sys' 2>/dev/null; then
+  step "creating $VENV with $("$PYTHON" --version 2>&1)"
+  rm -rf "$VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+pip() {  # quiet; drops the warnings about this machine's configured but absent local package indexes
+  "$VENV/bin/python" -m pip --quiet --disable-pip-version-check "$@" 2>&1 |
+    { grep -v 'is ignored: it is neither a file nor a directory' || true; }
+}
+
+# 3. Python packages.
+step "pip install torch==$TORCH_VERSION"
+pip install "torch==$TORCH_VERSION"
+step "pip install -e '.[$EXTRAS]'"
+pip install -e ".[$EXTRAS]"
+step "pip check"
+pip check >/dev/null || { pip check >&2; exit 1; }
+
+fingerprint >"$FINGERPRINT"
+step "done: $("$VENV/bin/python" --version), torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)')"

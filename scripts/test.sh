@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Lint and test the project: sets .venv up first when it is missing or stale.
+# Usage: bash scripts/test.sh [pytest arguments...]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bash scripts/setup.sh --if-stale
+echo "==> ruff check ."
+.venv/bin/ruff check .
+echo "==> pytest -q $*"
+.venv/bin/pytest -q "$@"

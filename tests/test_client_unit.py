@@ -1,0 +1,427 @@
+"""Client library logic without a server: request tensors, error classification, audio I/O, and the
+stream bookkeeping (chunks, final flag, cancellation) driven by a scripted stand-in for tritonclient."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+import soundfile as sf
+import tritonclient.grpc as grpcclient
+import tritonclient.grpc.aio as grpcclient_aio
+import tritonclient.http as httpclient
+from tritonclient.grpc import service_pb2
+from tritonclient.utils import InferenceServerException
+from tts_triton.client import (
+    AsyncTTSClient,
+    AudioChunk,
+    HttpTTSClient,
+    InvalidInputError,
+    ServerUnavailableError,
+    Synthesis,
+    TTSClient,
+    TTSError,
+    TTSTimeoutError,
+    VoiceBank,
+    build_request,
+    grpc_client,
+    load_reference_audio,
+    save_wav,
+)
+from tts_triton.client.errors import classify_error, translate_error, translated_errors
+from tts_triton.client.request import SPEC, chunk_from_result, is_final_response, parse_url
+
+NUMPY_DTYPES = {"bytes": np.object_, "float32": np.float32, "int32": np.int32}
+SR = 22050
+
+
+# --- request tensors --------------------------------------------------------------------------------
+
+
+def assert_matches_contract(tensors: dict[str, np.ndarray]) -> None:
+    for name, array in tensors.items():
+        spec = SPEC.input(name)
+        assert array.dtype == NUMPY_DTYPES[spec.dtype], name
+        assert array.ndim == len(spec.dims), name
+        assert all(d == -1 or d == n for d, n in zip(spec.triton_dims, array.shape, strict=True)), name
+
+
+def test_text_only_request_sends_text_alone_as_utf8() -> None:
+    request = build_request("Grüße, 世界")
+    assert list(request.tensors) == ["TEXT"]
+    assert request.tensors["TEXT"][0].decode("utf-8") == "Grüße, 世界"
+    assert request.outputs == ("AUDIO", "SAMPLE_RATE")
+    assert not request.return_mel
+    assert_matches_contract(request.tensors)
+
+
+def test_full_request_matches_contract() -> None:
+    stereo = np.random.default_rng(0).uniform(-1, 1, (4000, 2))  # float64
+    request = build_request("hi", voice="alice", emotion="happy", reference_audio=stereo,
+                            reference_sample_rate=16000, return_mel=True)
+    assert set(request.tensors) == set(SPEC.input_names)
+    assert_matches_contract(request.tensors)
+    np.testing.assert_allclose(request.tensors["REFERENCE_AUDIO"], stereo.mean(axis=1), rtol=1e-6)
+    assert request.tensors["REFERENCE_SAMPLE_RATE"].tolist() == [16000]
+    assert request.outputs == ("AUDIO", "SAMPLE_RATE", "MEL") and request.return_mel
+
+
+@pytest.mark.parametrize("module", [grpcclient, grpcclient_aio, httpclient])
+def test_infer_inputs_carry_contract_wire_types(module: Any) -> None:
+    request = build_request("hi", voice="bob", reference_audio=np.zeros(10, np.float32), reference_sample_rate=8000,
+                            return_mel=True)
+    inputs = {i.name(): i for i in request.infer_inputs(module)}
+    assert set(inputs) == set(request.tensors)
+    for name, infer_input in inputs.items():
+        assert infer_input.datatype() == SPEC.input(name).wire_dtype
+        assert infer_input.shape() == list(request.tensors[name].shape)
+    assert [o.name() for o in request.requested_outputs(module)] == ["AUDIO", "SAMPLE_RATE", "MEL"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "names"),
+    [
+        (dict(text=b"bytes"), "TEXT"),
+        (dict(text="hi", voice=3), "VOICE"),
+        (dict(text="hi", emotion=["happy"]), "EMOTION"),
+        (dict(text="hi", reference_audio=np.zeros(10)), "REFERENCE_SAMPLE_RATE"),
+        (dict(text="hi", reference_sample_rate=16000), "REFERENCE_SAMPLE_RATE"),
+        (dict(text="hi", reference_audio=np.zeros(10), reference_sample_rate=0), "REFERENCE_SAMPLE_RATE"),
+        (dict(text="hi", reference_audio=np.zeros(10), reference_sample_rate=16000.0), "REFERENCE_SAMPLE_RATE"),
+        (dict(text="hi", reference_audio=np.zeros((2, 2, 2)), reference_sample_rate=16000), "REFERENCE_AUDIO"),
+        (dict(text="hi", reference_audio=np.zeros(0), reference_sample_rate=16000), "REFERENCE_AUDIO"),
+        (dict(text="hi", reference_audio=np.array(["a"]), reference_sample_rate=16000), "REFERENCE_AUDIO"),
+    ],
+)
+def test_unencodable_arguments_raise_invalid_input_naming_it(kwargs: dict[str, Any], names: str) -> None:
+    with pytest.raises(InvalidInputError, match=names) as info:
+        build_request(**kwargs)
+    assert isinstance(info.value, ValueError)
+
+
+def test_clients_validate_eagerly_without_connecting() -> None:
+    client = TTSClient("grpc://127.0.0.1:1")  # nothing listens there; construction does not connect
+    with pytest.raises(InvalidInputError, match="TEXT"):
+        client.stream(42)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="REFERENCE_SAMPLE_RATE"):
+        AsyncTTSClient("127.0.0.1:1").stream("hi", reference_audio=np.zeros(5))
+    client.close()
+
+
+def test_parse_url() -> None:
+    assert parse_url("localhost:8001", "grpc") == "localhost:8001"
+    assert parse_url("grpc://tts.example:9001/", "grpc") == "tts.example:9001"
+    assert parse_url("http://h:8000", "http") == "h:8000"
+    with pytest.raises(ValueError, match="http://"):
+        HttpTTSClient("grpc://h:8001")
+
+
+# --- errors -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("message", "status", "kind"),
+    [
+        # statuses decide when known
+        ("anything", "StatusCode.INVALID_ARGUMENT", InvalidInputError),
+        ("anything", "400", InvalidInputError),
+        ("Request for unknown model: 'tts' is not found", "StatusCode.NOT_FOUND", ServerUnavailableError),
+        ("failed to connect to all addresses", "StatusCode.UNAVAILABLE", ServerUnavailableError),
+        ("anything", "503", ServerUnavailableError),
+        ("Deadline Exceeded", "StatusCode.DEADLINE_EXCEEDED", TTSTimeoutError),
+        ("anything", "504", TTSTimeoutError),
+        ("decoder failed", "StatusCode.INTERNAL", TTSError),
+        # stream errors: the message alone (real Triton 2.51 texts)
+        ("invalid input VOICE: unknown voice 'zed'", None, InvalidInputError),
+        ("[request id: <id_unknown>] inference input 'TEXT' data-type is 'INT32', but model 'tts' expects 'BYTES'",
+         None, InvalidInputError),
+        ("REFERENCE_SAMPLE_RATE must be positive", None, InvalidInputError),
+        ("Invalid argument: empty", None, InvalidInputError),
+        ("Request for unknown model: 'tts' is not found", None, ServerUnavailableError),
+        ("Request for unknown model: 'tts' has no available versions", None, ServerUnavailableError),
+        ("Stream removed (Deadline Exceeded)", None, TTSTimeoutError),
+        ("the text could not be read", None, TTSError),  # lower-case "text" is not an input name
+        ("CUDA out of memory", None, TTSError),
+    ],
+)
+def test_classify_error(message: str, status: str | None, kind: type[TTSError]) -> None:
+    assert classify_error(message, status) is kind
+
+
+class FakeRpcError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+def test_translate_error_keeps_server_message_and_status() -> None:
+    message = "invalid input VOICE: unknown voice 'x'"
+    error = translate_error(InferenceServerException(message, "StatusCode.INVALID_ARGUMENT"))
+    assert type(error) is InvalidInputError
+    assert (error.message, error.status) == (message, "INVALID_ARGUMENT")
+    assert str(error) == f"[INVALID_ARGUMENT] {message}"
+
+    stream_error = translate_error(InferenceServerException("invalid input TEXT: empty text"))
+    assert type(stream_error) is InvalidInputError and stream_error.status is None
+    assert str(stream_error) == "invalid input TEXT: empty text"
+
+    timeout = translate_error(FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded"))
+    assert type(timeout) is TTSTimeoutError and isinstance(timeout, TimeoutError)
+    assert timeout.status == "DEADLINE_EXCEEDED"
+
+    assert type(translate_error(TimeoutError("timed out"))) is TTSTimeoutError
+    refused = translate_error(ConnectionRefusedError(111, "Connection refused"))
+    assert type(refused) is ServerUnavailableError and isinstance(refused, ConnectionError)
+
+
+def test_translated_errors_passes_typed_errors_through() -> None:
+    original = TTSTimeoutError("Deadline Exceeded", "DEADLINE_EXCEEDED")
+    with pytest.raises(TTSTimeoutError) as info, translated_errors():
+        raise original
+    assert info.value is original
+    with pytest.raises(ServerUnavailableError, match="Connection refused"), translated_errors():
+        raise ConnectionRefusedError("Connection refused")
+    with pytest.raises(KeyError), translated_errors():  # not a transport error: untouched
+        raise KeyError("x")
+
+
+# --- audio I/O --------------------------------------------------------------------------------------
+
+
+def test_save_wav_round_trip_pcm16(tmp_path: Path) -> None:
+    audio = (0.5 * np.sin(np.linspace(0, 40 * np.pi, SR))).astype(np.float32)
+    audio[:2] = [1.7, -3.0]  # out of range: clipped, not wrapped
+    path = save_wav(tmp_path / "a.wav", audio, SR)
+    info = sf.info(path)
+    assert (info.samplerate, info.channels, info.subtype, info.format) == (SR, 1, "PCM_16", "WAV")
+    back, rate = sf.read(path, dtype="float32")
+    assert rate == SR and back.shape == audio.shape
+    np.testing.assert_allclose(back, np.clip(audio, -1, 1), atol=1.5 / 32768)
+    with pytest.raises(ValueError, match="mono"):
+        save_wav(tmp_path / "b.wav", np.zeros((10, 2)), SR)
+
+
+def test_load_reference_audio_file_mixes_to_mono(tmp_path: Path) -> None:
+    left, right = np.full(1600, 0.5), np.full(1600, -0.25)
+    sf.write(tmp_path / "ref.flac", np.stack([left, right], axis=1), 16000)
+    samples, rate = load_reference_audio(tmp_path / "ref.flac")
+    assert rate == 16000 and samples.dtype == np.float32 and samples.shape == (1600,)
+    np.testing.assert_allclose(samples, 0.125, atol=1e-4)
+    assert load_reference_audio(str(tmp_path / "ref.flac"))[1] == 16000
+    with pytest.raises(InvalidInputError, match="REFERENCE_SAMPLE_RATE"):
+        load_reference_audio(tmp_path / "ref.flac", 22050)
+    with pytest.raises(InvalidInputError, match="REFERENCE_AUDIO"):
+        load_reference_audio(tmp_path / "missing.wav")
+
+
+def test_load_reference_audio_arrays() -> None:
+    stereo = np.stack([np.full(500, 0.5), np.zeros(500)])  # [channels, samples]: channels on the shorter axis
+    for array in (stereo, stereo.T):
+        samples, rate = load_reference_audio(array, 8000)
+        assert samples.shape == (500,) and samples.dtype == np.float32 and rate == 8000
+        np.testing.assert_allclose(samples, 0.25)
+    pcm, _ = load_reference_audio(np.array([-32768, 0, 16384], np.int16), 8000)
+    np.testing.assert_allclose(pcm, [-1.0, 0.0, 0.5])
+    unsigned, _ = load_reference_audio(np.array([0, 128, 192], np.uint8), 8000)
+    np.testing.assert_allclose(unsigned, [-1.0, 0.0, 0.5])
+    assert load_reference_audio(np.zeros(10), np.int64(8000))[1] == 8000
+
+
+# --- responses --------------------------------------------------------------------------------------
+
+
+def infer_response(*, audio: np.ndarray | None = None, rate: int | None = SR, mel: np.ndarray | None = None,
+                   final: bool | None = None) -> grpcclient.InferResult:
+    """A real ``InferResult`` over a hand-built ``ModelInferResponse`` (raw tensor contents, as Triton sends)."""
+    response = service_pb2.ModelInferResponse(model_name="tts")
+    rates = None if audio is None or rate is None else np.array([rate], np.int32)
+    for name, datatype, array in (("AUDIO", "FP32", audio), ("SAMPLE_RATE", "INT32", rates), ("MEL", "FP32", mel)):
+        if array is not None:
+            response.outputs.add(name=name, datatype=datatype, shape=list(array.shape))
+            response.raw_output_contents.append(array.tobytes())
+    if final is not None:
+        response.parameters["triton_final_response"].bool_param = final
+    return grpcclient.InferResult(response)
+
+
+def test_chunk_from_result() -> None:
+    audio, mel = np.linspace(-1, 1, 256, dtype=np.float32), np.ones((1, 80), np.float32)
+    chunk = chunk_from_result(infer_response(audio=audio, mel=mel), index=3, elapsed=0.25, return_mel=True)
+    assert chunk is not None
+    np.testing.assert_array_equal(chunk.audio, audio)
+    assert chunk.audio.flags.writeable and chunk.mel.flags.writeable  # copied out of the response buffer
+    assert (chunk.sample_rate, chunk.index, chunk.elapsed, chunk.mel.shape) == (SR, 3, 0.25, (1, 80))
+    assert chunk_from_result(infer_response(audio=audio, mel=mel), index=0, elapsed=0, return_mel=False).mel is None
+    assert chunk_from_result(infer_response(final=True), index=0, elapsed=0, return_mel=True) is None
+    with pytest.raises(TTSError, match="SAMPLE_RATE"):
+        chunk_from_result(infer_response(audio=audio, rate=None), index=0, elapsed=0, return_mel=False)
+
+
+def test_is_final_response() -> None:
+    assert is_final_response(infer_response(final=True))
+    assert not is_final_response(infer_response(audio=np.zeros(4, np.float32), final=False))
+    assert not is_final_response(infer_response(audio=np.zeros(4, np.float32)))
+
+
+def test_synthesis_from_chunks(tmp_path: Path) -> None:
+    chunks = [AudioChunk(np.full(SR // 2, 0.1, np.float32), SR, 0, 0.2, np.zeros((3, 80), np.float32)),
+              AudioChunk(np.full(SR // 2, 0.2, np.float32), SR, 1, 0.3, np.zeros((4, 80), np.float32))]
+    synthesis = Synthesis.from_chunks(chunks, total_time=0.5)
+    assert synthesis.audio.shape == (SR,) and synthesis.chunks == 2 and synthesis.mel.shape == (7, 80)
+    assert (synthesis.first_chunk_latency, synthesis.total_time, synthesis.duration) == (0.2, 0.5, 1.0)
+    assert synthesis.real_time_factor == pytest.approx(0.5)
+    back, rate = sf.read(synthesis.save(tmp_path / "s.wav"), dtype="float32")
+    assert rate == SR and back.shape == (SR,)
+    with pytest.raises(TTSError, match="without any audio"):
+        Synthesis.from_chunks([], 0.1)
+    with pytest.raises(TTSError, match="SAMPLE_RATE"):
+        Synthesis.from_chunks([chunks[0], AudioChunk(np.zeros(4, np.float32), 16000, 1, 0.3)], 0.5)
+
+
+def test_voice_bank_from_model_config() -> None:
+    bank = '{"voices": ["a", "b"], "emotions": ["neutral"], "default_voice": "a", "default_emotion": "neutral"}'
+    config = {"name": "tts", "parameters": {"voice_bank": {"string_value": bank}}}
+    expected = VoiceBank(("a", "b"), ("neutral",), "a", "neutral")
+    assert VoiceBank.from_model_config(config) == expected  # tritonclient.http shape
+    assert VoiceBank.from_model_config({"config": config}) == expected  # tritonclient.grpc as_json shape
+    with pytest.raises(TTSError, match="voice_bank"):
+        VoiceBank.from_model_config({"config": {"name": "tts", "parameters": {}}})
+
+
+# --- stream bookkeeping against a scripted tritonclient ------------------------------------------------
+
+
+class ScriptedGrpcClient:
+    """Stands in for ``tritonclient.grpc.InferenceServerClient``: replays responses through the stream callback."""
+
+    script: list[tuple[Any, Any]] = []
+    instances: list[ScriptedGrpcClient] = []
+
+    def __init__(self, url: str) -> None:
+        self.url, self.stops, self.requests, self.closed = url, [], [], False
+        ScriptedGrpcClient.instances.append(self)
+
+    def start_stream(self, callback: Any, stream_timeout: float | None = None) -> None:
+        self.callback, self.stream_timeout = callback, stream_timeout
+
+    def async_stream_infer(self, model_name: str, inputs: list[Any], **kwargs: Any) -> None:
+        self.requests.append((model_name, inputs, kwargs))
+        for result, error in self.script:
+            self.callback(result=result, error=error)
+
+    def stop_stream(self, cancel_requests: bool = False) -> None:
+        self.stops.append(cancel_requests)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[ScriptedGrpcClient]]:
+    monkeypatch.setattr(grpc_client.grpcclient, "InferenceServerClient", ScriptedGrpcClient)
+    ScriptedGrpcClient.instances = []
+    yield ScriptedGrpcClient
+
+
+def three_chunks_then_final() -> list[tuple[Any, Any]]:
+    chunks = [(infer_response(audio=np.full(100, i, np.float32), final=False), None) for i in range(3)]
+    return [*chunks, (infer_response(final=True), None)]
+
+
+def test_stream_completes_gracefully_and_reuses_the_stream_client(scripted: type[ScriptedGrpcClient]) -> None:
+    scripted.script = three_chunks_then_final()
+    client = TTSClient("localhost:1", model="tts", timeout=7.0)
+    chunks = list(client.stream("hi", voice="alice"))
+    assert [c.index for c in chunks] == [0, 1, 2] and [c.audio[0] for c in chunks] == [0, 1, 2]
+    assert all(0 <= a.elapsed <= b.elapsed for a, b in zip(chunks, chunks[1:], strict=False))
+    stream_client = scripted.instances[1]  # [0] serves unary calls
+    model, inputs, kwargs = stream_client.requests[0]
+    assert model == "tts" and {i.name() for i in inputs} == {"TEXT", "VOICE"}
+    assert kwargs["enable_empty_final_response"] is True
+    assert stream_client.stream_timeout == 7.0 and stream_client.stops == [False]
+    synthesis = client.synthesize("again", timeout=2.0)
+    assert synthesis.chunks == 3 and synthesis.audio.shape == (300,)
+    assert len(scripted.instances) == 2 and stream_client.stream_timeout == 2.0  # pooled client reused
+    client.close()
+    assert all(c.closed for c in scripted.instances)
+    with pytest.raises(TTSError, match="closed"):
+        next(client.stream("after close"))
+
+
+def test_closing_the_stream_early_cancels_the_request(scripted: type[ScriptedGrpcClient]) -> None:
+    scripted.script = three_chunks_then_final()
+    with TTSClient("localhost:1") as client:
+        for chunk in client.stream("hi"):
+            assert chunk.index == 0
+            break
+        with contextlib.closing(client.stream("hi")) as chunks:
+            next(chunks)
+        assert scripted.instances[1].stops == [True, True]
+
+
+def test_stream_error_message_is_typed_and_cancels(scripted: type[ScriptedGrpcClient]) -> None:
+    first = (infer_response(audio=np.zeros(10, np.float32), final=False), None)
+    scripted.script = [first, (None, InferenceServerException("invalid input EMOTION: unknown emotion 'x'"))]
+    with TTSClient("localhost:1") as client:
+        chunks = client.stream("hi", emotion="x")
+        assert next(chunks).index == 0
+        with pytest.raises(InvalidInputError, match="EMOTION") as info:
+            next(chunks)
+        assert info.value.message == "invalid input EMOTION: unknown emotion 'x'" and info.value.status is None
+        assert scripted.instances[1].stops == [True]
+
+
+class ScriptedAioCall:
+    """Stands in for the response iterator of ``tritonclient.grpc.aio``'s ``stream_infer``."""
+
+    def __init__(self, items: list[tuple[Any, Any]]) -> None:
+        self.items, self.cancelled = list(items), False
+
+    def __aiter__(self) -> ScriptedAioCall:
+        return self
+
+    async def __anext__(self) -> tuple[Any, Any]:
+        if not self.items:
+            raise StopAsyncIteration
+        return self.items.pop(0)
+
+    def cancel(self) -> bool:
+        self.cancelled = True
+        return True
+
+
+def test_async_stream_cancels_on_aclose_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[ScriptedAioCall, float | None]] = []
+
+    class ScriptedAioClient:
+        def __init__(self, url: str) -> None:
+            pass
+
+        def stream_infer(self, requests: Any, stream_timeout: float | None = None) -> ScriptedAioCall:
+            call = ScriptedAioCall(three_chunks_then_final()[:3])  # aio: the stream just ends after the last
+            calls.append((call, stream_timeout))
+            return call
+
+    monkeypatch.setattr(grpc_client.grpcclient_aio, "InferenceServerClient", ScriptedAioClient)
+    client = AsyncTTSClient("localhost:1", timeout=3.0)
+
+    async def run() -> None:
+        synthesis = await client.synthesize("hi")
+        assert synthesis.chunks == 3
+        async with contextlib.aclosing(client.stream("hi", timeout=1.0)) as chunks:
+            async for _ in chunks:
+                break
+
+    asyncio.run(run())
+    assert [(call.cancelled, timeout) for call, timeout in calls] == [(False, 3.0), (True, 1.0)]

@@ -1,0 +1,273 @@
+"""Text front end: normalization, sentence splitting, espeak-ng G2P and the id sequences it yields."""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tts_triton.config import STREAMING
+from tts_triton.text import FrontendError, normalize, phonemize, sequence_to_text, split_sentences, text_to_sequences
+from tts_triton.text.frontend import _split
+from tts_triton.text.numbers import cardinal, ordinal, year
+from tts_triton.text.symbols import BOS_ID, EOS_ID, N_SYMBOLS, PAD_ID, PUNCTUATION, SYMBOL_TO_ID, TONES
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # currency
+        ("$5", "five dollars"),
+        ("$1", "one dollar"),
+        ("It costs $5.50.", "It costs five dollars and fifty cents."),
+        ("$0.99", "ninety nine cents"),
+        ("€2.05", "two euros and five cents"),
+        ("£3", "three pounds"),
+        ("¥100", "one hundred yen"),
+        ("$1.5 million", "one point five million dollars"),
+        ("＄５", "five dollars"),
+        # numbers, ordinals, units, times
+        ("42", "forty two"),
+        ("1,000,000 people", "one million people"),
+        ("3.14", "three point one four"),
+        ("-7 degrees", "minus seven degrees"),
+        ("in 1999 and 2005 and 2024", "in nineteen ninety nine and two thousand five and twenty twenty four"),
+        ("agent 007", "agent zero zero seven"),
+        ("ABC123", "ABC one hundred twenty three"),
+        ("1st 2nd 3rd 4th", "first second third fourth"),
+        ("the 22nd and 40th and 101st", "the twenty second and fortieth and one hundred first"),
+        ("50% off", "fifty percent off"),
+        ("30°C", "thirty degrees Celsius"),
+        ("1 km, 5 kg, 90 km/h", "one kilometer, five kilograms, ninety kilometers per hour"),
+        ("#1 fan, ~5 people, 3~5", "number one fan, about five people, three five"),
+        ("at 10:30 or 3:05 or 7:00", "at ten thirty or three oh five or seven o'clock"),
+        # abbreviations
+        ("Dr. Smith met Mr Jones and Mrs. Brown.", "doctor Smith met mister Jones and missus Brown."),
+        ("St. Louis", "saint Louis"),
+        ("cats vs. dogs, e.g. pets", "cats versus dogs, for example pets"),
+        ("No. 5", "number five"),
+        ("apples, pears, etc.", "apples, pears, et cetera."),
+        ("at 9 a.m. today", "at nine ay em today"),
+        ("the U.S.A. team", "the U S A team"),
+        ("visit www.example.com", "visit www dot example dot com"),
+        ("Tom & Jerry", "Tom and Jerry"),
+        # Chinese full-width punctuation, brackets and quotes; digits next to Chinese stay for Mandarin
+        ("你好，世界！", "你好, 世界!"),
+        ("真的吗？是的。", "真的吗? 是的."),
+        ("一、二；三：四", "一, 二; 三: 四"),
+        ("「引用」和《书名》", "引用和书名"),
+        ("等等……", "等等…"),
+        ("我有3个苹果，价格3.5元", "我有3个苹果, 价格3点5元"),
+        ("ＡＢＣ！", "ABC!"),
+        # typographic quotes and dashes
+        ("“Hello,” she said — ‘don’t’", "Hello, she said- don't"),
+        ("well-known", "well known"),
+        ("wait . . . what", "wait… what"),
+        ("(aside) text", "aside, text"),
+        # emoji, control and format characters, rare punctuation
+        ("I ❤️ pizza 🍕!!", "I pizza!"),
+        ("👍🏽 great 🇺🇸!", "great!"),
+        ("family 👨‍👩‍👧 time", "family time"),
+        ("tab\there\x00\x07 bell\u200b", "tab here bell"),
+        ("a ¶ b § c ‡ d ※ e ⁂ f", "a b c d e f"),
+        ("𝕳𝖊𝖑𝖑𝖔", "Hello"),
+        ("Title\n\nBody text", "Title. Body text"),
+    ],
+)
+def test_normalize(text: str, expected: str) -> None:
+    assert normalize(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("n", "words"),
+    [(0, "zero"), (13, "thirteen"), (100, "one hundred"), (999_999, "nine hundred ninety nine thousand nine hundred "
+                                                                  "ninety nine"),
+     (1_000_001, "one million one"), (10**18, "one" + " zero" * 18)],
+)
+def test_cardinal(n: int, words: str) -> None:
+    assert cardinal(n) == words
+
+
+@pytest.mark.parametrize(("n", "words"), [(1, "first"), (11, "eleventh"), (12, "twelfth"), (20, "twentieth"),
+                                          (103, "one hundred third")])
+def test_ordinal(n: int, words: str) -> None:
+    assert ordinal(n) == words
+
+
+@pytest.mark.parametrize(("n", "words"), [(1905, "nineteen oh five"), (1900, "nineteen hundred"),
+                                          (2000, "two thousand"), (2099, "twenty ninety nine")])
+def test_year(n: int, words: str) -> None:
+    assert year(n) == words
+
+
+@pytest.mark.parametrize("text", ["", " ", "\n\t  ", "🍕🍕", "...", "!!!", "\u200b", "\x00\x01", "«»", "\ufe0f"])
+def test_empty_text_is_a_clear_error(text: str) -> None:
+    for function in (normalize, text_to_sequences):
+        with pytest.raises(FrontendError, match=r"^TEXT is empty"):
+            function(text)
+
+
+@pytest.mark.parametrize("text", [None, b"bytes", 42])
+def test_text_must_be_a_string(text: object) -> None:
+    with pytest.raises(FrontendError, match="TEXT must be a string"):
+        text_to_sequences(text)  # type: ignore[arg-type]
+
+
+def test_unsupported_script_alone_is_an_error_and_is_dropped_in_company(caplog: pytest.LogCaptureFixture) -> None:
+    with pytest.raises(FrontendError, match="TEXT has nothing pronounceable"):
+        text_to_sequences("ሰላም")  # Ethiopic: espeak-ng has no voice for it
+    with caplog.at_level(logging.WARNING):
+        [symbols] = phonemize(["ሰላም hello"])
+    assert "".join(symbols) == "həlˈoʊ"
+    assert "no espeak-ng voice" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Hello there. How are you? Fine!", ["Hello there.", "How are you?", "Fine!"]),
+        ("Wait… what?", ["Wait…", "what?"]),
+        ("no final punctuation", ["no final punctuation"]),
+        ("你好. 世界!", ["你好.", "世界!"]),
+        ("three point one four. Done", ["three point one four.", "Done"]),
+    ],
+)
+def test_split_sentences(text: str, expected: list[str]) -> None:
+    assert split_sentences(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Dr. Smith arrived at 10 a.m. He left.", ["doctor Smith arrived at ten ay em He left."]),
+        ("你好。世界！", ["你好.", "世界!"]),
+        ("It was $5. Cheap!", ["It was five dollars.", "Cheap!"]),
+    ],
+)
+def test_abbreviations_and_numbers_do_not_split_sentences(text: str, expected: list[str]) -> None:
+    assert split_sentences(normalize(text)) == expected
+
+
+@pytest.mark.parametrize(
+    ("sentence", "expected"),
+    [
+        ("Hello, world.", "həlˈoʊ, wˈɜːld."),
+        ("你好", "nˈi2 xˈɑu3"),  # third-tone sandhi: ni3 hao3 -> ni2 hao3
+        ("妈麻马骂吗", "mˈɑ1 mˈɑ2 mˈɑ3 mˈɑ4 mˈɑ5"),  # the four tones and the neutral tone
+        ("我有3个", "wˈo2 jˈiou3 sˈa1n kˈɤ5"),  # a digit next to Chinese is read in Mandarin (san1)
+        ("iPhone手机", "ˈaɪ fˈoʊn ʂˈou3 tɕˈi1"),
+    ],
+)
+def test_phonemize(sentence: str, expected: str) -> None:
+    [symbols] = phonemize([sentence])
+    assert "".join(symbols) == expected
+    assert all(s in SYMBOL_TO_ID for s in symbols)
+
+
+def test_punctuation_becomes_pause_symbols() -> None:
+    sentences = split_sentences(normalize("Really? Yes! Well; maybe: no… ok — fine."))
+    marks = [s for symbols in phonemize(sentences) for s in symbols if s in PUNCTUATION]
+    assert marks == ["?", "!", ";", ":", "…", "-", "."]
+
+
+def test_unknown_phonemes_are_dropped_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        [symbols] = phonemize(["مرحبا"])  # espeak-ng's Arabic has ħ, outside the inventory
+    assert symbols and all(s in SYMBOL_TO_ID for s in symbols)
+    assert "dropped phonemes outside the inventory" in caplog.text
+
+
+def test_every_chinese_character_maps_into_the_inventory(caplog: pytest.LogCaptureFixture) -> None:
+    chars = "".join(map(chr, [*range(0x3400, 0x4DB6), *range(0x4E00, 0x9FA6), *range(0xF900, 0xFA6E)]))
+    sentences = [chars[i : i + 100] for i in range(0, len(chars), 100)] + ["号码" + "1234567890" * 5 + "号"]
+    with caplog.at_level(logging.WARNING):
+        symbols = phonemize(sentences)
+    assert all(symbols)
+    assert "dropped" not in caplog.text
+
+
+MIXED = [
+    "Hello 你好 Привет مرحبا שלום 안녕 こんにちは नमस्ते ሰላም 🙂 Ελληνικά!",
+    "abc\u0301\u0302 ñ ü ß ø æ œ ł ı",
+    "ｶﾀｶﾅ and ｈａｌｆ－ｗｉｄｔｈ！",
+    "Zalgo t̸̡̛e̵x̷t̴ and a\u202eb",
+    "混合English和中文，还有2024年。",
+    "½ ⅔ ① ² Ⅻ ™ ℃ № …",
+    "x" * 2000,
+]
+
+
+@pytest.mark.parametrize("text", MIXED)
+def test_mixed_scripts_give_valid_sequences(text: str) -> None:
+    sequences = text_to_sequences(text)
+    for ids in sequences:
+        assert ids[0] == BOS_ID and ids[-1] == EOS_ID
+        assert 2 < len(ids) <= STREAMING.max_tokens
+        assert all(0 <= i < N_SYMBOLS for i in ids)
+        assert PAD_ID not in ids and BOS_ID not in ids[1:] and EOS_ID not in ids[:-1]
+
+
+def test_sequences_match_phonemes() -> None:
+    text = "It costs $5. 你好，世界！"
+    symbols = phonemize(split_sentences(normalize(text)))
+    assert [sequence_to_text(ids) for ids in text_to_sequences(text)] == ["".join(s) for s in symbols]
+    assert sequence_to_text([BOS_ID, SYMBOL_TO_ID["a"], N_SYMBOLS, EOS_ID, PAD_ID]) == "a\ufffd"
+    assert set(TONES) & set(symbols[1])
+
+
+def _unsplit(pieces: list[list[int]]) -> list[int]:
+    """Pieces of one sentence joined again at the word boundaries they were cut at."""
+    joined: list[int] = []
+    for ids in pieces:
+        joined += ([SYMBOL_TO_ID[" "]] if joined else []) + ids[1:-1]
+    return joined
+
+
+@pytest.mark.parametrize(
+    ("sentence", "cut_after"),
+    [
+        (", ".join(["the quick brown fox jumps over the lazy dog"] * 40) + ".", ","),  # clause punctuation
+        (" ".join(["the quick brown fox jumps over the lazy dog"] * 40) + ".", None),  # word boundaries
+    ],
+)
+def test_long_sentence_is_split_below_max_tokens(sentence: str, cut_after: str | None) -> None:
+    pieces = text_to_sequences(sentence)
+    [symbols] = phonemize([normalize(sentence)])
+    assert len(pieces) > 1
+    assert all(len(ids) <= STREAMING.max_tokens for ids in pieces)
+    assert _unsplit(pieces) == [SYMBOL_TO_ID[s] for s in symbols]
+    if cut_after:
+        assert all(ids[-2] == SYMBOL_TO_ID[cut_after] for ids in pieces[:-1])
+
+
+def test_a_giant_word_is_cut_anywhere() -> None:
+    pieces = _split(["a", " ", *"b" * 1200, " ", "c", "."], 510)
+    assert [len(p) for p in pieces] == [1, 510, 510, 183]  # the word's tail shares a piece with "c."
+    assert pieces[0] == ["a"] and pieces[-1][-3:] == [" ", "c", "."]
+
+
+def test_ten_thousand_characters() -> None:
+    sentences = [
+        f"Sentence {i} costs ${i}.{i % 100:02d} on the {i}th day, said Dr. Lee." if i % 3 else f"第{i}句话很好。"
+        for i in range(1, 400)
+    ]
+    text = " ".join(sentences)[:10_000]
+    start = time.perf_counter()
+    sequences = text_to_sequences(text)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 5, f"{elapsed:.1f} s for 10,000 characters"
+    assert all(len(ids) <= STREAMING.max_tokens for ids in sequences)
+    # In order: the whole text gives the same sequences as its sentences one by one.
+    expected = [ids for sentence in split_sentences(normalize(text)) for ids in text_to_sequences(sentence)]
+    assert sequences == expected
+    assert len(sequences) == text.count("Lee.") + text.count("。") + 1  # every sentence, and the cut-off tail
+
+
+def test_concurrent_calls_match_serial_calls() -> None:
+    texts = ["Hello, world. It costs $5.", "你好，世界！我有3个苹果。", "Привет, мир! Dr. Who at 10:30.", *MIXED[:3]]
+    texts *= 8
+    serial = [text_to_sequences(t) for t in texts]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert list(pool.map(text_to_sequences, texts)) == serial

@@ -1,0 +1,203 @@
+"""Tests of the Helm chart in deploy/k8s/tts-triton.
+
+The structural tests need only PyYAML: values parse, every ``.Values`` path a template reads
+exists in values.yaml, template blocks balance. The rendering tests run ``helm template`` and
+are skipped when no ``helm`` binary is on PATH (none is packaged on PyPI or in Debian).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+yaml = pytest.importorskip("yaml", reason="PyYAML is needed to parse the chart")
+
+CHART = Path(__file__).resolve().parents[1] / "deploy" / "k8s" / "tts-triton"
+TEMPLATES = sorted((CHART / "templates").iterdir())  # *.yaml, _helpers.tpl, NOTES.txt
+HELM = shutil.which("helm")
+needs_helm = pytest.mark.skipif(HELM is None, reason="helm binary not on PATH (not on PyPI or in Debian)")
+
+_COMMENT = re.compile(r"\{\{-?\s*/\*.*?\*/\s*-?\}\}", re.S)
+_VALUES_PATH = re.compile(r"\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
+_ALIAS = re.compile(r"(\$[A-Za-z_][A-Za-z0-9_]*)\s*:=\s*\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
+_OPEN = re.compile(r"\{\{-?\s*(?:if|range|with|define|block)\b")
+_END = re.compile(r"\{\{-?\s*end\b")
+
+
+def _values() -> dict:
+    return yaml.safe_load((CHART / "values.yaml").read_text())
+
+
+def _template_text(path: Path) -> str:
+    return _COMMENT.sub("", path.read_text())
+
+
+def _lookup(values: dict, dotted: str) -> bool:
+    node = values
+    for key in dotted.strip(".").split("."):
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True
+
+
+def _referenced_paths(text: str) -> set[str]:
+    """`.Values.a.b` paths, plus `$x.c` where `$x := .Values.a.b` (resolved to `a.b.c`)."""
+    paths = set(_VALUES_PATH.findall(text))
+    for var, base in _ALIAS.findall(text):
+        for rest in re.findall(re.escape(var) + r"((?:\.[A-Za-z_][A-Za-z0-9_]*)+)", text):
+            paths.add(base + rest)
+    return paths
+
+
+# --- structure (no helm) ---------------------------------------------------------------------
+
+
+def test_chart_metadata_and_values_parse():
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["apiVersion"] == "v2"
+    assert chart["name"] == "tts-triton"
+    values = _values()
+    assert isinstance(values, dict)
+    assert values["modelRepository"]["source"] in {"image", "pvc", "initContainer", "remote"}
+    assert values["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert set(values["ports"].values()) == {8000, 8001, 8002}
+
+
+def test_every_values_path_in_templates_exists():
+    values = _values()
+    missing = {
+        f"{path.name}: .Values{ref}"
+        for path in TEMPLATES
+        for ref in _referenced_paths(_template_text(path))
+        if not _lookup(values, ref)
+    }
+    assert not missing, f"templates read values that values.yaml lacks: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: p.name)
+def test_template_blocks_balance(path):
+    text = _template_text(path)
+    assert len(_OPEN.findall(text)) == len(_END.findall(text)), f"unbalanced if/range/with/define in {path.name}"
+
+
+def test_default_grace_period_covers_drain():
+    values = _values()
+    assert values["terminationGracePeriodSeconds"] > values["preStopSleepSeconds"] + values["triton"]["exitTimeoutSecs"]
+
+
+# --- rendering (helm) ------------------------------------------------------------------------
+
+
+def _render(*sets: str) -> list[dict]:
+    cmd = [HELM, "template", "tts", str(CHART), "--namespace", "tts", "--kube-version", "1.29.0"]
+    for s in sets:
+        cmd += ["--set", s]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def _one(docs: list[dict], kind: str, name: str | None = None) -> dict:
+    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, got {len(found)}"
+    return found[0]
+
+
+def _container(docs: list[dict]) -> dict:
+    spec = _one(docs, "Deployment")["spec"]["template"]["spec"]
+    return next(c for c in spec["containers"] if c["name"] == "tritonserver")
+
+
+@needs_helm
+def test_helm_lint():
+    subprocess.run([HELM, "lint", str(CHART)], check=True, capture_output=True, text=True)
+
+
+@needs_helm
+def test_render_defaults():
+    docs = _render()
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == ["Deployment", "PodDisruptionBudget", "Service", "Service"]
+
+    deploy = _one(docs, "Deployment")
+    pod = deploy["spec"]["template"]["spec"]
+    assert deploy["spec"]["replicas"] == 1
+    shm = next(v for v in pod["volumes"] if v["name"] == "dshm")
+    assert shm["emptyDir"]["medium"] == "Memory"
+    assert shm["emptyDir"]["sizeLimit"] == "8Gi"
+
+    c = _container(docs)
+    assert c["command"] == ["tritonserver"]
+    assert "--model-repository=/models" in c["args"]
+    assert "--cache-config=local,size=268435456" in c["args"]  # an int, not 2.68435456e+08
+    assert "--strict-readiness=true" in c["args"]
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
+    assert c["livenessProbe"]["httpGet"] == {"path": "/v2/health/live", "port": "http"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
+    assert c["startupProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert c["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "15"]
+    assert pod["terminationGracePeriodSeconds"] == 90
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert {p["containerPort"] for p in c["ports"]} == {8000, 8001, 8002}
+    annotations = deploy["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == "8002"
+
+    headless = _one(docs, "Service", "tts-tts-triton-grpc")
+    assert headless["spec"]["clusterIP"] == "None"
+    assert [p["port"] for p in headless["spec"]["ports"]] == [8001]
+    main = _one(docs, "Service", "tts-tts-triton")
+    assert {p["name"] for p in main["spec"]["ports"]} == {"http", "grpc", "metrics"}
+
+
+@needs_helm
+def test_render_autoscaling_and_servicemonitor():
+    docs = _render("autoscaling.enabled=true", "metrics.serviceMonitor.enabled=true")
+    hpa = _one(docs, "HorizontalPodAutoscaler")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "tts-tts-triton"
+    metric = hpa["spec"]["metrics"][0]
+    assert metric["type"] == "Pods"
+    assert metric["pods"]["metric"]["name"] == "tts_queue_duration_avg_us"
+    assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": "20000"}
+    assert "replicas" not in _one(docs, "Deployment")["spec"]  # the HPA owns the replica count
+    monitor = _one(docs, "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+
+
+@needs_helm
+def test_render_repository_sources():
+    pvc = _render("modelRepository.source=pvc", "modelRepository.pvc.claimName=models")
+    pod = _one(pvc, "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "model-repository", "persistentVolumeClaim": {"claimName": "models", "readOnly": True}} in pod[
+        "volumes"
+    ]
+
+    init = _render(
+        "modelRepository.source=initContainer",
+        "modelRepository.initContainer.image.repository=reg/tts-models",
+        "modelRepository.initContainer.image.tag=1",
+    )
+    pod = _one(init, "Deployment")["spec"]["template"]["spec"]
+    assert pod["initContainers"][0]["image"] == "reg/tts-models:1"
+    assert any(m["mountPath"] == "/models" for m in _container(init)["volumeMounts"])
+
+    remote = _render("modelRepository.source=remote", "modelRepository.remote.uri=s3://bucket/repo")
+    assert "--model-repository=s3://bucket/repo" in _container(remote)["args"]
+
+
+@needs_helm
+@pytest.mark.parametrize(
+    "sets",
+    [
+        ("terminationGracePeriodSeconds=30",),  # shorter than preStop sleep + exit timeout
+        ("modelRepository.source=pvc",),  # claimName missing
+        ("modelRepository.source=nfs",),
+    ],
+)
+def test_render_rejects_bad_values(sets):
+    with pytest.raises(subprocess.CalledProcessError):
+        _render(*sets)

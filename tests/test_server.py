@@ -1,0 +1,209 @@
+"""TritonServer against the real tritonserver 2.51 from the nvidia-pytriton wheel, with a Python-backend model."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+from tts_triton.server import TritonServer, TritonServerError, find_triton, prepare_backends
+
+ADD_ONE_CONFIG = """\
+name: "add_one"
+backend: "python"
+max_batch_size: 8
+input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ -1 ] } ]
+output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ -1 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 100000 }
+instance_group [ { count: 1, kind: KIND_CPU } ]
+"""
+
+ADD_ONE_MODEL = """\
+import sys
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        {initialize}
+        pb_utils.Logger.log_info(f"add_one prefix={{sys.prefix}} numpy={{np.__version__}}")
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x + np.float32(1))]))
+        return responses
+"""
+
+
+def write_add_one(repo: Path, *, initialize: str = "pass", config: str = ADD_ONE_CONFIG) -> Path:
+    """Write an ``add_one`` model (FP32 [-1] -> x + 1) into ``repo``; ``initialize`` is code run first."""
+    (repo / "add_one" / "1").mkdir(parents=True)
+    (repo / "add_one" / "config.pbtxt").write_text(config)
+    (repo / "add_one" / "1" / "model.py").write_text(ADD_ONE_MODEL.format(initialize=initialize))
+    return repo
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # exited while we looked
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+@pytest.fixture(scope="module")
+def add_one_server(
+    start_triton: Callable[..., TritonServer], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TritonServer]:
+    server = start_triton(write_add_one(tmp_path_factory.mktemp("repo")))
+    yield server
+    server.stop()
+
+
+def test_find_triton_matches_this_python() -> None:
+    install = find_triton()
+    assert install.missing() == []
+    assert install.stub.parent.name == f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert os.access(install.server, os.X_OK)
+
+
+def test_prepare_backends_rebuilds_an_incomplete_directory(tmp_path: Path) -> None:
+    install = find_triton()
+    backends = prepare_backends(install, tmp_path / "backends")
+    stub = backends / "python" / "triton_python_backend_stub"
+    assert os.access(stub, os.X_OK)
+    stub.write_bytes(b"truncated")
+    assert prepare_backends(install, backends) == backends
+    assert stub.stat().st_size == install.stub.stat().st_size
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backends"]  # no staging directory left
+
+
+def test_http_infer(add_one_server: TritonServer) -> None:
+    client = httpclient.InferenceServerClient(add_one_server.http_url)
+    x = np.array([[0.5, 1.0, -2.0]], dtype=np.float32)
+    inp = httpclient.InferInput("INPUT0", list(x.shape), "FP32")
+    inp.set_data_from_numpy(x)
+    result = client.infer("add_one", [inp])
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x + 1)
+
+
+def test_grpc_infer(add_one_server: TritonServer) -> None:
+    with grpcclient.InferenceServerClient(add_one_server.grpc_url) as client:
+        x = np.arange(10, dtype=np.float32).reshape(2, 5)
+        inp = grpcclient.InferInput("INPUT0", list(x.shape), "FP32")
+        inp.set_data_from_numpy(x)
+        result = client.infer("add_one", [inp])
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x + 1)
+
+
+def test_concurrent_requests_are_batched(add_one_server: TritonServer) -> None:
+    def counts() -> tuple[int, int]:
+        stats = client.get_inference_statistics("add_one")["model_stats"][0]
+        return int(stats["inference_count"]), int(stats["execution_count"])
+
+    client = httpclient.InferenceServerClient(add_one_server.http_url, concurrency=8)
+    inferences_before, executions_before = counts()
+    pending = []
+    for i in range(8):
+        inp = httpclient.InferInput("INPUT0", [1, 4], "FP32")
+        inp.set_data_from_numpy(np.full((1, 4), i, dtype=np.float32))
+        pending.append(client.async_infer("add_one", [inp]))
+    for i, request in enumerate(pending):
+        np.testing.assert_array_equal(request.get_result(timeout=30).as_numpy("OUTPUT0"), np.full((1, 4), i + 1))
+    inferences, executions = counts()
+    client.close()
+    assert inferences - inferences_before == 8
+    assert executions - executions_before < 8  # the dynamic batcher merged requests
+
+
+def test_models_run_in_this_environment(add_one_server: TritonServer) -> None:
+    assert f"add_one prefix={sys.prefix} numpy={np.__version__}" in add_one_server.log_tail(1000)
+
+
+def test_metrics_endpoint(add_one_server: TritonServer) -> None:
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(add_one_server.metrics_url) as page:
+        assert 'nv_inference_count{model="add_one"' in page.read().decode()
+
+
+def listening_ipv4(port: int) -> set[str]:
+    """IPv4 addresses (hex, as in /proc/net/tcp) of the TCP sockets listening on ``port``; an IPv6
+    socket counts by its IPv4-mapped address (``::ffff:a.b.c.d``) or as its full hex address."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            address, hex_port = fields[1].split(":")
+            if fields[3] == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                found.add(address.removeprefix("0000000000000000FFFF0000"))
+    return found
+
+
+def test_binds_loopback_only(add_one_server: TritonServer) -> None:
+    loopback = "0100007F"  # 127.0.0.1, little-endian hex
+    for port in (add_one_server.http_port, add_one_server.grpc_port, add_one_server.metrics_port):
+        assert listening_ipv4(port) == {loopback}
+
+
+@pytest.mark.parametrize(
+    ("initialize", "config", "expected"),
+    [
+        ('raise ValueError("deliberately broken model")', ADD_ONE_CONFIG, "deliberately broken model"),
+        ("pass", 'name: "add_one" backend: "python" input [', "failed to read text proto"),
+    ],
+    ids=["initialize-raises", "malformed-config"],
+)
+def test_bad_repository_fails_fast_with_the_server_log(
+    tmp_path: Path, make_triton: Callable[..., TritonServer], initialize: str, config: str, expected: str
+) -> None:
+    server = make_triton(write_add_one(tmp_path / "repo", initialize=initialize, config=config))
+    with pytest.raises(TritonServerError) as failure:
+        server.start()
+    message = str(failure.value)
+    assert "tritonserver exited with code 1" in message
+    assert expected in message
+    assert "failed to load all models" in message
+    assert server.pid is not None and group_members(server.pid) == []
+
+
+def test_missing_repository_is_reported(tmp_path: Path) -> None:
+    with pytest.raises(TritonServerError, match="is not a directory"):
+        TritonServer(tmp_path / "nope").start()
+
+
+def test_readiness_timeout_stops_the_server(tmp_path: Path, make_triton: Callable[..., TritonServer]) -> None:
+    server = make_triton(write_add_one(tmp_path / "repo", initialize="import time; time.sleep(60)"))
+    with pytest.raises(TritonServerError, match=r"not ready after 1 s(.|\n)*loading: add_one"):
+        server.start(timeout=1)
+    assert server.pid is not None and group_members(server.pid) == []
+
+
+def test_stop_leaves_no_process_behind(tmp_path: Path, make_triton: Callable[..., TritonServer]) -> None:
+    server = make_triton(write_add_one(tmp_path / "repo"), log_file=None)
+    with server:
+        assert server.pid is not None
+        members = group_members(server.pid)
+        assert server.pid in members and len(members) >= 2  # the server and the model's backend stub
+        log_file = server.log_file
+        assert log_file is not None and log_file.exists()
+    assert server.stop() == 0  # graceful exit; stop() is idempotent
+    assert group_members(server.pid) == []
+    assert not log_file.exists()  # the temporary log went with the server
+    with socket.create_server(("127.0.0.1", server.http_port)):  # the port is free again
+        pass

@@ -1,0 +1,79 @@
+"""From a checkpoint to a served model repository, rebuilding only what changed.
+
+:func:`ensure_repository` exports the ONNX files and the voice bank into a cache folder keyed by
+the checkpoint's content, then (re)writes the repository when its manifest says it is stale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+from tts_triton import contract
+from tts_triton.checkpoint import DEFAULT_CHECKPOINT, UNTRAINED_LABEL, Checkpoint, init_checkpoint, load_checkpoint
+
+DEFAULT_REPOSITORY = Path("model_repository")
+DEFAULT_CACHE = Path.home() / ".cache" / "tts-triton"
+SHIPPED_VOICE_BANK = DEFAULT_CHECKPOINT.with_name("voice_bank.json")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def materialize_checkpoint(checkpoint: Path | None, cache: Path) -> tuple[Path, Checkpoint]:
+    """The checkpoint file to build from: ``checkpoint``, the shipped default, or a written-out seeded init."""
+    if checkpoint is None and DEFAULT_CHECKPOINT.exists():
+        checkpoint = DEFAULT_CHECKPOINT
+    if checkpoint is not None:
+        return checkpoint, load_checkpoint(checkpoint)
+    ckpt = init_checkpoint()
+    path = cache / f"{ckpt.name}.pt"
+    if not path.exists():
+        ckpt.save(path)
+    return path, load_checkpoint(path)
+
+
+def ensure_repository(out: Path = DEFAULT_REPOSITORY, *, checkpoint: Path | None = None,
+                      target: str = "onnxruntime-python", cache: Path = DEFAULT_CACHE, force: bool = False,
+                      progress: bool = True) -> Path:
+    """Build ``out`` for ``target`` unless it is already current; returns ``out``."""
+    from tts_triton.export.onnx_export import export_checkpoint
+    from tts_triton.export.repository import build_repository, repository_is_current
+    from tts_triton.export.voice_bank import build_voice_bank, espeak_references
+
+    def say(message: str) -> None:
+        if progress:
+            print(message, flush=True)
+
+    cache.mkdir(parents=True, exist_ok=True)
+    ckpt_path, ckpt = materialize_checkpoint(checkpoint, cache)
+    if not ckpt.trained:
+        say(f"warning: {UNTRAINED_LABEL}")
+    work = cache / _sha256(ckpt_path)[:16]
+    bank = work / "voice_bank.json"
+    if not bank.exists():
+        if ckpt_path == DEFAULT_CHECKPOINT and SHIPPED_VOICE_BANK.exists():
+            work.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(SHIPPED_VOICE_BANK, bank)
+        else:
+            say("building the voice bank from espeak-ng reference clips ...")
+            work.mkdir(parents=True, exist_ok=True)
+            build_voice_bank(ckpt, espeak_references()).save(bank)
+    if not force and repository_is_current(out, model_config=ckpt.config, checkpoint=ckpt_path, voice_bank=bank,
+                                           target=target):
+        say(f"{out} is up to date ({target}, {ckpt.name})")
+        return out
+    onnx_dir = work / "onnx"
+    if not all((onnx_dir / f"{name}.onnx").exists() for name in contract.network_specs(ckpt.config)):
+        say(f"exporting ONNX to {onnx_dir} ...")
+        export_checkpoint(ckpt, onnx_dir, progress=progress)
+    build_repository(out, onnx_dir=onnx_dir, model_config=ckpt.config, checkpoint=ckpt_path, voice_bank=bank,
+                     target=target, checkpoint_name=ckpt.name)
+    say(f"wrote {target} repository {out}")
+    return out

@@ -1,0 +1,321 @@
+"""Render the synthetic corpus: sentences x (voice, emotion) with espeak-ng, into a dataset directory.
+
+    python -m tts_triton.data.corpus build --out DIR [--sentences FILE] [--jobs N] [--limit N]
+
+Which utterances (:func:`plan`): every test sentence in every voice, with one emotion per sentence
+(cycling, so that all voices say it the same way); every train and validation sentence in
+``repeats`` distinct (voice, emotion) pairs, always the least used ones so far (ties broken by a
+seeded shuffle), which keeps the pairs balanced.
+
+The directory (read it with :class:`tts_triton.data.dataset.Corpus`):
+
+``manifest.jsonl``
+    One utterance per line: ``id, sentence_id, split, voice, emotion, text, ids`` (phoneme ids,
+    ``BOS ... EOS``), ``n_samples, n_frames`` (``n_samples == n_frames * HOP_LENGTH``), ``shard``,
+    ``offset`` (first sample in the audio shard) and ``mel_offset`` (first frame in the mel shard,
+    ``offset // HOP_LENGTH``).
+``audio-NNNNN.npy``
+    int16 samples of the shard's utterances, concatenated (float audio is ``int16 / 32767``).
+``mel-NNNNN.npy``
+    float16 ``[frames, N_MELS]`` log-mel (:func:`tts_triton.audio.mel_spectrogram` of that float audio).
+``sentences.tsv``
+    All sentences used, with their splits (:func:`tts_triton.data.sentences.read_sentences`).
+``dataset.json``
+    Summary: hours, counts per split / voice / emotion / pair, the prosody tables, the espeak-ng version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tts_triton import audio
+from tts_triton.data import espeak
+from tts_triton.data.prosody import EMOTIONS, PITCH_ORDER, VOICES, check_voices, render
+from tts_triton.data.sentences import (
+    DEFAULT_COUNT,
+    DEFAULT_SEED,
+    SPLITS,
+    Rng,
+    Sentence,
+    fingerprint,
+    generate,
+    read_sentences,
+    write_sentences,
+)
+from tts_triton.text import text_to_sequences
+from tts_triton.text.symbols import BOS_ID, EOS_ID, N_SYMBOLS
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.jsonl"
+SUMMARY = "dataset.json"
+SENTENCES = "sentences.tsv"
+#: Pairs per train / validation sentence by default: 5400 x 2 + 300 x 2 + 300 x 10 voices ~ 15 h of audio.
+DEFAULT_REPEATS = 2
+SHARD_UTTERANCES = 500
+INT16_SCALE = 32767.0
+
+
+def audio_shard_name(shard: int) -> str:
+    return f"audio-{shard:05d}.npy"
+
+
+def mel_shard_name(shard: int) -> str:
+    return f"mel-{shard:05d}.npy"
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """One planned rendering: ``id`` is ``<sentence_id>-<voice>-<emotion>``."""
+
+    id: str
+    sentence_id: str
+    split: str
+    voice: str
+    emotion: str
+    text: str
+
+
+def plan(
+    sentences: Sequence[Sentence],
+    voices: Sequence[str] = tuple(VOICES),
+    emotions: Sequence[str] = tuple(EMOTIONS),
+    repeats: int = DEFAULT_REPEATS,
+    seed: int = DEFAULT_SEED,
+) -> list[Utterance]:
+    """The utterances to render, in sentence order (see the module docstring for the rule)."""
+    pairs = [(v, e) for v in voices for e in emotions]
+    if not 1 <= repeats <= len(pairs):
+        raise ValueError(f"repeats must be in 1..{len(pairs)}, got {repeats}")
+    used: dict[str, Counter[tuple[str, str]]] = {split: Counter() for split in SPLITS}
+    rng = Rng(seed)
+    out: list[Utterance] = []
+    n_test = 0
+    for s in sentences:
+        if s.split == "test":
+            emotion = emotions[n_test % len(emotions)]
+            n_test += 1
+            chosen = [(v, emotion) for v in voices]
+        else:
+            tiebreak = {pair: rng.next64() for pair in pairs}
+            chosen = sorted(pairs, key=lambda pair: (used[s.split][pair], tiebreak[pair]))[:repeats]
+            used[s.split].update(chosen)
+        out += [Utterance(f"{s.id}-{v}-{e}", s.id, s.split, v, e, s.text) for v, e in chosen]
+    return out
+
+
+def phoneme_ids(text: str) -> list[int]:
+    """Phoneme ids of ``text`` as one ``BOS ... EOS`` sequence, joining the pieces the front end may split it in."""
+    sequences = text_to_sequences(text)
+    ids = [BOS_ID]
+    for sequence in sequences:
+        ids += [i for i in sequence if i not in (BOS_ID, EOS_ID)]
+    return [*ids, EOS_ID]
+
+
+@dataclass
+class Rendered:
+    """A rendered utterance: int16 audio and float16 mel of ``n_frames`` frames."""
+
+    utterance: Utterance
+    ids: list[int]
+    audio: np.ndarray
+    mel: np.ndarray
+
+
+def render_group(utterances: Sequence[Utterance]) -> list[Rendered]:
+    """Render utterances of one sentence (its phoneme ids are computed once)."""
+    ids = phoneme_ids(utterances[0].text)
+    out = []
+    for u in utterances:
+        x = render(u.text, VOICES[u.voice], EMOTIONS[u.emotion])
+        pcm = np.round(x * INT16_SCALE).astype(np.int16)
+        mel = audio.mel_spectrogram(pcm.astype(np.float32) / INT16_SCALE)
+        if mel.shape[0] != len(pcm) // audio.HOP_LENGTH:
+            raise AssertionError(f"{u.id}: {mel.shape[0]} mel frames for {len(pcm)} samples")
+        out.append(Rendered(u, ids, pcm, mel.astype(np.float16)))
+    return out
+
+
+def _groups(utterances: Sequence[Utterance]) -> list[list[Utterance]]:
+    groups: list[list[Utterance]] = []
+    for u in utterances:
+        if groups and groups[-1][0].sentence_id == u.sentence_id:
+            groups[-1].append(u)
+        else:
+            groups.append([u])
+    return groups
+
+
+@dataclass
+class _ShardWriter:
+    root: Path
+    shard_utterances: int
+    shard: int = 0
+    audio: list[np.ndarray] = field(default_factory=list)
+    mels: list[np.ndarray] = field(default_factory=list)
+    samples: int = 0
+
+    def add(self, r: Rendered) -> dict:
+        entry = {
+            **asdict(r.utterance), "ids": r.ids, "n_samples": len(r.audio), "n_frames": len(r.mel),
+            "shard": self.shard, "offset": self.samples, "mel_offset": self.samples // audio.HOP_LENGTH,
+        }
+        self.audio.append(r.audio)
+        self.mels.append(r.mel)
+        self.samples += len(r.audio)
+        if len(self.audio) >= self.shard_utterances:
+            self.flush()
+        return entry
+
+    def flush(self) -> None:
+        if not self.audio:
+            return
+        np.save(self.root / audio_shard_name(self.shard), np.concatenate(self.audio))
+        np.save(self.root / mel_shard_name(self.shard), np.concatenate(self.mels))
+        self.shard, self.audio, self.mels, self.samples = self.shard + 1, [], [], 0
+
+
+class _Progress:
+    """One self-overwriting status line on stderr: done/total, utterances/s, audio speed, ETA."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.seconds = total, 0, 0.0
+        self.start = self.last = time.monotonic()
+
+    def update(self, utterances: int, audio_seconds: float) -> None:
+        self.done += utterances
+        self.seconds += audio_seconds
+        now = time.monotonic()
+        if now - self.last >= 1.0 or self.done == self.total:
+            self.last = now
+            elapsed = max(now - self.start, 1e-9)
+            rate = self.done / elapsed
+            eta = (self.total - self.done) / rate if rate else 0.0
+            print(f"\r{self.done}/{self.total} utterances, {rate:.1f}/s, {self.seconds / elapsed:.0f}x real time, "
+                  f"{self.seconds / 3600:.2f} h, ETA {eta / 60:.1f} min  ", end="", file=sys.stderr, flush=True)
+
+
+def _results(groups: list[list[Utterance]], jobs: int) -> Iterator[list[Rendered]]:
+    if jobs <= 1:
+        yield from map(render_group, groups)
+        return
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        yield from pool.imap(render_group, groups, chunksize=4)
+
+
+def build(
+    out: Path,
+    sentences: Sequence[Sentence] | None = None,
+    *,
+    jobs: int = 1,
+    limit: int | None = None,
+    repeats: int = DEFAULT_REPEATS,
+    voices: Sequence[str] = tuple(VOICES),
+    emotions: Sequence[str] = tuple(EMOTIONS),
+    shard_utterances: int = SHARD_UTTERANCES,
+    progress: bool = True,
+) -> dict:
+    """Render the corpus into ``out`` (created; must not hold a manifest yet) and return the summary.
+
+    ``sentences`` defaults to :func:`~tts_triton.data.sentences.generate` (); ``limit`` keeps the first
+    ``limit`` planned utterances. Raises ``FileExistsError``, ``ValueError`` for unknown voices or
+    emotions, and :class:`~tts_triton.data.espeak.EspeakError`.
+    """
+    unknown = sorted(set(voices) - set(VOICES)) + sorted(set(emotions) - set(EMOTIONS))
+    if unknown:
+        raise ValueError(f"unknown voices or emotions {unknown}; voices {list(VOICES)}, emotions {list(EMOTIONS)}")
+    out = Path(out)
+    if (out / MANIFEST).exists():
+        raise FileExistsError(f"{out / MANIFEST} exists; build into a new directory")
+    check_voices()
+    sentences = list(generate() if sentences is None else sentences)
+    utterances = plan(sentences, voices, emotions, repeats)[:limit]
+    out.mkdir(parents=True, exist_ok=True)
+    write_sentences(sentences, out / SENTENCES)
+    started = time.monotonic()
+    meter = _Progress(len(utterances)) if progress else None
+    writer = _ShardWriter(out, shard_utterances)
+    entries = []
+    with open(out / (MANIFEST + ".partial"), "w", encoding="utf-8") as manifest:
+        for group in _results(_groups(utterances), jobs):
+            for r in group:
+                entry = writer.add(r)
+                entries.append(entry)
+                manifest.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            if meter:
+                meter.update(len(group), sum(len(r.audio) for r in group) / audio.SAMPLE_RATE)
+        writer.flush()
+    if meter:
+        print(file=sys.stderr)
+    summary = summarize(entries, sentences, shards=writer.shard, seconds=time.monotonic() - started, jobs=jobs)
+    (out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    os.replace(out / (MANIFEST + ".partial"), out / MANIFEST)
+    return summary
+
+
+def summarize(entries: Iterable[dict], sentences: Sequence[Sentence], *, shards: int, seconds: float,
+              jobs: int) -> dict:
+    """The ``dataset.json`` content for manifest ``entries``."""
+    entries = list(entries)
+    hours = Counter()
+    counts: dict[str, Counter[str]] = {key: Counter() for key in ("split", "voice", "emotion", "pair")}
+    for e in entries:
+        hours[e["split"]] += e["n_samples"] / audio.SAMPLE_RATE / 3600
+        for key in ("split", "voice", "emotion"):
+            counts[key][e[key]] += 1
+        counts["pair"][f"{e['voice']}/{e['emotion']}"] += 1
+    total = sum(hours.values())
+    return {
+        "format": FORMAT_VERSION,
+        "sample_rate": audio.SAMPLE_RATE, "hop_length": audio.HOP_LENGTH, "n_mels": audio.N_MELS,
+        "audio_dtype": "int16", "audio_scale": INT16_SCALE, "mel_dtype": "float16", "n_symbols": N_SYMBOLS,
+        "utterances": len(entries), "hours": round(total, 4),
+        "hours_by_split": {k: round(v, 4) for k, v in sorted(hours.items())},
+        "counts": {key: dict(sorted(c.items())) for key, c in counts.items()},
+        "shards": shards,
+        "sentences": {"count": len(sentences), "fingerprint": fingerprint(sentences), "file": SENTENCES},
+        "voices": {name: asdict(v) for name, v in VOICES.items()},
+        "emotions": {name: asdict(e) for name, e in EMOTIONS.items()},
+        "pitch_order": list(PITCH_ORDER),
+        "espeak": espeak.espeak_version(),
+        "build": {"seconds": round(seconds, 1), "jobs": jobs,
+                  "realtime_factor": round(total * 3600 / seconds, 1) if seconds > 0 else None},
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tts_triton.data.corpus", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="render the corpus into a new dataset directory")
+    b.add_argument("--out", type=Path, required=True)
+    b.add_argument("--sentences", type=Path, help="id<TAB>split<TAB>text file (default: the built-in generator)")
+    b.add_argument("--count", type=int, default=DEFAULT_COUNT, help="sentences to generate without --sentences")
+    b.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    b.add_argument("--limit", type=int, help="render only the first N planned utterances")
+    b.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="(voice, emotion) pairs per train/val sentence")
+    b.add_argument("--voices", default=",".join(VOICES), help="comma-separated subset of " + ",".join(VOICES))
+    b.add_argument("--emotions", default=",".join(EMOTIONS), help="comma-separated subset of " + ",".join(EMOTIONS))
+    b.add_argument("--quiet", action="store_true", help="no progress line")
+    args = parser.parse_args(argv)
+    sentences = read_sentences(args.sentences) if args.sentences else generate(args.count)
+    summary = build(args.out, sentences, jobs=args.jobs, limit=args.limit, repeats=args.repeats,
+                    voices=args.voices.split(","), emotions=args.emotions.split(","), progress=not args.quiet)
+    print(f"{summary['utterances']} utterances, {summary['hours']:.2f} h "
+          f"({', '.join(f'{k} {v:.2f} h' for k, v in summary['hours_by_split'].items())}), "
+          f"{summary['build']['seconds']:.0f} s -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""Voices and emotions of the synthetic corpus, as espeak-ng settings, and the renderer that applies them.
+
+A voice is an espeak-ng English voice variant. An emotion is four prosody settings:
+
+==========  ==========================================================================================
+pitch       ``espeak-ng -p`` (0-99, 50 = the variant's own base pitch): mean F0 rises with it.
+range       ``<prosody range="N%">`` in SSML (``-m``), 100 = the variant's own intonation range.
+rate        ``espeak-ng -s`` in words per minute (espeak's default is 175).
+amplitude   loudness on espeak's ``-a`` scale (100 = default). It is applied as a gain after synthesis
+            (each utterance is peak-normalised to ``PEAK_AT_DEFAULT * amplitude / 100``), which is what
+            ``-a`` does inside espeak-ng except that a gain above 100 there clips.
+==========  ==========================================================================================
+
+The tables are data used by corpus generation and by evaluation alike: the mean F0 of rendered (and
+synthesized) speech orders the emotions as :data:`PITCH_ORDER` does, for every voice;
+``python -m tts_triton.data.prosody`` measures it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from xml.sax.saxutils import escape
+
+import numpy as np
+
+from tts_triton import audio
+from tts_triton.data import espeak
+
+
+@dataclass(frozen=True)
+class Voice:
+    """A speaker: ``espeak`` is the espeak-ng voice name (language + variant)."""
+
+    name: str
+    espeak: str
+    gender: str
+
+
+@dataclass(frozen=True)
+class Emotion:
+    """Prosody settings (see the module docstring for units)."""
+
+    name: str
+    pitch: int
+    range: int
+    rate: int
+    amplitude: int
+
+
+VOICES: dict[str, Voice] = {
+    v.name: v
+    for v in (
+        Voice("m1", "en-us+m1", "male"),
+        Voice("m2", "en-us+m2", "male"),
+        Voice("m3", "en-us+m3", "male"),
+        Voice("m7", "en-us+m7", "male"),
+        Voice("m8", "en-us+m8", "male"),
+        Voice("f1", "en-us+f1", "female"),
+        Voice("f2", "en-us+f2", "female"),
+        Voice("f3", "en-us+f3", "female"),
+        Voice("f4", "en-us+f4", "female"),
+        Voice("f5", "en-us+f5", "female"),
+    )
+}
+
+EMOTIONS: dict[str, Emotion] = {
+    e.name: e
+    for e in (
+        Emotion("neutral", pitch=45, range=100, rate=165, amplitude=100),
+        Emotion("happy", pitch=70, range=160, rate=185, amplitude=120),
+        Emotion("sad", pitch=25, range=40, rate=130, amplitude=70),
+        Emotion("angry", pitch=58, range=140, rate=195, amplitude=170),
+        Emotion("surprised", pitch=85, range=200, rate=170, amplitude=130),
+    )
+}
+
+#: Emotions from lowest to highest mean F0: the order the rendered audio must show for every voice.
+PITCH_ORDER: tuple[str, ...] = tuple(sorted(EMOTIONS, key=lambda name: EMOTIONS[name].pitch))
+
+#: Peak level of an utterance at amplitude 100; amplitude 170 (angry) peaks at 0.85.
+PEAK_AT_DEFAULT = 0.5
+#: Silence trimming: frames quieter than this (dB below the loudest frame) are silence...
+TRIM_DB = 40.0
+#: ...and this much of it is kept before the first and after the last loud frame.
+TRIM_MARGIN_S = 0.05
+
+
+def espeak_args(voice: Voice, emotion: Emotion) -> list[str]:
+    """espeak-ng options for ``voice`` speaking SSML (from :func:`ssml`) with ``emotion``."""
+    return ["-v", voice.espeak, "-p", str(emotion.pitch), "-s", str(emotion.rate), "-m"]
+
+
+def ssml(text: str, emotion: Emotion) -> str:
+    """``text`` (XML-escaped) wrapped in the SSML that sets the emotion's pitch range."""
+    return f'<speak><prosody range="{emotion.range}%">{escape(text)}</prosody></speak>'
+
+
+def trim_silence(samples: np.ndarray) -> np.ndarray:
+    """Cut silence at both ends down to :data:`TRIM_MARGIN_S`; the result is a multiple of HOP_LENGTH long.
+
+    A lead shorter than the margin is padded with zeros. Silence is every ``HOP_LENGTH`` block whose RMS
+    is :data:`TRIM_DB` below the loudest block's.
+    """
+    hop = audio.HOP_LENGTH
+    x = np.asarray(samples, dtype=np.float32)
+    blocks = x[: len(x) // hop * hop].reshape(-1, hop)
+    if blocks.size == 0:
+        raise ValueError("audio shorter than one hop")
+    rms = np.sqrt(np.mean(blocks**2, axis=1))
+    loud = np.flatnonzero(rms > rms.max() * 10 ** (-TRIM_DB / 20))
+    margin = int(TRIM_MARGIN_S * audio.SAMPLE_RATE)
+    start = loud[0] * hop - margin  # negative: espeak-ng began speaking within the margin; pad with zeros
+    stop = min(len(x), (loud[-1] + 1) * hop + margin)
+    stop = start + (stop - start) // hop * hop
+    return np.concatenate([np.zeros(max(0, -start), samples.dtype), samples[max(0, start) : stop]])
+
+
+def render(text: str, voice: Voice, emotion: Emotion) -> np.ndarray:
+    """Speak ``text`` with ``voice`` and ``emotion``: float32 mono at SAMPLE_RATE.
+
+    Silence is trimmed (:func:`trim_silence`) and the peak is ``PEAK_AT_DEFAULT * amplitude / 100``.
+    """
+    rate, samples = espeak.synthesize(ssml(text, emotion), espeak_args(voice, emotion))
+    if rate != audio.SAMPLE_RATE:
+        raise espeak.EspeakError(f"espeak-ng voice {voice.espeak} speaks at {rate} Hz, expected {audio.SAMPLE_RATE}")
+    x = trim_silence(samples.astype(np.float32) / 32768.0)
+    peak = float(np.abs(x).max())
+    if peak == 0.0:
+        raise espeak.EspeakError(f"espeak-ng rendered silence for {text!r}")
+    return (x * (PEAK_AT_DEFAULT * emotion.amplitude / 100.0 / peak)).astype(np.float32)
+
+
+def check_voices() -> None:
+    """Raise :class:`espeak.EspeakError` unless every voice variant of :data:`VOICES` is installed."""
+    missing = sorted(v.name for v in VOICES.values() if v.espeak.partition("+")[2] not in espeak.variants())
+    if missing:
+        raise espeak.EspeakError(f"espeak-ng lacks the voice variants {missing}")
+
+
+def f0_contour(samples: np.ndarray) -> np.ndarray:
+    """F0 in Hz every 5 ms, 0 where unvoiced (WORLD DIO + StoneMask; needs ``pyworld``)."""
+    import pyworld
+
+    x = np.asarray(samples, dtype=np.float64)
+    f0, times = pyworld.dio(x, audio.SAMPLE_RATE, f0_floor=50.0, f0_ceil=800.0, frame_period=5.0)
+    return pyworld.stonemask(x, f0, times, audio.SAMPLE_RATE)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Prosody of a set of utterances: mean F0 (Hz, over voiced frames), log-F0 spread (semitones),
+    seconds per utterance and RMS level (dBFS)."""
+
+    f0_hz: float
+    f0_sd_semitones: float
+    seconds: float
+    rms_db: float
+
+
+def measure(clips: Sequence[np.ndarray]) -> Measurement:
+    """:class:`Measurement` over ``clips`` (float audio at SAMPLE_RATE)."""
+    f0 = np.concatenate([f0_contour(c) for c in clips])
+    voiced = f0[f0 > 0]
+    log_f0 = 12.0 * np.log2(voiced)
+    power = np.mean(np.concatenate(clips).astype(np.float64) ** 2)
+    return Measurement(
+        f0_hz=float(np.mean(voiced)),
+        f0_sd_semitones=float(np.std(log_f0)),
+        seconds=float(np.mean([len(c) for c in clips]) / audio.SAMPLE_RATE),
+        rms_db=float(10 * np.log10(power)),
+    )
+
+
+def measure_table(texts: Sequence[str], jobs: int = 4) -> dict[tuple[str, str], Measurement]:
+    """Render every text with every (voice, emotion) and measure each pair."""
+    pairs = [(v, e) for v in VOICES.values() for e in EMOTIONS.values()]
+    with ThreadPoolExecutor(jobs) as pool:  # espeak-ng runs in subprocesses; pyworld releases little, so keep it small
+        clips = list(pool.map(lambda pair: [render(t, *pair) for t in texts], pairs))
+    return {(v.name, e.name): measure(c) for (v, e), c in zip(pairs, clips, strict=True)}
+
+
+def order_violations(table: dict[tuple[str, str], Measurement]) -> list[str]:
+    """Voices whose mean F0 does not rise along :data:`PITCH_ORDER`, with their F0s."""
+    bad = []
+    for voice in VOICES:
+        f0 = [table[voice, e].f0_hz for e in PITCH_ORDER]
+        if any(a >= b for a, b in itertools.pairwise(f0)):
+            bad.append(f"{voice}: " + ", ".join(f"{e} {f:.0f}" for e, f in zip(PITCH_ORDER, f0, strict=True)))
+    return bad
+
+
+def markdown(table: dict[tuple[str, str], Measurement]) -> str:
+    """The measurements as Markdown: mean F0 per voice x emotion, then per-emotion averages."""
+    lines = ["| voice | " + " | ".join(PITCH_ORDER) + " |", "|---" * (len(PITCH_ORDER) + 1) + "|"]
+    for voice in VOICES:
+        lines.append(f"| {voice} ({VOICES[voice].gender}) | " + " | ".join(
+            f"{table[voice, e].f0_hz:.0f}" for e in PITCH_ORDER) + " |")
+    lines += ["", "| emotion | -p | range % | -s wpm | amplitude | F0 vs neutral (st) | F0 sd (st) "
+              "| s / utterance | RMS dBFS |", "|---" * 9 + "|"]
+    for name in PITCH_ORDER:
+        e = EMOTIONS[name]
+        rel = np.mean([12 * np.log2(table[v, name].f0_hz / table[v, "neutral"].f0_hz) for v in VOICES])
+        sd = np.mean([table[v, name].f0_sd_semitones for v in VOICES])
+        sec = np.mean([table[v, name].seconds for v in VOICES])
+        rms = np.mean([table[v, name].rms_db for v in VOICES])
+        lines.append(f"| {name} | {e.pitch} | {e.range} | {e.rate} | {e.amplitude} | {rel:+.1f} | {sd:.1f} "
+                     f"| {sec:.2f} | {rms:.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure the prosody table on test sentences; exit 1 when some voice breaks the pitch order."""
+    from tts_triton.data.sentences import generate
+
+    parser = argparse.ArgumentParser(prog="python -m tts_triton.data.prosody", description=main.__doc__)
+    parser.add_argument("--sentences", type=int, default=20, help="test sentences per voice x emotion")
+    parser.add_argument("--jobs", type=int, default=4)
+    args = parser.parse_args(argv)
+    texts = [s.text for s in generate() if s.split == "test"][: args.sentences]
+    check_voices()
+    table = measure_table(texts, args.jobs)
+    print(markdown(table))
+    bad = order_violations(table)
+    print("pitch order " + " < ".join(PITCH_ORDER) + (": violated by\n  " + "\n  ".join(bad) if bad else ": holds"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

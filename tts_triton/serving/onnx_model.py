@@ -1,0 +1,183 @@
+"""Triton Python-backend model that runs its version directory's ``model.onnx`` with ONNX Runtime on the CPU.
+
+Generic over the network: the tensors are those the model config declares, checked against the ONNX
+graph when the model loads. The requests of one dynamic batch whose dtypes and non-batch shapes agree
+are concatenated along axis 0 and run as one ONNX Runtime call; the outputs are split back by each
+request's batch size. A failed batch is retried request by request, so one bad request gets an error
+response and the others still get their results.
+
+Config parameters (string values; ONNX Runtime's defaults when absent), named as in Triton's
+``onnxruntime`` backend: ``intra_op_thread_count``, ``inter_op_thread_count``.
+
+The version directory's ``model.py`` only re-exports :class:`TritonPythonModel`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from tts_triton.contract import TensorSpec
+from tts_triton.serving.triton_utils import config_tensors, int_parameter
+
+try:
+    import triton_python_backend_utils as pb_utils
+except ImportError:  # imported outside Triton: for documentation and for tests of the pure helpers
+    pb_utils = None
+
+ONNX_FILE = "model.onnx"
+INTRA_OP_THREADS = "intra_op_thread_count"
+INTER_OP_THREADS = "inter_op_thread_count"
+
+#: ONNX Runtime type string -> contract dtype name.
+ORT_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(int32)": "int32",
+              "tensor(int64)": "int64", "tensor(bool)": "bool", "tensor(string)": "bytes"}
+
+Feed = Mapping[str, np.ndarray]
+
+
+def io_mismatches(
+    session: ort.InferenceSession, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], *, batched: bool
+) -> list[str]:
+    """How the session's graph differs from the declared tensors; empty when it matches.
+
+    Names must be equal as sets, dtypes equal, ranks equal (plus a leading dynamic batch axis when
+    ``batched``); a graph dimension fixed to a number must equal the declared one (-1 declares a dynamic axis).
+    """
+    problems: list[str] = []
+    sides = (("input", inputs, session.get_inputs()), ("output", outputs, session.get_outputs()))
+    for kind, declared, graph_args in sides:
+        graph = {arg.name: arg for arg in graph_args}
+        expected = {spec.name: spec for spec in declared}
+        if missing := sorted(expected.keys() - graph.keys()):
+            problems.append(f"declared {kind}s {missing} are not in the graph")
+        if extra := sorted(graph.keys() - expected.keys()):
+            problems.append(f"graph {kind}s {extra} are not declared")
+        for name in sorted(expected.keys() & graph.keys()):
+            problems += _tensor_mismatches(kind, expected[name], graph[name], batched)
+    return problems
+
+
+def _tensor_mismatches(kind: str, spec: TensorSpec, arg: Any, batched: bool) -> list[str]:
+    problems = []
+    dtype = ORT_DTYPES.get(arg.type, arg.type)
+    if dtype != spec.dtype:
+        problems.append(f"{kind} {spec.name!r} is {dtype} in the graph, declared {spec.dtype}")
+    shape = list(arg.shape)
+    declared = ["batch", *spec.triton_dims] if batched else spec.triton_dims
+    if batched and (not shape or isinstance(shape[0], int)):
+        problems.append(f"{kind} {spec.name!r}: graph shape {shape} has no dynamic batch axis 0")
+    dims = shape[1:] if batched else shape
+    if len(dims) != len(spec.triton_dims) or any(
+        isinstance(g, int) and g != d for g, d in zip(dims, spec.triton_dims, strict=True)
+    ):
+        problems.append(f"{kind} {spec.name!r} has shape {shape} in the graph, declared {declared}")
+    return problems
+
+
+def batch_groups(feeds: Sequence[Feed], *, batched: bool) -> list[list[int]]:
+    """Indices of the requests that can run as one call (equal dtypes and non-batch shapes), in arrival order."""
+    if not batched:
+        return [[i] for i in range(len(feeds))]
+    groups: dict[tuple, list[int]] = {}
+    for i, feed in enumerate(feeds):
+        key = tuple((name, array.dtype.str, array.shape[1:]) for name, array in sorted(feed.items()))
+        groups.setdefault(key, []).append(i)
+    return list(groups.values())
+
+
+def run_batch(
+    session: ort.InferenceSession, feeds: Sequence[Feed], output_names: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Run ``feeds`` (one mapping per request, batch on axis 0) as one call; the outputs of each request."""
+    if len(feeds) == 1:
+        return [dict(zip(output_names, session.run(list(output_names), dict(feeds[0])), strict=True))]
+    merged = {name: np.concatenate([feed[name] for feed in feeds]) for name in feeds[0]}
+    sizes = [len(next(iter(feed.values()))) for feed in feeds]
+    results = session.run(list(output_names), merged)
+    split_at = np.cumsum(sizes)[:-1]
+    per_request: list[dict[str, Any]] = [{} for _ in feeds]
+    for name, array in zip(output_names, results, strict=True):
+        if len(array) != sum(sizes):
+            raise RuntimeError(f"output {name!r} has batch size {len(array)}, the batch had {sum(sizes)} rows")
+        for outputs, part in zip(per_request, np.split(array, split_at), strict=True):
+            outputs[name] = part
+    return per_request
+
+
+class TritonPythonModel:
+    """Runs ``<model dir>/<version>/model.onnx`` with the CPU execution provider.
+
+    Inputs and outputs: exactly the tensors of the model config, all required; with
+    ``max_batch_size > 0`` axis 0 is the batch and the dynamic batcher's requests are run together.
+    Each request gets the outputs it asked for (all of them when it named none).
+    """
+
+    def initialize(self, args: dict[str, str]) -> None:
+        """Load the ONNX file and fail fast when its graph does not match the model config."""
+        config = json.loads(args["model_config"])
+        self._name = args["model_name"]
+        self._batched = config.get("max_batch_size", 0) > 0
+        path = os.path.join(args["model_repository"], args["model_version"], ONNX_FILE)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = int_parameter(config, INTRA_OP_THREADS, 0)
+        options.inter_op_num_threads = int_parameter(config, INTER_OP_THREADS, 0)
+        self._session = ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
+        inputs, outputs = config_tensors(config, "input"), config_tensors(config, "output")
+        if problems := io_mismatches(self._session, inputs, outputs, batched=self._batched):
+            raise ValueError(f"model {self._name!r}: {path} does not match its config.pbtxt: " + "; ".join(problems))
+        self._input_names = [t.name for t in inputs]
+        self._output_names = [t.name for t in outputs]
+
+    def execute(self, requests: list[Any]) -> list[Any]:
+        """One response per request, in order; a failing request gets an error response."""
+        responses: list[Any] = [None] * len(requests)
+        feeds: list[Feed] = []
+        wanted: list[list[str]] = []
+        accepted: list[int] = []
+        for i, request in enumerate(requests):
+            try:
+                feeds.append(self._feed(request))
+            except Exception as exc:  # reported to that request's client; the batch goes on
+                responses[i] = self._error(exc)
+                continue
+            accepted.append(i)
+            wanted.append(list(request.requested_output_names()) or self._output_names)
+        for group in batch_groups(feeds, batched=self._batched):
+            names = [n for n in self._output_names if any(n in wanted[j] for j in group)]
+            for j, result in zip(group, self._run([feeds[j] for j in group], names), strict=True):
+                if isinstance(result, Exception):
+                    responses[accepted[j]] = self._error(result)
+                else:
+                    tensors = [pb_utils.Tensor(n, np.ascontiguousarray(result[n])) for n in wanted[j]]
+                    responses[accepted[j]] = pb_utils.InferenceResponse(output_tensors=tensors)
+        return responses
+
+    def finalize(self) -> None:
+        """Release the ONNX Runtime session."""
+        self._session = None
+
+    def _feed(self, request: Any) -> dict[str, np.ndarray]:
+        feed = {}
+        for name in self._input_names:
+            tensor = pb_utils.get_input_tensor_by_name(request, name)
+            if tensor is None:
+                raise ValueError(f"input {name!r} is missing")
+            feed[name] = tensor.as_numpy()
+        return feed
+
+    def _run(self, feeds: list[Feed], output_names: list[str]) -> list[dict[str, Any] | Exception]:
+        try:
+            return run_batch(self._session, feeds, output_names)
+        except Exception as exc:  # isolate the failing request: retry one by one
+            if len(feeds) == 1:
+                return [exc]
+            return [self._run([feed], output_names)[0] for feed in feeds]
+
+    def _error(self, exc: Exception) -> Any:
+        return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(f"{self._name}: {exc}"))

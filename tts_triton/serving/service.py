@@ -1,0 +1,163 @@
+"""Request handling of the ``tts`` / ``tts_offline`` models, free of Triton.
+
+:func:`parse_request` validates the raw input tensors (every failure is an :class:`InvalidInput`
+naming the input), :class:`TTSService` turns a request into sentences and a style, then streams
+audio through the :class:`~tts_triton.serving.pipeline.Pipeline`. Reference-audio styles are
+cached by the SHA-256 of the audio and its rate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tts_triton import audio
+from tts_triton.config import STREAMING, ModelConfig, StreamingConfig
+from tts_triton.serving.pipeline import Chunk, InferBackend, Pipeline
+from tts_triton.text import FrontendError, text_to_sequences
+from tts_triton.voices import VoiceBank
+
+MAX_TEXT_CHARS = 20_000
+MIN_REFERENCE_SECONDS = 0.5
+MAX_REFERENCE_SECONDS = 30.0
+REFERENCE_RATES = (8_000, 96_000)
+
+
+class InvalidInput(ValueError):
+    """A request input is missing or malformed; ``str(err)`` starts with the input's name."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.input_name = name
+
+
+@dataclass
+class SynthesisRequest:
+    text: str
+    voice: str | None = None
+    emotion: str | None = None
+    reference_audio: np.ndarray | None = None
+    reference_sample_rate: int | None = None
+
+
+def _string(name: str, value: np.ndarray | None) -> str | None:
+    if value is None:
+        return None
+    if value.dtype != np.object_ or value.size != 1:
+        raise InvalidInput(name, f"expected one BYTES element, got dtype {value.dtype} shape {list(value.shape)}")
+    raw = value.reshape(-1)[0]
+    try:
+        return raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+    except UnicodeDecodeError as err:
+        raise InvalidInput(name, f"is not valid UTF-8 ({err.reason} at byte {err.start})") from None
+
+
+def parse_request(inputs: dict[str, np.ndarray | None]) -> SynthesisRequest:
+    """Validate raw input tensors (by contract name; absent optional inputs are None)."""
+    text = _string("TEXT", inputs.get("TEXT"))
+    if text is None:
+        raise InvalidInput("TEXT", "is required")
+    if not text.strip():
+        raise InvalidInput("TEXT", "is empty; send the text to speak as UTF-8")
+    if len(text) > MAX_TEXT_CHARS:
+        raise InvalidInput("TEXT", f"has {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
+    voice = _string("VOICE", inputs.get("VOICE")) or None
+    emotion = _string("EMOTION", inputs.get("EMOTION")) or None
+    ref, rate = inputs.get("REFERENCE_AUDIO"), inputs.get("REFERENCE_SAMPLE_RATE")
+    if ref is None:
+        if rate is not None:
+            raise InvalidInput("REFERENCE_SAMPLE_RATE", "was given without REFERENCE_AUDIO")
+        return SynthesisRequest(text, voice, emotion)
+    if voice or emotion:
+        raise InvalidInput("REFERENCE_AUDIO", "cannot be combined with VOICE or EMOTION (the reference sets the style)")
+    if rate is None or rate.size != 1:
+        raise InvalidInput("REFERENCE_SAMPLE_RATE", "is required with REFERENCE_AUDIO (one INT32 value, in Hz)")
+    sample_rate = int(rate.reshape(-1)[0])
+    if not REFERENCE_RATES[0] <= sample_rate <= REFERENCE_RATES[1]:
+        low, high = REFERENCE_RATES
+        raise InvalidInput("REFERENCE_SAMPLE_RATE", f"{sample_rate} Hz is outside {low}-{high} Hz")
+    if ref.dtype != np.float32:
+        raise InvalidInput("REFERENCE_AUDIO", f"must be FP32 mono samples in [-1, 1], got {ref.dtype}")
+    ref = ref.reshape(-1)
+    seconds = ref.size / sample_rate
+    if ref.size == 0:
+        raise InvalidInput("REFERENCE_AUDIO", "is empty")
+    if not np.isfinite(ref).all():
+        raise InvalidInput("REFERENCE_AUDIO", "contains NaN or infinite samples")
+    if seconds < MIN_REFERENCE_SECONDS or seconds > MAX_REFERENCE_SECONDS:
+        raise InvalidInput("REFERENCE_AUDIO", f"is {seconds:.2f} s long; it must be {MIN_REFERENCE_SECONDS}-"
+                                              f"{MAX_REFERENCE_SECONDS:.0f} s")
+    if np.abs(ref).max() > 1.0 + 1e-3:
+        raise InvalidInput("REFERENCE_AUDIO", "has samples outside [-1, 1]; send float audio, not int16 values")
+    return SynthesisRequest(text, reference_audio=ref, reference_sample_rate=sample_rate)
+
+
+class StyleCache:
+    """LRU cache of style vectors keyed by the SHA-256 of the reference audio and its rate."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    @staticmethod
+    def key(samples: np.ndarray, sample_rate: int) -> str:
+        h = hashlib.sha256(np.ascontiguousarray(samples, dtype=np.float32).tobytes())
+        h.update(str(sample_rate).encode())
+        return h.hexdigest()
+
+    def get(self, key: str) -> np.ndarray | None:
+        if key in self._items:
+            self._items.move_to_end(key)
+        return self._items.get(key)
+
+    def put(self, key: str, style: np.ndarray) -> None:
+        self._items[key] = style
+        self._items.move_to_end(key)
+        while len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+
+
+class TTSService:
+    """Validated request -> sentences + style -> streamed :class:`Chunk` objects."""
+
+    def __init__(self, cfg: ModelConfig, voice_bank: VoiceBank, streaming: StreamingConfig = STREAMING,
+                 style_cache: StyleCache | None = None) -> None:
+        self.cfg = cfg
+        self.voice_bank = voice_bank
+        self.streaming = streaming
+        self.style_cache = style_cache or StyleCache()
+
+    def sentences(self, request: SynthesisRequest) -> list[list[int]]:
+        try:
+            return text_to_sequences(request.text)
+        except FrontendError as err:
+            raise InvalidInput("TEXT", str(err).removeprefix("TEXT").lstrip(": ")) from None
+
+    def preset_style(self, request: SynthesisRequest) -> np.ndarray:
+        try:
+            return self.voice_bank.style(request.voice, request.emotion)
+        except KeyError as err:
+            name, _, message = err.args[0].partition(" ")
+            raise InvalidInput(name, message) from None
+
+    async def stream(self, request: SynthesisRequest, backend: InferBackend,
+                     cancelled: Callable[[], bool] = lambda: False) -> AsyncIterator[Chunk]:
+        """Chunks of the request's audio, in order. Raises InvalidInput before the first chunk on bad input."""
+        sentences = self.sentences(request)
+        pipeline = Pipeline(backend, self.cfg, self.streaming)
+        if request.reference_audio is None:
+            style, ref_mel, key = self.preset_style(request), None, None
+        else:
+            key = StyleCache.key(request.reference_audio, request.reference_sample_rate)
+            style = self.style_cache.get(key)
+            samples = audio.resample(request.reference_audio, request.reference_sample_rate)
+            ref_mel = audio.mel_spectrogram(samples) if style is None else None
+        async for chunk in pipeline.stream(sentences, style, cancelled, ref_mel):
+            if key is not None and ref_mel is not None:
+                self.style_cache.put(key, pipeline.style)
+                ref_mel = None
+            yield chunk

@@ -1,0 +1,94 @@
+"""Text normalization: Unicode cleanup, punctuation mapping, abbreviations and numbers.
+
+The output holds only letters (any script), combining marks, digits next to Chinese characters,
+apostrophes inside words, single spaces and the pause punctuation ``, . ? ! ; : … -``.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+from tts_triton.text.numbers import expand_numbers
+
+_PAUSES = ",.?!;:…-"
+
+#: Applied after NFKC (which already maps full-width ASCII such as ，！？：；（） to ASCII).
+_CHAR_MAP = str.maketrans({
+    "。": ". ", "、": ", ", "〜": "~", "\u2010": "-", "·": " ", "・": " ", "⁄": " over ",
+    "‘": "'", "’": "'", "‚": "'", "‛": "'", "ʼ": "'", "`": "'", "´": "'",
+    "“": "", "”": "", "„": "", "‟": "", '"': "", "«": "", "»": "", "‹": "", "›": "",
+    "「": "", "」": "", "『": "", "』": "", "《": "", "》": "", "〈": "", "〉": "",
+    "&": " and ", "@": " at ", "+": " plus ", "=": " equals ", "%": " percent ",
+})
+#: Characters that survive the category filter because later steps read them.
+_KEEP = set(_PAUSES + "'$€£¥₹°#/:~")
+
+_PARAGRAPH = re.compile(rf"(?<=[^\s{_PAUSES}])[ \t]*\n\s*\n")
+_TITLES = {"Mr": "mister", "Mrs": "missus", "Ms": "miz", "Dr": "doctor", "Prof": "professor", "St": "saint",
+           "Mt": "mount", "Capt": "captain", "Gen": "general", "Lt": "lieutenant", "Sgt": "sergeant", "Rev": "reverend"}
+_MID_SENTENCE = {"vs": "versus", "approx": "approximately", "e.g": "for example", "i.e": "that is",
+                 "a.m": "ay em", "p.m": "pee em", "no": "number"}
+_MAY_END_SENTENCE = {"etc": "et cetera", "Inc": "incorporated", "Ltd": "limited", "Co": "company",
+                     "Corp": "corporation", "Jr": "junior", "Sr": "senior", "St": "street", "Ave": "avenue"}
+# Titles before a capitalized name; the period is optional after Mr, Mrs, Ms and Dr.
+_TITLE = re.compile(rf"\b(?:(Mr|Mrs|Ms|Dr)\.?|({'|'.join(_TITLES)})\.)(?=\s+[A-Z])")
+_MID = re.compile(r"\b(vs|approx|e\.g|i\.e|[AaPp]\.[Mm]|No(?=\.\s*\d))\.")
+# Kept as a sentence end before a capital or at the end of the text.
+_END = re.compile(rf"\b({'|'.join(_MAY_END_SENTENCE)})\.(\s+[A-Z]|\s*$)?")
+_INITIALISM = re.compile(r"\b((?:[A-Za-z]\.){2,})(\s*$)?")
+_NUMBER_SIGN = re.compile(r"#(?=\s?\d)")
+_APPROXIMATELY = re.compile(r"(?<!\w)~(?=\s?\d)")
+_UNREAD_SYMBOLS = re.compile(r"[$€£¥₹°#/~]")
+_URL_DOT = re.compile(r"(?<=[^\W\d_])\.(?=[^\W\d_])")
+_WORD_HYPHEN = re.compile(r"(?<=\w)-(?=\w)")
+_STRAY_APOSTROPHE = re.compile(r"(?<!\w)'|'(?!\w)")
+_ELLIPSIS = re.compile(r"\.{2,}|…+")
+_SPACE_BEFORE_PAUSE = re.compile(rf"\s+(?=[{_PAUSES}])")
+_REPEATED_PAUSE = re.compile(r"([,?!;:\-])\1+")
+_NO_SPACE_AFTER_PAUSE = re.compile(rf"([,?!;:…])(?=[^\s{_PAUSES}])")
+_LEADING_PAUSES = re.compile(rf"^[\s{_PAUSES}]+")
+
+
+@lru_cache(maxsize=8192)
+def _filter_char(ch: str) -> str:
+    """Keep letters, digits, marks and known punctuation; whitespace -> space; dashes and brackets -> pauses."""
+    category = unicodedata.category(ch)
+    if ch.isspace():
+        return " "
+    if ch in _KEEP or category[0] in "LN":
+        return ch
+    if category in ("Mn", "Mc"):  # combining marks, except the variation selectors that follow emoji
+        return "" if "\ufe00" <= ch <= "\ufe0f" or "\U000e0100" <= ch <= "\U000e01ef" else ch
+    if category == "Pd":
+        return " - "
+    if category in ("Ps", "Pe"):
+        return ", "
+    # Emoji and other symbols, control and format characters, quotes and rare punctuation.
+    return " " if category[0] in "SP" else ""
+
+
+def _abbreviations(text: str) -> str:
+    text = _TITLE.sub(lambda m: _TITLES[m[1] or m[2]], text)
+    text = _MID.sub(lambda m: _MID_SENTENCE[m[1].lower()] + " ", text)
+    text = _END.sub(lambda m: _MAY_END_SENTENCE[m[1]] + ("." + m[2] if m[2] is not None else ""), text)
+    return _INITIALISM.sub(lambda m: " ".join(m[1].split(".")).strip() + ("." if m[2] is not None else " "), text)
+
+
+def clean(text: str) -> str:
+    """Normalized form of ``text`` (possibly empty); see the module docstring for what it may contain."""
+    text = unicodedata.normalize("NFKC", text).translate(_CHAR_MAP)
+    text = _PARAGRAPH.sub(".\n\n", text)
+    text = "".join(map(_filter_char, text))
+    text = _APPROXIMATELY.sub("about ", _NUMBER_SIGN.sub("number ", _abbreviations(text)))
+    text = expand_numbers(text)
+    text = _UNREAD_SYMBOLS.sub(" ", text)  # the ones no number claimed
+    text = _URL_DOT.sub(" dot ", text)
+    text = _WORD_HYPHEN.sub(" ", text)
+    text = _STRAY_APOSTROPHE.sub(" ", text)
+    text = _SPACE_BEFORE_PAUSE.sub("", " ".join(text.split()))
+    text = _ELLIPSIS.sub("…", text)
+    text = _REPEATED_PAUSE.sub(r"\1", text)
+    text = _NO_SPACE_AFTER_PAUSE.sub(r"\1 ", text)
+    return _LEADING_PAUSES.sub("", text)

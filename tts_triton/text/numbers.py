@@ -1,0 +1,148 @@
+"""Numbers, currency, ordinals, times and units read out in English words.
+
+Digits written directly next to a Chinese character are left as digits (only a decimal point
+between them becomes 点), so that the Mandarin voice reads them in Chinese.
+"""
+
+from __future__ import annotations
+
+import re
+
+_ONES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+         "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen")
+_TENS = ("", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
+_SCALES = ("", " thousand", " million", " billion", " trillion", " quadrillion")
+_ORDINAL = {"one": "first", "two": "second", "three": "third", "five": "fifth", "eight": "eighth", "nine": "ninth",
+            "twelve": "twelfth"}
+#: Currency symbol -> (unit, units, subunit, subunits); None: no subunit is spoken.
+_CURRENCIES = {
+    "$": ("dollar", "dollars", "cent", "cents"),
+    "€": ("euro", "euros", "cent", "cents"),
+    "£": ("pound", "pounds", "penny", "pence"),
+    "¥": ("yen", "yen", None, None),
+    "₹": ("rupee", "rupees", "paisa", "paise"),
+}
+_UNITS = {
+    "km/h": ("kilometer per hour", "kilometers per hour"),
+    "km": ("kilometer", "kilometers"),
+    "kg": ("kilogram", "kilograms"),
+    "cm": ("centimeter", "centimeters"),
+    "mm": ("millimeter", "millimeters"),
+    "mph": ("mile per hour", "miles per hour"),
+    "°C": ("degree Celsius", "degrees Celsius"),
+    "°F": ("degree Fahrenheit", "degrees Fahrenheit"),
+    "°": ("degree", "degrees"),
+}
+
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_NUM = r"\d+(?:\.\d+)?"
+_THOUSANDS_SEP = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_HAN_DECIMAL = re.compile(rf"(?<=[{_HAN}])(\d+)\.(\d+)|(\d+)\.(\d+)(?=[{_HAN}])")
+_MONEY = re.compile(rf"([{''.join(_CURRENCIES)}])\s?({_NUM})(?:\s?(thousand|million|billion|trillion)\b)?")
+_UNIT = re.compile(rf"({_NUM})\s?({'|'.join(map(re.escape, _UNITS))})(?![^\W\d_])")
+# Bare numbers: never next to another digit or a Chinese character (then they stay for the Mandarin voice).
+_ORDINAL_NUM = re.compile(rf"(?<![\d{_HAN}])(\d+)(st|nd|rd|th)\b", re.IGNORECASE)
+_TIME = re.compile(rf"(?<![\d{_HAN}])(\d{{1,2}}):(\d\d)(?![\d{_HAN}])")
+_NEGATIVE = re.compile(rf"(?<![\w.])-(?={_NUM}(?![\d{_HAN}]))")
+_NUMBER = re.compile(rf"(?<![\d{_HAN}])(\d+)(?:\.(\d+))?(?![\d{_HAN}])")
+
+
+def cardinal(n: int) -> str:
+    """``n`` in words: 1234 -> "one thousand two hundred thirty four"; beyond quadrillions, digit by digit."""
+    if n < 0:
+        return "minus " + cardinal(-n)
+    if n < 20:
+        return _ONES[n]
+    if n < 100:
+        tens, ones = divmod(n, 10)
+        return _TENS[tens] + (" " + _ONES[ones] if ones else "")
+    if n < 1000:
+        hundreds, rest = divmod(n, 100)
+        return _ONES[hundreds] + " hundred" + (" " + cardinal(rest) if rest else "")
+    if n >= 1000 ** len(_SCALES):
+        return digits(str(n))
+    words = []
+    for scale in _SCALES:
+        n, group = divmod(n, 1000)
+        if group:
+            words.append(cardinal(group) + scale)
+        if not n:
+            break
+    return " ".join(reversed(words))
+
+
+def ordinal(n: int) -> str:
+    """``n`` as an ordinal: 21 -> "twenty first", 40 -> "fortieth"."""
+    head, _, last = cardinal(n).rpartition(" ")
+    if last in _ORDINAL:
+        last = _ORDINAL[last]
+    elif last.endswith("y"):
+        last = last[:-1] + "ieth"
+    else:
+        last += "th"
+    return f"{head} {last}" if head else last
+
+
+def digits(text: str) -> str:
+    """Digit by digit: "007" -> "zero zero seven"."""
+    return " ".join(_ONES[int(d)] for d in text)
+
+
+def year(n: int) -> str:
+    """Year reading for 1100-1999 and 2010-2099 ("nineteen oh five"), the cardinal otherwise."""
+    if not (1100 <= n <= 1999 or 2010 <= n <= 2099):
+        return cardinal(n)
+    century, rest = divmod(n, 100)
+    if rest == 0:
+        return cardinal(century) + " hundred"
+    return cardinal(century) + (" oh " if rest < 10 else " ") + cardinal(rest)
+
+
+def number(integer: str, fraction: str | None = None) -> str:
+    """A written number: years for four digits, digit by digit with a leading zero or over 15 digits."""
+    if fraction is not None:
+        return f"{number(integer)} point {digits(fraction)}"
+    if (len(integer) > 1 and integer[0] == "0") or len(integer) > 15:
+        return digits(integer)
+    return year(int(integer)) if len(integer) == 4 else cardinal(int(integer))
+
+
+def money(symbol: str, amount: str, scale: str | None = None) -> str:
+    """Currency: ("$", "5.50") -> "five dollars and fifty cents", ("$", "1.5", "million") -> "... million dollars"."""
+    unit, units, subunit, subunits = _CURRENCIES[symbol]
+    integer, _, fraction = amount.partition(".")
+    if scale:
+        return f"{number(integer, fraction or None)} {scale} {units}"
+    if fraction and (subunit is None or len(fraction) > 2):
+        return f"{number(integer, fraction)} {units}"
+    whole, cents = int(integer), int(fraction.ljust(2, "0")) if fraction else 0
+    parts = [f"{cardinal(whole)} {unit if whole == 1 else units}"] if whole or not cents else []
+    if cents:
+        parts.append(f"{cardinal(cents)} {subunit if cents == 1 else subunits}")
+    return " and ".join(parts)
+
+
+def _time(match: re.Match[str]) -> str:
+    hours, minutes = int(match[1]), int(match[2])
+    if hours > 24 or minutes > 59:
+        return f"{cardinal(hours)} {digits(match[2])}"
+    if minutes == 0:
+        return f"{cardinal(hours)} o'clock"
+    return f"{cardinal(hours)} {'oh ' if minutes < 10 else ''}{cardinal(minutes)}"
+
+
+def _unit(match: re.Match[str]) -> str:
+    singular, plural = _UNITS[match[2]]
+    return f"{number(*match[1].split('.'))} {singular if match[1] == '1' else plural}"
+
+
+def expand_numbers(text: str) -> str:
+    """Replace every number in ``text`` by English words (see the module docstring for Chinese context)."""
+    text = _THOUSANDS_SEP.sub("", text)
+    text = _HAN_DECIMAL.sub(lambda m: f"{m[1] or m[3]}点{m[2] or m[4]}", text)
+    text = _MONEY.sub(lambda m: money(m[1], m[2], m[3]), text)
+    text = _UNIT.sub(_unit, text)
+    text = _ORDINAL_NUM.sub(lambda m: ordinal(int(m[1])), text)
+    text = _TIME.sub(_time, text)
+    text = _NEGATIVE.sub("minus ", text)
+    return _NUMBER.sub(lambda m: f" {number(m[1], m[2])} ", text)

@@ -1,0 +1,166 @@
+"""HiFi-GAN discriminators and training objectives (Kong et al., 2020).
+
+Both multi-discriminators take real and generated audio ``[B, 1, samples]`` and return
+``(real_scores, fake_scores, real_fmaps, fake_fmaps)``: one score tensor and one list of feature
+maps per sub-discriminator. The losses return weighted scalars as in the paper, so
+
+    L_D = discriminator_loss(mpd) + discriminator_loss(msd)
+    L_G = generator_loss(mpd) + generator_loss(msd) + feature_loss(mpd) + feature_loss(msd) + mel_loss
+
+(LSGAN adversarial terms, feature matching weighted 2, mel L1 weighted 45).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tts_triton.audio import mel_spectrogram_torch
+from tts_triton.models.hifigan import LRELU_SLOPE, same_padding, weight_norm
+
+#: (real_scores, fake_scores, real_fmaps, fake_fmaps), one entry per sub-discriminator.
+DiscriminatorOutputs = tuple[list[Tensor], list[Tensor], list[list[Tensor]], list[list[Tensor]]]
+Norm = Callable[[nn.Module], nn.Module]
+
+FEATURE_WEIGHT = 2.0
+MEL_WEIGHT = 45.0
+
+
+class PeriodDiscriminator(nn.Module):
+    """Folds audio into ``[B, 1, samples / period, period]`` and scores it with (k x 1) 2-D convolutions."""
+
+    def __init__(self, period: int, kernel_size: int = 5, stride: int = 3) -> None:
+        super().__init__()
+        self.period = period
+        channels = (1, 32, 128, 512, 1024, 1024)
+        strides = (stride, stride, stride, stride, 1)
+        self.convs = nn.ModuleList(
+            weight_norm(nn.Conv2d(c_in, c_out, (kernel_size, 1), (s, 1), padding=(same_padding(kernel_size), 0)))
+            for c_in, c_out, s in zip(channels[:-1], channels[1:], strides, strict=True)
+        )
+        self.conv_post = weight_norm(nn.Conv2d(channels[-1], 1, (3, 1), padding=(1, 0)))
+
+    def forward(self, audio: Tensor) -> tuple[Tensor, list[Tensor]]:
+        """``[B, 1, samples] -> (scores [B, n], feature maps)``; the tail is reflect-padded to a whole period."""
+        batch, chans, samples = audio.shape
+        if samples % self.period:
+            audio = F.pad(audio, (0, self.period - samples % self.period), mode="reflect")
+        x = audio.view(batch, chans, -1, self.period)
+        fmaps = []
+        for conv in self.convs:
+            x = F.leaky_relu(conv(x), LRELU_SLOPE)
+            fmaps.append(x)
+        x = self.conv_post(x)
+        fmaps.append(x)
+        return x.flatten(1), fmaps
+
+
+class ScaleDiscriminator(nn.Module):
+    """Strided, grouped 1-D convolutions over raw (or average-pooled) audio."""
+
+    # (in, out, kernel, stride, groups)
+    LAYERS = (
+        (1, 128, 15, 1, 1),
+        (128, 128, 41, 2, 4),
+        (128, 256, 41, 2, 16),
+        (256, 512, 41, 4, 16),
+        (512, 1024, 41, 4, 16),
+        (1024, 1024, 41, 1, 16),
+        (1024, 1024, 5, 1, 1),
+    )
+
+    def __init__(self, norm: Norm = weight_norm) -> None:
+        super().__init__()
+        self.convs = nn.ModuleList(
+            norm(nn.Conv1d(c_in, c_out, k, s, groups=g, padding=same_padding(k)))
+            for c_in, c_out, k, s, g in self.LAYERS
+        )
+        self.conv_post = norm(nn.Conv1d(1024, 1, 3, padding=1))
+
+    def forward(self, audio: Tensor) -> tuple[Tensor, list[Tensor]]:
+        """``[B, 1, samples] -> (scores [B, n], feature maps)``."""
+        x = audio
+        fmaps = []
+        for conv in self.convs:
+            x = F.leaky_relu(conv(x), LRELU_SLOPE)
+            fmaps.append(x)
+        x = self.conv_post(x)
+        fmaps.append(x)
+        return x.flatten(1), fmaps
+
+
+def _split_real_fake(outputs: list[tuple[Tensor, list[Tensor]]]) -> DiscriminatorOutputs:
+    """Split sub-discriminator outputs on a ``[real; fake]`` batch into their real and fake halves."""
+    real_scores, fake_scores, real_fmaps, fake_fmaps = [], [], [], []
+    for scores, fmaps in outputs:
+        real, fake = scores.chunk(2)
+        real_scores.append(real)
+        fake_scores.append(fake)
+        halves = [fmap.chunk(2) for fmap in fmaps]
+        real_fmaps.append([real for real, _ in halves])
+        fake_fmaps.append([fake for _, fake in halves])
+    return real_scores, fake_scores, real_fmaps, fake_fmaps
+
+
+class MultiPeriodDiscriminator(nn.Module):
+    """MPD: one :class:`PeriodDiscriminator` per period (2, 3, 5, 7, 11 in the paper)."""
+
+    def __init__(self, periods: Sequence[int] = (2, 3, 5, 7, 11)) -> None:
+        super().__init__()
+        self.discriminators = nn.ModuleList(PeriodDiscriminator(p) for p in periods)
+
+    def forward(self, real: Tensor, fake: Tensor) -> DiscriminatorOutputs:
+        """Score real and generated audio of the same shape ``[B, 1, samples]`` (as one batch)."""
+        audio = torch.cat([real, fake])
+        return _split_real_fake([d(audio) for d in self.discriminators])
+
+
+class MultiScaleDiscriminator(nn.Module):
+    """MSD: :class:`ScaleDiscriminator` on raw, x2-, x4-, ... average-pooled audio; spectral norm on the first."""
+
+    def __init__(self, scales: int = 3) -> None:
+        super().__init__()
+        norms = [nn.utils.spectral_norm] + [weight_norm] * (scales - 1)
+        self.discriminators = nn.ModuleList(ScaleDiscriminator(norm) for norm in norms)
+        self.pool = nn.AvgPool1d(4, 2, padding=2)
+
+    def forward(self, real: Tensor, fake: Tensor) -> DiscriminatorOutputs:
+        """Score real and generated audio of the same shape ``[B, 1, samples]`` (as one batch)."""
+        audio = torch.cat([real, fake])
+        outputs = []
+        for i, d in enumerate(self.discriminators):
+            if i:
+                audio = self.pool(audio)
+            outputs.append(d(audio))
+        return _split_real_fake(outputs)
+
+
+def feature_loss(real_fmaps: list[list[Tensor]], fake_fmaps: list[list[Tensor]]) -> Tensor:
+    """Feature matching: ``2 * sum`` over every feature map of the mean L1 distance (real maps are targets)."""
+    distances = [
+        F.l1_loss(fake, real.detach())
+        for real_maps, fake_maps in zip(real_fmaps, fake_fmaps, strict=True)
+        for real, fake in zip(real_maps, fake_maps, strict=True)
+    ]
+    return FEATURE_WEIGHT * torch.stack(distances).sum()
+
+
+def discriminator_loss(real_scores: list[Tensor], fake_scores: list[Tensor]) -> Tensor:
+    """LSGAN discriminator loss: ``sum_k mean((1 - D_k(x))^2) + mean(D_k(G(s))^2)``."""
+    terms = [
+        torch.mean((1 - real) ** 2) + torch.mean(fake**2) for real, fake in zip(real_scores, fake_scores, strict=True)
+    ]
+    return torch.stack(terms).sum()
+
+
+def generator_loss(fake_scores: list[Tensor]) -> Tensor:
+    """LSGAN generator loss: ``sum_k mean((1 - D_k(G(s)))^2)``."""
+    return torch.stack([torch.mean((1 - fake) ** 2) for fake in fake_scores]).sum()
+
+
+def mel_loss(real: Tensor, fake: Tensor) -> Tensor:
+    """``45 * L1`` between the log-mels of real and generated audio, both ``[B, 1, samples]``."""
+    return MEL_WEIGHT * F.l1_loss(mel_spectrogram_torch(fake.squeeze(1)), mel_spectrogram_torch(real.squeeze(1)))
