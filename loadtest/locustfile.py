@@ -37,6 +37,7 @@ from locust import User, between, events, task
 from locust.env import Environment
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
+
 from tts_triton.client import TTSClient, TTSError, VoiceBank
 
 # Locust runs users as greenlets: grpc must cooperate with gevent (before any channel exists).

@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
-# Set up this project on a Debian machine, idempotently (fast when everything is present):
-#   1. Debian packages needed at run time (espeak-ng, libsndfile1; python3-venv if venv is unusable),
-#      installed only when missing and only as root or with password-less sudo;
-#   2. .venv made with the machine's python3 (3.11);
+# Set up this project on a Debian machine, idempotently; a re-run with everything present takes a second.
+#   1. Debian packages needed at run time (espeak-ng, libsndfile1; python3-venv when venv is unusable),
+#      installed only when missing, and only as root or with password-less sudo (else a warning);
+#   2. .venv, made with the machine's python3 (3.11);
 #   3. torch 2.13.0 first (a CPU build from this machine's disk; a plain `torch` would pull a CUDA build
-#      of several GB), then this package, editable, with all its extras.
-# On success it writes a fingerprint of its inputs to .venv/.setup-fingerprint.
-#
-# Usage: bash scripts/setup.sh [--if-stale]
-#   --if-stale  do nothing when .venv was set up from the current pyproject.toml and setup.sh.
+#      of several GB), then this package, editable, with all its extras; skipped when .venv was already
+#      set up from the same python3, pyproject.toml and setup.sh (remove .venv/.setup-fingerprint to force).
+# Usage: bash scripts/setup.sh    (from any directory; PYTHON=... picks another interpreter)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -18,23 +16,14 @@ TORCH_VERSION=2.13.0
 EXTRAS=model,serve,dev,loadtest,eval
 FINGERPRINT=$VENV/.setup-fingerprint
 
-trap 'echo "setup.sh: FAILED (line $LINENO: $BASH_COMMAND)" >&2' ERR
+trap 'echo "setup.sh: FAILED at line $LINENO: $BASH_COMMAND" >&2' ERR
 start=$SECONDS
 step() { printf '==> [%3ds] %s\n' "$((SECONDS - start))" "$*"; }
-
-fingerprint() {
-  { "$PYTHON" --version; cat pyproject.toml scripts/setup.sh; } 2>&1 | sha256sum | cut -d' ' -f1
+pip() {  # quiet; drops warnings about local package indexes that this machine's pip config names but lacks
+  "$VENV/bin/python" -m pip --quiet --disable-pip-version-check "$@" 2>&1 |
+    { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 }
-
-if [[ ${1:-} == --if-stale ]]; then
-  if [[ -x $VENV/bin/python && -f $FINGERPRINT && $(<"$FINGERPRINT") == "$(fingerprint)" ]]; then
-    exit 0
-  fi
-  echo "setup.sh: $VENV is missing or stale, setting up"
-elif [[ $# -gt 0 ]]; then
-  echo "usage: bash scripts/setup.sh [--if-stale]" >&2
-  exit 2
-fi
+fingerprint() { { "$PYTHON" --version; cat pyproject.toml scripts/setup.sh; } 2>&1 | sha256sum | cut -d' ' -f1; }
 
 # 1. Debian packages.
 packages=(espeak-ng libsndfile1)
@@ -59,23 +48,23 @@ if ((${#missing[@]})); then
 fi
 
 # 2. The virtual environment.
-if [[ ! -x $VENV/bin/python ]] || ! "$VENV/bin/python" -c 'import sys' 2>/dev/null; then
+if ! "$VENV/bin/python" -c '' 2>/dev/null; then
   step "creating $VENV with $("$PYTHON" --version 2>&1)"
   rm -rf "$VENV"
   "$PYTHON" -m venv "$VENV"
 fi
-pip() {  # quiet; drops the warnings about this machine's configured but absent local package indexes
-  "$VENV/bin/python" -m pip --quiet --disable-pip-version-check "$@" 2>&1 |
-    { grep -v 'is ignored: it is neither a file nor a directory' || true; }
-}
 
 # 3. Python packages.
+if [[ -f $FINGERPRINT && $(<"$FINGERPRINT") == "$(fingerprint)" ]]; then
+  step "$VENV is up to date"
+  exit 0
+fi
+rm -f "$FINGERPRINT"
 step "pip install torch==$TORCH_VERSION"
 pip install "torch==$TORCH_VERSION"
 step "pip install -e '.[$EXTRAS]'"
 pip install -e ".[$EXTRAS]"
 step "pip check"
 pip check >/dev/null || { pip check >&2; exit 1; }
-
 fingerprint >"$FINGERPRINT"
 step "done: $("$VENV/bin/python" --version), torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)')"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Lint and test the project: sets .venv up first when it is missing or stale.
+# Lint and test the project; sets .venv up first when it is missing or stale (see setup.sh).
 # Usage: bash scripts/test.sh [pytest arguments...]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-bash scripts/setup.sh --if-stale
+bash scripts/setup.sh
 echo "==> ruff check ."
 .venv/bin/ruff check .
 echo "==> pytest -q $*"

@@ -35,9 +35,9 @@ def pick_ports() -> TritonPorts:
     return TritonPorts(*ports)
 
 
-def new_server(model_repository: Path, log_file: Path | None, **kwargs: Any) -> TritonServer:
-    """A ``TritonServer`` (not started) on free loopback ports logging to ``log_file``; ``kwargs`` override."""
-    return TritonServer(model_repository, **{"log_file": log_file, **pick_ports().kwargs(), **kwargs})
+def new_server(model_repository: Path, **kwargs: Any) -> TritonServer:
+    """A ``TritonServer`` (not started) on free loopback ports; ``kwargs`` go to ``TritonServer`` and win."""
+    return TritonServer(model_repository, **{**pick_ports().kwargs(), **kwargs})
 
 
 @pytest.fixture
@@ -49,7 +49,8 @@ def make_triton(tmp_path: Path) -> Iterator[Callable[..., TritonServer]]:
     servers: list[TritonServer] = []
 
     def make(model_repository: Path, **kwargs: Any) -> TritonServer:
-        server = new_server(model_repository, tmp_path / f"triton-{len(servers)}.log", **kwargs)
+        kwargs.setdefault("log_file", tmp_path / f"triton-{len(servers)}.log")
+        server = new_server(model_repository, **kwargs)
         servers.append(server)
         return server
 
@@ -68,7 +69,8 @@ def start_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
     servers: list[TritonServer] = []
 
     def start(model_repository: Path, **kwargs: Any) -> TritonServer:
-        server = new_server(model_repository, tmp_path_factory.mktemp("triton-log") / "server.log", **kwargs)
+        kwargs.setdefault("log_file", tmp_path_factory.mktemp("triton-log") / "server.log")
+        server = new_server(model_repository, **kwargs)
         servers.append(server)
         server.start()
         return server
@@ -76,3 +78,64 @@ def start_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
     yield start
     for server in reversed(servers):
         server.stop()
+
+
+# --- The model under test: seeded weights with a calibrated stop gate, exported and served once. ---
+
+SENTENCE_IDS = [1, *range(20, 52), 2]
+STOP_STEP = 21
+
+
+@pytest.fixture(scope="session")
+def test_style() -> Any:
+    import numpy as np
+
+    return np.random.default_rng(0).standard_normal(128).astype(np.float32) * 0.3
+
+
+@pytest.fixture(scope="session")
+def checkpoint(test_style: Any) -> Any:
+    """Seeded weights whose gate bias is shifted so that decoding stops near STOP_STEP.
+
+    Untrained gates barely move from step to step, so without this the stop rule would fire at
+    step 0 or never. Tests that compare implementations use it to exercise the stop rule.
+    """
+    import torch
+
+    from tts_triton import contract
+    from tts_triton.checkpoint import init_checkpoint
+
+    ckpt = init_checkpoint(seed=7)
+    stages = ckpt.stages()
+    with torch.no_grad():
+        phonemes = torch.tensor([SENTENCE_IDS], dtype=torch.int32)
+        mask = torch.ones(phonemes.shape)
+        memory, processed = stages[contract.TEXT_ENCODER](phonemes, mask)
+        decoder = stages[contract.DECODER].decoder
+        _, gate, _, _ = decoder.run(decoder.initial_state(memory), STOP_STEP + 1, memory, processed, mask,
+                                    torch.from_numpy(test_style)[None])
+        ckpt.acoustic.decoder.gate.bias -= float(gate[0, STOP_STEP]) - 1e-6
+    return ckpt
+
+
+@pytest.fixture(scope="session")
+def checkpoint_file(checkpoint: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("ckpt") / "calibrated-seed7.pt"
+    checkpoint.save(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def model_repository(checkpoint_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The full onnxruntime-python repository (networks, encode, tts, tts_offline) of ``checkpoint``."""
+    from tts_triton.build import ensure_repository
+
+    root = tmp_path_factory.mktemp("repo")
+    return ensure_repository(root / "model_repository", checkpoint=checkpoint_file, cache=root / "cache",
+                             progress=False)
+
+
+@pytest.fixture(scope="session")
+def onnx_dir(model_repository: Path) -> Path:
+    """The ONNX files the repository was built from."""
+    return next(model_repository.parent.glob("cache/*/onnx"))

@@ -18,6 +18,7 @@ import tritonclient.grpc.aio as grpcclient_aio
 import tritonclient.http as httpclient
 from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException
+
 from tts_triton.client import (
     AsyncTTSClient,
     AudioChunk,

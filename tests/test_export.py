@@ -11,10 +11,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
-from tts_triton.export.onnx_export import example_inputs, export_checkpoint
+from conftest import SENTENCE_IDS, STOP_STEP
 
 from tts_triton import contract
-from tts_triton.checkpoint import Checkpoint, init_checkpoint
+from tts_triton.checkpoint import Checkpoint
+from tts_triton.export.onnx_export import example_inputs
 from tts_triton.serving.backends import OnnxBackend, TorchBackend
 from tts_triton.serving.pipeline import Pipeline
 
@@ -31,45 +32,7 @@ TENSORRT_ONNX_OPS = {
 FORBIDDEN_OPS = {"Loop", "If", "Scan", "NonZero", "RandomUniform", "RandomNormal", "Dropout"}
 
 
-SENTENCES = [[1, *range(20, 52), 2], [1, *range(40, 55), 2]]
-STOP_STEP = 21
-
-
-def gate_logits(ckpt: Checkpoint, ids: list[int], style: np.ndarray, steps: int) -> np.ndarray:
-    """The decoder's stop logits over the first ``steps`` free-running steps."""
-    stages = ckpt.stages()
-    with torch.no_grad():
-        phonemes = torch.tensor([ids], dtype=torch.int32)
-        memory, processed = stages[contract.TEXT_ENCODER](phonemes, torch.ones(phonemes.shape))
-        decoder = stages[contract.DECODER].decoder
-        _, gate, _, _ = decoder.run(decoder.initial_state(memory), steps, memory, processed,
-                                    torch.ones(phonemes.shape), torch.from_numpy(style)[None])
-    return gate[0].numpy()
-
-
-@pytest.fixture(scope="module")
-def style() -> np.ndarray:
-    return np.random.default_rng(0).standard_normal(128).astype(np.float32) * 0.3
-
-
-@pytest.fixture(scope="module")
-def ckpt(style: np.ndarray) -> Checkpoint:
-    """Seeded weights whose gate bias is shifted so that the first sentence stops near STOP_STEP.
-
-    Untrained gates barely move, so without this the stop rule would fire at step 0 or never.
-    """
-    ckpt = init_checkpoint(seed=7)
-    logits = gate_logits(ckpt, SENTENCES[0], style, STOP_STEP + 1)
-    with torch.no_grad():
-        ckpt.acoustic.decoder.gate.bias -= float(logits[STOP_STEP]) - 1e-6
-    return ckpt
-
-
-@pytest.fixture(scope="module")
-def onnx_dir(ckpt: Checkpoint, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("onnx")
-    export_checkpoint(ckpt, out, progress=False)
-    return out
+SENTENCES = [SENTENCE_IDS, [1, *range(40, 55), 2]]
 
 
 def relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
@@ -78,7 +41,8 @@ def relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
 
 
 @pytest.mark.parametrize("model", [contract.TEXT_ENCODER, contract.STYLE_ENCODER, contract.DECODER, contract.VOCODER])
-def test_onnx_matches_pytorch(model: str, ckpt: Checkpoint, onnx_dir: Path) -> None:
+def test_onnx_matches_pytorch(model: str, checkpoint: Checkpoint, onnx_dir: Path) -> None:
+    ckpt = checkpoint
     spec = contract.network_specs(ckpt.config)[model]
     stage = ckpt.stages()[model]
     session = ort.InferenceSession(str(onnx_dir / f"{model}.onnx"), providers=["CPUExecutionProvider"])
@@ -101,7 +65,8 @@ def test_exported_ops_are_tensorrt_parsable(onnx_dir: Path) -> None:
         assert ops <= TENSORRT_ONNX_OPS, f"{path.name} uses ops outside the TensorRT list: {ops - TENSORRT_ONNX_OPS}"
 
 
-def test_exported_graphs_have_contract_io(ckpt: Checkpoint, onnx_dir: Path) -> None:
+def test_exported_graphs_have_contract_io(checkpoint: Checkpoint, onnx_dir: Path) -> None:
+    ckpt = checkpoint
     for name, spec in contract.network_specs(ckpt.config).items():
         graph = onnx.load(str(onnx_dir / f"{name}.onnx")).graph
         assert [i.name for i in graph.input] == spec.input_names
@@ -113,7 +78,8 @@ def test_exported_graphs_have_contract_io(ckpt: Checkpoint, onnx_dir: Path) -> N
                 assert (d.dim_param if isinstance(expected, str) else d.dim_value) == expected
 
 
-def test_onnx_chain_equals_reference_synthesizer(ckpt: Checkpoint, onnx_dir: Path, style: np.ndarray) -> None:
+def test_onnx_chain_equals_reference(checkpoint: Checkpoint, onnx_dir: Path, test_style: np.ndarray) -> None:
+    ckpt, style = checkpoint, test_style
     sentences = SENTENCES
     reference = Pipeline(TorchBackend(ckpt.stages(), ckpt.config), ckpt.config)
     chained = Pipeline(OnnxBackend(onnx_dir, ckpt.config), ckpt.config)

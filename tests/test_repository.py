@@ -20,17 +20,6 @@ import pytest
 import torch
 import tritonclient.http as httpclient
 from tritonclient.grpc import model_config_pb2 as mc
-from tts_triton.export import repository as repo_mod
-from tts_triton.export.pbtxt import parse
-from tts_triton.export.repository import (
-    MANIFEST,
-    RUNTIME_TARGETS,
-    RepositorySettings,
-    build_repository,
-    main,
-    read_manifest,
-    repository_is_current,
-)
 
 from tts_triton.checkpoint import FORMAT
 from tts_triton.config import ModelConfig
@@ -46,6 +35,17 @@ from tts_triton.contract import (
     encode_spec,
     network_specs,
     tts_spec,
+)
+from tts_triton.export import repository as repo_mod
+from tts_triton.export.pbtxt import parse
+from tts_triton.export.repository import (
+    MANIFEST,
+    RUNTIME_TARGETS,
+    RepositorySettings,
+    build_repository,
+    main,
+    read_manifest,
+    repository_is_current,
 )
 from tts_triton.server import TritonServer
 from tts_triton.serving import onnx_model

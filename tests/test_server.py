@@ -194,16 +194,24 @@ def test_readiness_timeout_stops_the_server(tmp_path: Path, make_triton: Callabl
     assert server.pid is not None and group_members(server.pid) == []
 
 
-def test_stop_leaves_no_process_behind(tmp_path: Path, make_triton: Callable[..., TritonServer]) -> None:
+def test_stop_leaves_no_process_behind_and_keeps_the_log(
+    tmp_path: Path, make_triton: Callable[..., TritonServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # default log and backends go here
     server = make_triton(write_add_one(tmp_path / "repo"), log_file=None)
     with server:
         assert server.pid is not None
         members = group_members(server.pid)
         assert server.pid in members and len(members) >= 2  # the server and the model's backend stub
-        log_file = server.log_file
-        assert log_file is not None and log_file.exists()
     assert server.stop() == 0  # graceful exit; stop() is idempotent
     assert group_members(server.pid) == []
-    assert not log_file.exists()  # the temporary log went with the server
     with socket.create_server(("127.0.0.1", server.http_port)):  # the port is free again
         pass
+    assert server.log_file == tmp_path / "cache" / "tts-triton" / "logs" / f"tritonserver-{server.http_port}.log"
+    assert "successfully unloaded 'add_one'" in server.log_tail()
+    with server:  # a restart appends to the log; the log methods read only the latest run
+        pass
+    assert server.log_file.read_text().count("successfully unloaded 'add_one'") == 2
+    assert server.log_tail(10_000).count("successfully unloaded 'add_one'") == 1
+    backends = f"backends-{server.install.version}-py{sys.version_info.major}.{sys.version_info.minor}"
+    assert (tmp_path / "cache" / "tts-triton" / backends / "python" / "triton_python_backend_stub").is_file()

@@ -111,9 +111,8 @@ def find_triton() -> TritonInstall:
     return install
 
 
-def _default_backend_cache(install: TritonInstall) -> Path:
-    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache_home / "tts-triton" / f"backends-{install.version}-py{_PYTHON_VERSION}"
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tts-triton"
 
 
 def _backend_sources(install: TritonInstall) -> dict[str, Path]:
@@ -136,7 +135,7 @@ def prepare_backends(install: TritonInstall, directory: Path | None = None) -> P
     complete and rebuilt otherwise. It is assembled in a temporary sibling and renamed into place, so
     concurrent callers never see a half-copied backend.
     """
-    target = directory or _default_backend_cache(install)
+    target = directory or _cache_dir() / f"backends-{install.version}-py{_PYTHON_VERSION}"
     sources = _backend_sources(install)
     if _is_complete(target / "python", sources):
         return target
@@ -183,8 +182,9 @@ class TritonServer:
       stops the process and raises ``TritonServerError`` with the tail of the server log.
     - The server runs in its own process group (a terminal's Ctrl-C reaches this process, not the
       server), and ``stop`` ends the whole group, Python backend stubs included.
-    - All server output (stdout, stderr, Triton's log) goes to ``log_file``; when none is given, to a
-      file in a temporary directory that ``stop`` removes.
+    - All server output (stdout, stderr, Triton's log) is appended to ``log_file``, by default
+      ``$XDG_CACHE_HOME/tts-triton/logs/tritonserver-<http_port>.log``; ``log_tail`` and ``log_errors``
+      read only what the latest ``start`` appended.
     - Endpoints bind ``host`` (loopback by default). ``extra_args`` are appended to the command line
       and so override the defaults (e.g. ``--model-control-mode=explicit``).
     """
@@ -202,7 +202,7 @@ class TritonServer:
         extra_args: Sequence[str] = (),
         install: TritonInstall | None = None,
     ) -> None:
-        self.model_repository = Path(model_repository)
+        self.model_repository = Path(model_repository).absolute()
         self.host = host
         self.http_port = http_port
         self.grpc_port = grpc_port
@@ -210,9 +210,8 @@ class TritonServer:
         self.log_verbose = log_verbose
         self.extra_args = tuple(extra_args)
         self.install = install or find_triton()
-        self._requested_log_file = Path(log_file) if log_file is not None else None
-        self._log_file = self._requested_log_file
-        self._tmp_log_dir: Path | None = None
+        self.log_file = Path(log_file) if log_file else _cache_dir() / "logs" / f"tritonserver-{http_port}.log"
+        self._log_start = 0
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -229,11 +228,6 @@ class TritonServer:
     def metrics_url(self) -> str:
         """Full URL of the Prometheus metrics page."""
         return f"http://{_client_host(self.host)}:{self.metrics_port}/metrics"
-
-    @property
-    def log_file(self) -> Path | None:
-        """The server's log file (``None`` before ``start`` when no ``log_file`` was given)."""
-        return self._log_file
 
     @property
     def pid(self) -> int | None:
@@ -284,13 +278,9 @@ class TritonServer:
         if not self.model_repository.is_dir():
             raise TritonServerError(f"model repository {self.model_repository} is not a directory")
         backends = prepare_backends(self.install)
-        if self._requested_log_file is None:
-            self._tmp_log_dir = Path(tempfile.mkdtemp(prefix="tritonserver-"))
-            self._log_file = self._tmp_log_dir / "server.log"
-        else:
-            self._log_file = self._requested_log_file
-            self._log_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(self._log_file, "wb") as log:
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "ab") as log:
+            self._log_start = log.tell()
             proc = self._proc = subprocess.Popen(
                 self.command(backends),
                 stdin=subprocess.DEVNULL,
@@ -302,9 +292,8 @@ class TritonServer:
         try:
             self._wait_ready(proc, timeout)
         except TritonServerError as err:
-            where = f" ({self._log_file})" if self._tmp_log_dir is None else ""
             errors = "\n".join(self.log_errors()) or "(none)"
-            report = f"{err}.\nErrors in the server log{where}:\n{errors}\nLast lines:\n{self.log_tail(15)}"
+            report = f"{err}.\nErrors in the server log {self.log_file}:\n{errors}\nLast lines:\n{self.log_tail(15)}"
             self.stop()
             raise TritonServerError(report) from None
         except BaseException:  # e.g. KeyboardInterrupt while waiting: leave nothing running
@@ -348,9 +337,6 @@ class TritonServer:
                 continue
         with contextlib.suppress(ProcessLookupError):  # stubs left behind by a server that died
             os.killpg(proc.pid, signal.SIGKILL)
-        if self._tmp_log_dir is not None:
-            shutil.rmtree(self._tmp_log_dir, ignore_errors=True)
-            self._tmp_log_dir = self._log_file = None
         return proc.returncode
 
     def wait(self) -> int:
@@ -360,22 +346,22 @@ class TritonServer:
         return self._proc.wait()
 
     def log_tail(self, lines: int = 40) -> str:
-        """The last ``lines`` lines of the server log ('' when there is no log)."""
-        if self._log_file is None or not self._log_file.exists():
-            return ""
-        with open(self._log_file, "rb") as log:
-            log.seek(0, os.SEEK_END)
-            log.seek(max(0, log.tell() - max(1 << 16, 400 * lines)))
-            text = log.read().decode(errors="replace")
-        return "\n".join(text.splitlines()[-lines:])
+        """The last ``lines`` lines the latest run wrote to the log ('' when there is no log)."""
+        return "\n".join(self._read_log(max(1 << 16, 400 * lines)).splitlines()[-lines:])
 
     def log_errors(self) -> list[str]:
-        """Error lines of the server log: Triton's ``E...`` records, its final ``error:`` line, protobuf
-        (config.pbtxt) parse errors."""
-        if self._log_file is None or not self._log_file.exists():
-            return []
-        text = self._log_file.read_text(errors="replace")
-        return [line for line in text.splitlines() if _ERROR_LINE.match(line)]
+        """Error lines the latest run wrote to the log: Triton's ``E...`` records, its final ``error:``
+        line, protobuf (config.pbtxt) parse errors."""
+        return [line for line in self._read_log().splitlines() if _ERROR_LINE.match(line)]
+
+    def _read_log(self, budget: int | None = None) -> str:
+        """This run's part of the log, or at most its last ``budget`` bytes."""
+        if not self.log_file.exists():
+            return ""
+        with open(self.log_file, "rb") as log:
+            end = log.seek(0, os.SEEK_END)
+            log.seek(self._log_start if budget is None else max(self._log_start, end - budget))
+            return log.read().decode(errors="replace")
 
     def __enter__(self) -> TritonServer:
         self.start()

@@ -9,7 +9,7 @@
 # libespeak-ng.so.1, which the text front end opens through ctypes), plus espeak-ng-data. That is
 # smaller than `apt-cache depends --recurse`, which also pulls data, config and daemon packages that
 # nothing loads. glibc is left out: every host has a newer one. Each package is downloaded at the
-# version installed here, so the bundle is exactly what was tested here.
+# version installed here when the archive still has it, so the bundle is what runs here.
 set -euo pipefail
 out=${1:-.espeak-debs}
 bin=$(command -v espeak-ng) || { echo "espeak-ng is not installed here (apt-get install espeak-ng)" >&2; exit 1; }
@@ -35,7 +35,9 @@ mapfile -t packages < <(printf '%s\n' "${packages[@]}" | sort -u)
 rm -rf "$out" && mkdir -p "$out"
 for pkg in "${packages[@]}"; do
   version=$(dpkg-query -W -f='${Version}' "$pkg")
-  (cd "$out" && apt-get download -q "$pkg=$version" 2>&1 >/dev/null | { grep -v unsandboxed || true; } >&2)
+  # the installed version, else (no longer in the archive) the candidate one
+  (cd "$out" && { apt-get download -q "$pkg=$version" || apt-get download -q "$pkg"; } 2>&1 >/dev/null \
+     | { grep -v -e unsandboxed -e "Can't find a source" || true; } >&2)
 done
 ls "$out"/*.deb | wc -l | xargs echo "packages:"
 du -sh "$out"

@@ -14,7 +14,7 @@ WORD_BOUNDARY = " "
 PUNCTUATION = (",", ".", "?", "!", ";", ":", "…", "-")
 STRESS = ("ˈ", "ˌ")
 LENGTH = ("ː", "ˑ")
-#: Mandarin tones as espeak-ng writes them in IPA mode.
+#: Mandarin tones in pinyin numbering (5 = neutral), placed by the front end after the syllable's vowel.
 TONES = ("1", "2", "3", "4", "5")
 #: IPA letters and diacritics espeak-ng emits for English and Mandarin.
 IPA = tuple(

@@ -1,0 +1,209 @@
+"""The full service on a real tritonserver: streaming, offline, concurrency, bad input, cancellation, CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import tritonclient.grpc as grpcclient
+
+from tts_triton import audio, contract
+from tts_triton.checkpoint import Checkpoint
+from tts_triton.client import HttpTTSClient, InvalidInputError, TTSClient
+from tts_triton.server import TritonServer
+from tts_triton.serving.backends import TorchBackend
+from tts_triton.serving.pipeline import Pipeline
+from tts_triton.text import text_to_sequences
+from tts_triton.voices import VoiceBank
+
+TEXT = "The quick brown fox jumps over the lazy dog. It was a sunny day!"
+
+
+@pytest.fixture(scope="module")
+def server(model_repository: Path, start_triton) -> TritonServer:
+    return start_triton(model_repository)
+
+
+@pytest.fixture(scope="module")
+def grpc(server: TritonServer) -> TTSClient:
+    with TTSClient(server.grpc_url, timeout=120) as client:
+        yield client
+
+
+def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
+    return float(10 * np.log10(np.sum(reference**2) / max(np.sum((test - reference) ** 2), 1e-20)))
+
+
+def decoder_stats(server: TritonServer, model: str = contract.DECODER) -> tuple[int, int]:
+    """(inference_count, execution_count) of a model so far."""
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        stats = client.get_inference_statistics(model, as_json=True)["model_stats"][0]
+    return int(stats.get("inference_count", 0)), int(stats.get("execution_count", 0))
+
+
+def test_stream_matches_offline_and_reference(server: TritonServer, grpc: TTSClient, checkpoint: Checkpoint,
+                                              model_repository: Path) -> None:
+    chunks = list(grpc.stream(TEXT, voice="f2", emotion="happy", return_mel=True))
+    assert len(chunks) >= 2
+    assert all(c.sample_rate == audio.SAMPLE_RATE for c in chunks)
+    streamed = np.concatenate([c.audio for c in chunks])
+    streamed_mel = np.concatenate([c.mel for c in chunks])
+
+    with HttpTTSClient(server.http_url, timeout=120) as http:
+        offline = http.synthesize(TEXT, voice="f2", emotion="happy", return_mel=True)
+    assert offline.chunks == 1
+    assert snr_db(offline.audio, streamed) >= 30.0
+    np.testing.assert_allclose(offline.mel, streamed_mel, atol=1e-3)
+
+    bank = VoiceBank.load(model_repository / contract.TTS / "voice_bank.json")
+    reference = Pipeline(TorchBackend(checkpoint.stages(), checkpoint.config), checkpoint.config)
+    ref_audio, ref_mel = asyncio.run(reference.synthesize(text_to_sequences(TEXT), bank.style("f2", "happy")))
+    assert streamed_mel.shape == ref_mel.shape
+    assert np.abs(streamed_mel - ref_mel).max() <= 1e-3
+    assert streamed.shape == ref_audio.shape
+    assert snr_db(ref_audio, streamed) >= 30.0
+
+
+def test_sixteen_concurrent_streams_batch_in_the_decoder(server: TritonServer, grpc: TTSClient) -> None:
+    before = decoder_stats(server)
+    results: dict[int, np.ndarray] = {}
+    errors: list[BaseException] = []
+
+    def speak(i: int) -> None:
+        try:
+            results[i] = grpc.synthesize(f"Stream number {i} is talking now.", voice="m1").audio
+        except BaseException as err:  # reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=speak, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors
+    assert sorted(results) == list(range(16)) and all(a.size > 0 for a in results.values())
+    inferences, executions = (a - b for a, b in zip(decoder_stats(server), before, strict=True))
+    assert inferences / executions > 1.0, f"decoder ran {inferences} requests in {executions} executions"
+
+
+BAD_INPUTS = [
+    ({"text": ""}, "TEXT"),
+    ({"text": "   \n\t"}, "TEXT"),
+    ({"text": "Hi.", "voice": "nobody"}, "VOICE"),
+    ({"text": "Hi.", "emotion": "bored"}, "EMOTION"),
+    ({"text": "Hi.", "reference_audio": np.zeros(0, np.float32), "reference_sample_rate": 16000}, "REFERENCE_AUDIO"),
+    ({"text": "Hi.", "reference_audio": np.full(16000, np.nan, np.float32), "reference_sample_rate": 16000},
+     "REFERENCE_AUDIO"),
+    ({"text": "Hi.", "reference_audio": np.zeros(16000 * 40, np.float32), "reference_sample_rate": 16000},
+     "REFERENCE_AUDIO"),
+    ({"text": "Hi.", "reference_audio": np.zeros(16000, np.float32), "reference_sample_rate": 100},
+     "REFERENCE_SAMPLE_RATE"),
+]
+
+
+def raw_request(client_module, text: str, **extra: np.ndarray) -> list:
+    """Input tensors built by hand, bypassing the client library's own checks."""
+    tensors = {"TEXT": np.array([text.encode()], dtype=np.object_), **extra}
+    inputs = []
+    for name, value in tensors.items():
+        wire = {np.dtype(np.object_): "BYTES", np.dtype(np.float32): "FP32", np.dtype(np.int32): "INT32",
+                np.dtype(np.int64): "INT64"}[value.dtype]
+        tensor = client_module.InferInput(name, list(value.shape), wire)
+        tensor.set_data_from_numpy(value)
+        inputs.append(tensor)
+    return inputs
+
+
+@pytest.mark.parametrize(("kwargs", "name"), BAD_INPUTS)
+def test_bad_input_is_named_and_server_stays_ready(server: TritonServer, kwargs: dict, name: str) -> None:
+    # Over the gRPC stream (message only) and over HTTP tts_offline (INVALID_ARGUMENT status).
+    # The raw tritonclient path is used so that the server's validation, not the client's, is tested.
+    import tritonclient.http as httpclient
+
+    text = kwargs.pop("text")
+    extra = {}
+    if "voice" in kwargs:
+        extra["VOICE"] = np.array([kwargs["voice"].encode()], dtype=np.object_)
+    if "emotion" in kwargs:
+        extra["EMOTION"] = np.array([kwargs["emotion"].encode()], dtype=np.object_)
+    if "reference_audio" in kwargs:
+        extra["REFERENCE_AUDIO"] = kwargs["reference_audio"]
+        extra["REFERENCE_SAMPLE_RATE"] = np.array([kwargs["reference_sample_rate"]], dtype=np.int32)
+
+    with httpclient.InferenceServerClient(server.http_url.removeprefix("http://")) as http:
+        with pytest.raises(Exception) as caught:
+            http.infer(contract.TTS_OFFLINE, raw_request(httpclient, text, **extra))
+        assert name in str(caught.value)
+        assert "400" in str(caught.value.status()) or "INVALID" in str(caught.value.status()).upper()
+
+    errors: list = []
+    done = threading.Event()
+
+    def callback(result, error) -> None:
+        if error is not None:
+            errors.append(error)
+        if result is not None and result.get_response().parameters.get("triton_final_response", None):
+            if result.get_response().parameters["triton_final_response"].bool_param:
+                done.set()
+
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        client.start_stream(callback)
+        client.async_stream_infer(contract.TTS, raw_request(grpcclient, text, **extra),
+                                  enable_empty_final_response=True)
+        assert done.wait(60), "the stream did not end with a final response"
+        client.stop_stream()
+        assert client.is_server_ready()
+    assert errors and name in str(errors[0]), errors
+
+
+def test_wrong_dtype_is_rejected_with_the_input_name(server: TritonServer, grpc: TTSClient) -> None:
+    import tritonclient.http as httpclient
+
+    with httpclient.InferenceServerClient(server.http_url.removeprefix("http://")) as http:
+        bad = raw_request(httpclient, "Hello.", REFERENCE_AUDIO=np.zeros(16000, np.int32),
+                          REFERENCE_SAMPLE_RATE=np.array([16000], np.int32))
+        with pytest.raises(Exception, match="REFERENCE_AUDIO"):
+            http.infer(contract.TTS_OFFLINE, bad)
+    with pytest.raises(InvalidInputError, match="TEXT"):
+        list(grpc.stream(""))
+    assert grpc.is_ready()
+
+
+def test_cancel_after_first_chunk_then_next_request_succeeds(server: TritonServer, grpc: TTSClient) -> None:
+    long_text = " ".join(["This sentence keeps the decoder busy for a while."] * 6)
+    stream = grpc.stream(long_text)
+    first = next(stream)
+    assert first.audio.size > 0
+    stream.close()  # cancels the request on the server
+    again = grpc.synthesize("And now a short one.")
+    assert again.audio.size > 0 and grpc.is_ready()
+
+
+def test_reference_audio_style_is_computed_once_and_cached(server: TritonServer, grpc: TTSClient) -> None:
+    t = np.arange(int(1.5 * 16000)) / 16000
+    reference = (0.3 * np.sin(2 * np.pi * 180 * t) * (1 + np.sin(2 * np.pi * 3 * t))).astype(np.float32)
+    before = decoder_stats(server, contract.STYLE_ENCODER)
+    first = grpc.synthesize("Copy my style, please.", reference_audio=reference, reference_sample_rate=16000)
+    second = grpc.synthesize("Copy my style, please.", reference_audio=reference, reference_sample_rate=16000)
+    np.testing.assert_allclose(first.audio, second.audio, atol=1e-6)
+    inferences = decoder_stats(server, contract.STYLE_ENCODER)[0] - before[0]
+    assert inferences == 1, "the second request should reuse the cached style"
+
+
+def test_cli_say_writes_wav_and_longer_text_is_longer(server: TritonServer, tmp_path: Path) -> None:
+    durations = []
+    for i, text in enumerate(["Hello there.", "Hello there. This second sentence makes the audio longer."]):
+        out = tmp_path / f"say{i}.wav"
+        result = subprocess.run([sys.executable, "-m", "tts_triton.cli", "say", text, "-o", str(out),
+                                 "--url", server.grpc_url], capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+        data, rate = sf.read(out)
+        assert rate == audio.SAMPLE_RATE and data.ndim == 1 and data.size > 0
+        durations.append(data.size / rate)
+    assert durations[1] > durations[0]
