@@ -48,10 +48,12 @@ if ((${#missing[@]})); then
 fi
 
 # 2. The virtual environment.
-if ! "$VENV/bin/python" -c '' 2>/dev/null; then
+if [[ ! -e $VENV/bin/python && ! -L $VENV/bin/python ]]; then
   step "creating $VENV with $("$PYTHON" --version 2>&1)"
-  rm -rf "$VENV"
   "$PYTHON" -m venv "$VENV"
+elif ! "$VENV/bin/python" -c '' 2>/dev/null; then
+  echo "setup.sh: $VENV/bin/python does not run (was its interpreter removed?); delete $VENV and re-run" >&2
+  exit 1
 fi
 
 # 3. Python packages.

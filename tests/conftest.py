@@ -35,8 +35,17 @@ def pick_ports() -> TritonPorts:
     return TritonPorts(*ports)
 
 
+#: Seconds a stopping test server waits for in-flight work and model unloading (Triton's default: 30).
+EXIT_TIMEOUT_S = 5
+
+
 def new_server(model_repository: Path, **kwargs: Any) -> TritonServer:
-    """A ``TritonServer`` (not started) on free loopback ports; ``kwargs`` go to ``TritonServer`` and win."""
+    """A ``TritonServer`` (not started) on free loopback ports; ``kwargs`` go to ``TritonServer`` and win.
+
+    ``extra_args`` are appended to ``--exit-timeout-secs=EXIT_TIMEOUT_S``, so that a model that does not
+    unload costs a test seconds, not half a minute.
+    """
+    kwargs["extra_args"] = [f"--exit-timeout-secs={EXIT_TIMEOUT_S}", *kwargs.get("extra_args", ())]
     return TritonServer(model_repository, **{**pick_ports().kwargs(), **kwargs})
 
 

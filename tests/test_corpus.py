@@ -36,7 +36,7 @@ def test_sentences_are_many_distinct_varied_and_deterministic(sentences: list[S.
     assert sum(";" in s.text for s in sentences) > 200
     assert sum(any(c.isdigit() for c in s.text) for s in sentences) > 200
     # Pinned: the same text on every machine and Python version (the generator is pure integer arithmetic).
-    assert S.fingerprint(sentences) == "b3c75bd4580df498"
+    assert S.fingerprint(sentences) == "481ccfd964d578af"
     assert S.generate(50, seed=7) == S.generate(50, seed=7) != S.generate(50, seed=8)
 
 
@@ -164,7 +164,7 @@ def test_vocoder_dataset_segments_align(tiny: Path) -> None:
         assert mel.dtype == x.dtype == torch.float32
     mel, x = ds[0]
     whole_mel, whole_x = VocoderDataset(corpus, "train", segment_frames=None)[0]
-    start = int(np.argmin([np.abs(whole_mel[s : s + 16] - mel).sum() for s in range(len(whole_mel) - 15)]))
+    start = int(np.argmin([float((whole_mel[s : s + 16] - mel).abs().sum()) for s in range(len(whole_mel) - 15)]))
     assert torch.equal(whole_x[start * audio.HOP_LENGTH : (start + 16) * audio.HOP_LENGTH], x)
     long = VocoderDataset(corpus, "train", segment_frames=100_000)[0]
     assert long[0].shape[0] == 100_000 and long[1].abs()[-1000:].max() == 0

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import signal
 import socket
 import sys
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,7 +17,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from tts_triton.server import TritonServer, TritonServerError, find_triton, prepare_backends
+from tts_triton.server import TritonNotFoundError, TritonServer, TritonServerError, find_triton, prepare_backends
 
 ADD_ONE_CONFIG = """\
 name: "add_one"
@@ -44,14 +47,20 @@ class TritonPythonModel:
             x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x + np.float32(1))]))
         return responses
+
+    def finalize(self):
+        {finalize}
 """
 
 
-def write_add_one(repo: Path, *, initialize: str = "pass", config: str = ADD_ONE_CONFIG) -> Path:
-    """Write an ``add_one`` model (FP32 [-1] -> x + 1) into ``repo``; ``initialize`` is code run first."""
+def write_add_one(
+    repo: Path, *, initialize: str = "pass", finalize: str = "pass", config: str = ADD_ONE_CONFIG
+) -> Path:
+    """Write an ``add_one`` model (FP32 [-1] -> x + 1) into ``repo``. ``initialize`` and ``finalize`` are
+    one line of code each, run first when the model loads and when it unloads."""
     (repo / "add_one" / "1").mkdir(parents=True)
     (repo / "add_one" / "config.pbtxt").write_text(config)
-    (repo / "add_one" / "1" / "model.py").write_text(ADD_ONE_MODEL.format(initialize=initialize))
+    (repo / "add_one" / "1" / "model.py").write_text(ADD_ONE_MODEL.format(initialize=initialize, finalize=finalize))
     return repo
 
 
@@ -82,6 +91,12 @@ def test_find_triton_matches_this_python() -> None:
     assert install.missing() == []
     assert install.stub.parent.name == f"{sys.version_info.major}.{sys.version_info.minor}"
     assert os.access(install.server, os.X_OK)
+
+
+def test_find_triton_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(TritonNotFoundError, match=r"pip install nvidia-pytriton==0\.7\.0"):
+        find_triton()
 
 
 def test_prepare_backends_rebuilds_an_incomplete_directory(tmp_path: Path) -> None:
@@ -209,9 +224,25 @@ def test_stop_leaves_no_process_behind_and_keeps_the_log(
         pass
     assert server.log_file == tmp_path / "cache" / "tts-triton" / "logs" / f"tritonserver-{server.http_port}.log"
     assert "successfully unloaded 'add_one'" in server.log_tail()
-    with server:  # a restart appends to the log; the log methods read only the latest run
-        pass
+    server.start()  # a restart appends to the log; the log methods read only the latest run
+    previous = signal.signal(signal.SIGALRM, lambda *_: server.stop())  # as `serve` does on SIGTERM
+    try:
+        signal.alarm(1)
+        assert server.wait() == 0  # the handler's stop() ran while wait() was blocking
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert group_members(server.pid) == []
     assert server.log_file.read_text().count("successfully unloaded 'add_one'") == 2
     assert server.log_tail(10_000).count("successfully unloaded 'add_one'") == 1
     backends = f"backends-{server.install.version}-py{sys.version_info.major}.{sys.version_info.minor}"
     assert (tmp_path / "cache" / "tts-triton" / backends / "python" / "triton_python_backend_stub").is_file()
+
+
+def test_stop_kills_a_backend_stub_that_hangs(tmp_path: Path, make_triton: Callable[..., TritonServer]) -> None:
+    repo = write_add_one(tmp_path / "repo", finalize="import time; time.sleep(120)")
+    server = make_triton(repo, extra_args=["--exit-timeout-secs=1"])
+    server.start()
+    began = time.monotonic()
+    assert server.stop() != 0  # Triton gave up waiting for the model to unload
+    assert time.monotonic() - began < 15
+    assert server.pid is not None and group_members(server.pid) == []

@@ -213,6 +213,7 @@ class TritonServer:
         self.log_file = Path(log_file) if log_file else _cache_dir() / "logs" / f"tritonserver-{http_port}.log"
         self._log_start = 0
         self._proc: subprocess.Popen[bytes] | None = None
+        self._group_alive = False
 
     @property
     def http_url(self) -> str:
@@ -289,6 +290,7 @@ class TritonServer:
                 env=self.environment(),
                 start_new_session=True,
             )
+        self._group_alive = True
         try:
             self._wait_ready(proc, timeout)
         except TritonServerError as err:
@@ -322,28 +324,35 @@ class TritonServer:
         """Stop the server and every process of its group; return its exit code (``None`` if never started).
 
         Sends SIGINT (graceful: models are unloaded), then SIGTERM after ``timeout`` seconds, then
-        SIGKILL; finally kills whatever is left in the process group. Idempotent.
+        SIGKILL; finally kills whatever is left in the process group. Idempotent, and safe to call from a
+        signal handler that interrupts ``wait``.
         """
         proc = self._proc
         if proc is None:
             return None
-        for sig, wait_s in ((signal.SIGINT, timeout), (signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
+        for sig, wait_s in ((signal.SIGINT, timeout), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
             if proc.poll() is not None:
                 break
             proc.send_signal(sig)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(wait_s)
-            except subprocess.TimeoutExpired:
-                continue
-        with contextlib.suppress(ProcessLookupError):  # stubs left behind by a server that died
-            os.killpg(proc.pid, signal.SIGKILL)
+        if self._group_alive:  # once only: later, the group id may belong to another process
+            self._group_alive = False
+            with contextlib.suppress(ProcessLookupError):  # stubs left behind by a server that died
+                os.killpg(proc.pid, signal.SIGKILL)
         return proc.returncode
 
     def wait(self) -> int:
-        """Block until the server exits and return its exit code."""
+        """Block until the server exits and return its exit code.
+
+        Polls rather than blocking in ``Popen.wait``, whose lock would deadlock a signal handler that
+        calls ``stop``.
+        """
         if self._proc is None:
             raise TritonServerError("tritonserver was not started")
-        return self._proc.wait()
+        while (code := self._proc.poll()) is None:
+            time.sleep(0.2)
+        return code
 
     def log_tail(self, lines: int = 40) -> str:
         """The last ``lines`` lines the latest run wrote to the log ('' when there is no log)."""

@@ -158,8 +158,8 @@ quickly slowly carefully quietly suddenly happily sadly angrily gently nervously
 eagerly proudly calmly politely bravely cheerfully secretly silently clumsily
 """)
 
-TIMES = _words("""
-yesterday today tonight tomorrow last_night this_morning this_afternoon this_evening on_Monday on_Tuesday
+PAST_TIMES = _words("""
+yesterday today last_night this_morning this_afternoon this_evening on_Monday on_Tuesday
 on_Wednesday on_Thursday on_Friday on_Saturday on_Sunday in_the_spring in_the_summer in_the_autumn
 in_the_winter at_dawn at_midnight after_lunch before_dinner every_morning last_winter last_summer
 at_noon after_school before_breakfast during_the_storm
@@ -250,7 +250,7 @@ def _article(phrase: str) -> str:
 _PEOPLE = list(dict.fromkeys((s, _plural(s, p)) for s, p in _entries(PEOPLE)))
 _THINGS = list(dict.fromkeys((s, _plural(s, p)) for s, p in _entries(THINGS)))
 _PLACES = [p for p, _ in _entries(PLACES)]
-_PAST_TIMES = [t for t, _ in _entries(TIMES) if t not in ("tomorrow", "tonight", "today")]
+_PAST_TIMES = [t for t, _ in _entries(PAST_TIMES)]
 _OBJECT_VERBS = _verbs(OBJECT_VERBS)
 _MOTION_VERBS = _verbs(MOTION_VERBS)
 _STILL_VERBS = _verbs(STILL_VERBS)
@@ -282,16 +282,12 @@ class _Grammar:
         det = r.choice(POSSESSIVES) if r.chance(0.3) else "the"
         return f"{det} {noun}", many
 
-    def person_object(self) -> str:
-        text, _ = self.person()
-        return {"I": "me", "he": "him", "she": "her", "we": "us", "they": "them"}.get(text, text)
-
-    def thing(self, definite: bool | None = None) -> str:
+    def thing(self) -> str:
         r = self.r
         singular, plural = _THINGS[r.below(len(_THINGS))]
         adjective = r.choice(THING_ADJECTIVES) + " " if r.chance(0.45) else ""
         kind = r.below(10)
-        if kind < 4 and definite is not True:
+        if kind < 4:
             return _article(adjective + singular)
         if kind < 5:
             return f"{r.between(2, 99)} {adjective}{plural}"
@@ -475,7 +471,7 @@ def _imperative(g: _Grammar) -> str:
         return _cap(f"please {verb.base} {g.object_phrase(verb)}{g.tail(['now', 'tomorrow', 'before dinner'])}") + "."
     if kind == 1:
         return _cap(f"don't {verb.base} {g.object_phrase(verb)}") + "."
-    return _cap(f"{g.person_object()}, {verb.base} {g.object_phrase(verb)} {g.location()}") + "."
+    return f"{r.choice(NAMES)}, {verb.base} {g.object_phrase(verb)} {g.location()}."
 
 
 def _numeric(g: _Grammar) -> str:

@@ -70,6 +70,14 @@ class TritonPythonModel:
         self.service = TTSService(self.cfg, VoiceBank.from_json(params["voice_bank"]))
         self.backend = BlsBackend(self.cfg)
         self.logger = pb_utils.Logger
+        # Open requests: a scaling signal that rises with load even though the async BLS queues nothing.
+        self.metric_family = pb_utils.MetricFamily(
+            name="tts_active_requests", description="Synthesis requests in progress", kind=pb_utils.MetricFamily.GAUGE)
+        self.active = self.metric_family.Metric(labels={"model": config["name"]})
+
+    def finalize(self) -> None:
+        del self.active  # a Metric must go before its MetricFamily
+        del self.metric_family
 
     async def execute(self, requests: list[Any]) -> list[Any] | None:
         if self.decoupled:  # runs in the background: the next execute starts while these stream
@@ -85,9 +93,13 @@ class TritonPythonModel:
         return pb_utils.InferenceResponse(output_tensors=tensors)
 
     async def chunks(self, request: Any) -> Any:
-        parsed = parse_request(request_inputs(request, self.spec))
-        async for chunk in self.service.stream(parsed, self.backend, request.is_cancelled):
-            yield chunk
+        self.active.increment(1)
+        try:
+            parsed = parse_request(request_inputs(request, self.spec))
+            async for chunk in self.service.stream(parsed, self.backend, request.is_cancelled):
+                yield chunk
+        finally:
+            self.active.increment(-1)
 
     async def stream(self, request: Any) -> None:
         sender = request.get_response_sender()

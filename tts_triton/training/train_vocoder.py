@@ -1,0 +1,265 @@
+"""Train the HiFi-GAN generator on ground-truth mels of a rendered corpus.
+
+    python -m tts_triton.training.train_vocoder --data DIR --out DIR [--init CKPT] [--minutes M] [--steps N]
+
+Random ``--segment-frames`` segments (mel and the audio it was computed from) of training utterances;
+losses of :mod:`tts_triton.training.hifigan_losses` (LSGAN adversarial terms of the multi-period and
+multi-scale discriminators, feature matching x2, mel L1 x45). AdamW (0.8, 0.99) at 2e-4, generator and
+discriminators each with their own optimizer.
+
+The generator trains on ground-truth mels only (no fine-tuning on the acoustic model's predictions):
+simplest, and it keeps the two trainers independent so that they run side by side.
+
+Schedule: the first ``--gan-start`` steps train the generator on the mel loss alone (cheap steps that
+get the spectral envelope right quickly); then the discriminators train, and the generator's
+adversarial and feature-matching terms join ``--d-warmup`` steps later, once the discriminators say
+something useful. Discriminators are not kept in checkpoints (they are ~70 M parameters; see
+:mod:`tts_triton.training.common`), so a resumed run starts them afresh and warms them up the same way.
+
+Forward passes run under bf16 autocast on CUDA (``--amp off`` for fp32); the mel loss is computed in
+fp32. Every ``--val-every`` steps: the mel L1 of whole validation utterances vocoded from their
+ground-truth mels, a PNG (ground-truth vs re-analysed mel), a WAV sample and a checkpoint.
+
+Output directory: ``checkpoint.pt`` (whole checkpoint, fp32), ``losses.jsonl``, ``losses.png``,
+``plots/step-NNNNNN.png``, ``latest.png`` and ``sample.wav``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from tts_triton import audio
+from tts_triton.checkpoint import Checkpoint
+from tts_triton.config import DecoderConfig, VocoderConfig
+from tts_triton.data.dataset import VocoderDataset
+from tts_triton.models.hifigan import Generator
+from tts_triton.training.common import (
+    Budget,
+    JsonlLog,
+    Mean,
+    Progress,
+    both_trained,
+    command_line,
+    corpus_info,
+    fresh_config,
+    lr_factor,
+    part_info,
+    pick_device,
+    plot_losses,
+    plot_panels,
+    save_wav,
+    start_checkpoint,
+)
+from tts_triton.training.hifigan_losses import (
+    MultiPeriodDiscriminator,
+    MultiScaleDiscriminator,
+    discriminator_loss,
+    feature_loss,
+    generator_loss,
+    mel_loss,
+)
+
+MODULE = "tts_triton.training.train_vocoder"
+
+
+def segment_stream(dataset: VocoderDataset, batch_size: int, seed: int, first_epoch: int,
+                   workers: int) -> Iterator[tuple[int, tuple[Tensor, Tensor]]]:
+    """``(epoch, (mel [B, frames, n_mels], audio [B, samples]))`` forever, shuffled per epoch."""
+    epoch = first_epoch
+    while True:
+        dataset.set_epoch(epoch)
+        loader = torch.utils.data.DataLoader(dataset, batch_size, shuffle=True, drop_last=True, num_workers=workers,
+                                             generator=torch.Generator().manual_seed(seed * 100003 + epoch),
+                                             pin_memory=torch.cuda.is_available(), persistent_workers=False)
+        for batch in loader:
+            yield epoch, batch
+        epoch += 1
+
+
+def generator_step_losses(real: Tensor, fake: Tensor, mpd: MultiPeriodDiscriminator, msd: MultiScaleDiscriminator,
+                          adversarial: bool, amp: contextlib.AbstractContextManager) -> dict[str, Tensor]:
+    """The generator's loss terms (``total`` included); only the mel term unless ``adversarial``."""
+    terms = {"mel": mel_loss(real.float(), fake.float())}
+    if adversarial:
+        with amp:
+            _, p_fake, p_real_maps, p_fake_maps = mpd(real, fake)
+            _, s_fake, s_real_maps, s_fake_maps = msd(real, fake)
+        terms["adv"] = generator_loss([x.float() for x in p_fake]) + generator_loss([x.float() for x in s_fake])
+        terms["fm"] = feature_loss(_floats(p_real_maps), _floats(p_fake_maps)) + feature_loss(
+            _floats(s_real_maps), _floats(s_fake_maps))
+    terms["total"] = sum(terms.values())  # type: ignore[assignment]
+    return terms
+
+
+def discriminator_step_loss(real: Tensor, fake: Tensor, mpd: MultiPeriodDiscriminator,
+                            msd: MultiScaleDiscriminator, amp: contextlib.AbstractContextManager) -> Tensor:
+    """LSGAN discriminator loss of both discriminators on ``fake`` (detached by the caller)."""
+    with amp:
+        p_real, p_fake, _, _ = mpd(real, fake)
+        s_real, s_fake, _, _ = msd(real, fake)
+    return discriminator_loss([x.float() for x in p_real], [x.float() for x in p_fake]) + discriminator_loss(
+        [x.float() for x in s_real], [x.float() for x in s_fake])
+
+
+def _floats(maps: list[list[Tensor]]) -> list[list[Tensor]]:
+    return [[m.float() for m in group] for group in maps]
+
+
+@torch.no_grad()
+def validate(generator: Generator, dataset: VocoderDataset, device: torch.device, plot: Path | None,
+             wav: Path | None, step: int) -> dict[str, float]:
+    """Mel L1 between each validation utterance's mel and the mel of its vocoded audio (fp32, eval mode)."""
+    generator.eval()
+    errors = []
+    first: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    for index in range(len(dataset)):
+        mel, _ = dataset[index]
+        fake = generator(mel.T[None].to(device)).float()[0, 0]
+        remel = audio.mel_spectrogram_torch(fake[None])[0]
+        errors.append(float((remel - mel.to(device)).abs().mean()))
+        if first is None:
+            first = (mel.numpy(), remel.cpu().numpy(), fake.cpu().numpy())
+    generator.train()
+    assert first is not None
+    if plot is not None:
+        plot_panels(plot, [("ground-truth mel", first[0]), ("mel of the vocoded audio", first[1])],
+                    title=f"vocoder step {step}: {dataset.entries[0].id}")
+    if wav is not None:
+        save_wav(wav, first[2])
+    return {"mel_l1": float(np.mean(errors))}
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.split("\n")[0])
+    p.add_argument("--data", type=Path, required=True, help="corpus directory (tts_triton.data.corpus build)")
+    p.add_argument("--out", type=Path, required=True, help="run directory (created)")
+    p.add_argument("--init", type=Path, help="checkpoint to start from (weights, config, step count)")
+    p.add_argument("--minutes", type=float, help="wall-clock budget; saves and exits when it runs out")
+    p.add_argument("--steps", type=int, help="stop at this global step")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--segment-frames", type=int, default=32, help="mel frames per segment (x256 samples)")
+    p.add_argument("--lr", type=float, default=2e-4)
+    p.add_argument("--warmup", type=int, default=100, help="warmup steps of fresh optimizers (also after resuming)")
+    p.add_argument("--gan-start", type=int, default=1000, help="global step at which the discriminators start")
+    p.add_argument("--d-warmup", type=int, default=200, help="discriminator-only steps before adversarial G terms")
+    p.add_argument("--frames-per-step", type=int, default=DecoderConfig.frames_per_step,
+                   help="decoder r of a fresh model (ignored with --init; only recorded in the config here)")
+    p.add_argument("--vocoder-variant", default=VocoderConfig.variant, help="HiFi-GAN variant of a fresh model")
+    p.add_argument("--amp", choices=("off", "bf16"), default="bf16", help="autocast on CUDA")
+    p.add_argument("--val-every", type=int, default=1000)
+    p.add_argument("--val-utterances", type=int, default=8)
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--device")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    budget = Budget(args.minutes)
+    device = pick_device(args.device)
+    torch.manual_seed(args.seed)
+    ckpt = start_checkpoint(args.init, fresh_config(args.frames_per_step, args.vocoder_variant), args.seed)
+    record = part_info(ckpt, "vocoder")
+    first_step, epoch = int(record.get("steps", 0)), int(record.get("epochs", 0))
+    d_start = max(args.gan_start, first_step)  # discriminators are fresh in every run
+
+    train = VocoderDataset(args.data, "train", args.segment_frames, seed=args.seed)
+    val = VocoderDataset(train.corpus, "val", None, seed=args.seed)
+    val.entries = val.entries[: args.val_utterances]
+    print(f"[vocoder] {len(train)} train utterances, HiFi-GAN {ckpt.config.vocoder.variant}, device {device}, "
+          f"batch {args.batch_size} x {args.segment_frames} frames, start step {first_step}, "
+          f"discriminators from step {d_start}", flush=True)
+
+    generator = ckpt.generator.to(device).train()
+    mpd, msd = MultiPeriodDiscriminator().to(device).train(), MultiScaleDiscriminator().to(device).train()
+    opt_g = torch.optim.AdamW(generator.parameters(), lr=args.lr, betas=(0.8, 0.99))
+    opt_d = torch.optim.AdamW([*mpd.parameters(), *msd.parameters()], lr=args.lr, betas=(0.8, 0.99))
+    amp = (torch.autocast("cuda", torch.bfloat16) if args.amp == "bf16" and device.type == "cuda"
+           else contextlib.nullcontext())
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    log = JsonlLog(out / "losses.jsonl")
+    progress = Progress("vocoder", budget, first_step, args.steps)
+    mean = Mean()
+    step, skipped = first_step, 0
+    history = list(record.get("history", []))
+
+    def checkpoint(val_losses: dict[str, float]) -> None:
+        history.append({"step": step, **{k: round(v, 5) for k, v in val_losses.items()}})
+        runs = [*record.get("runs", []), {"command": command_line(MODULE, argv), "from_step": first_step,
+                                           "to_step": step, "minutes": round(budget.elapsed / 60, 2),
+                                           "device": torch.cuda.get_device_name(device) if device.type == "cuda"
+                                           else "cpu"}]
+        info = {**ckpt.info, "data": corpus_info(train.corpus.summary),
+                "vocoder": {"steps": step, "epochs": epoch, "variant": ckpt.config.vocoder.variant,
+                            "batch_size": args.batch_size, "segment_frames": args.segment_frames, "lr": args.lr,
+                            "gan_start": args.gan_start, "amp": args.amp, "training_mels": "ground truth",
+                            "last_val": history[-1], "history": history, "runs": runs}}
+        Checkpoint(ckpt.config, ckpt.acoustic, generator, both_trained(info), info).save(out / "checkpoint.pt")
+        plot_losses(out / "losses.png", log.rows(), ("mel", "adv", "fm", "disc"), "vocoder losses")
+
+    def run_validation() -> dict[str, float]:
+        plot = out / "plots" / f"step-{step:06d}.png"
+        result = validate(generator, val, device, plot, out / "sample.wav", step)
+        (out / "latest.png").write_bytes(plot.read_bytes())
+        log.write({"kind": "val", "step": step, "epoch": epoch, "minutes": round(budget.elapsed / 60, 2), **result})
+        print(f"[vocoder] val step {step}: mel_l1 {result['mel_l1']:.4f}", flush=True)
+        return result
+
+    def set_lr(optimizer: torch.optim.Optimizer, start: int) -> None:
+        for group in optimizer.param_groups:
+            group["lr"] = args.lr * lr_factor(step, start, args.warmup, math.inf, 1.0)
+
+    stream = segment_stream(train, args.batch_size, args.seed, epoch, args.workers)
+    while not budget.expired() and (args.steps is None or step < args.steps):
+        epoch, (mel, wav) = next(stream)
+        mel = mel.to(device, non_blocking=True).transpose(1, 2)
+        real = wav.to(device, non_blocking=True)[:, None]
+        with amp:
+            fake = generator(mel)
+        terms: dict[str, Any] = {}
+        if step >= d_start:
+            set_lr(opt_d, d_start)
+            loss_d = discriminator_step_loss(real, fake.detach(), mpd, msd, amp)
+            opt_d.zero_grad(set_to_none=True)
+            loss_d.backward()
+            opt_d.step()
+            terms["disc"] = loss_d
+        set_lr(opt_g, first_step)
+        terms.update(generator_step_losses(real, fake, mpd, msd, step >= d_start + args.d_warmup, amp))
+        opt_g.zero_grad(set_to_none=True)
+        terms["total"].backward()
+        if not math.isfinite(float(terms["total"])):
+            skipped += 1
+            if skipped > 20:
+                raise RuntimeError(f"{skipped} steps with a non-finite generator loss; stopping")
+            continue
+        opt_g.step()
+        step += 1
+        mean.add(terms)
+        if step % 100 == 0:
+            row = mean.read()
+            log.write({"kind": "train", "step": step, "epoch": epoch, "minutes": round(budget.elapsed / 60, 2), **row})
+            progress.update(step, row)
+        if step % args.val_every == 0:
+            checkpoint(run_validation())
+    checkpoint(run_validation())
+    progress.update(step, {"skipped": skipped}, force=True)
+    print(f"[vocoder] done at step {step} after {budget.elapsed / 60:.1f} min -> {out / 'checkpoint.pt'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
