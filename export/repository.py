@@ -33,7 +33,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -239,7 +239,7 @@ def build_repository(
             "models": sorted(p.name for p in staging.iterdir() if p.is_dir()),
             "artifacts_sha256": artifacts,
             "pending": pending,
-            "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         _swap_in(staging, out_dir)

@@ -148,9 +148,9 @@ def test_bad_input_is_named_and_server_stays_ready(server: TritonServer, kwargs:
     def callback(result, error) -> None:
         if error is not None:
             errors.append(error)
-        if result is not None and result.get_response().parameters.get("triton_final_response", None):
-            if result.get_response().parameters["triton_final_response"].bool_param:
-                done.set()
+        final = result is not None and result.get_response().parameters.get("triton_final_response")
+        if final and final.bool_param:
+            done.set()
 
     with grpcclient.InferenceServerClient(server.grpc_url) as client:
         client.start_stream(callback)

@@ -717,7 +717,7 @@ def main(argv: list[str] | None = None) -> int:
     def say(message: str) -> None:
         print(message, flush=True)
 
-    date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     with _server(args, say) as (url, repository):
         levels, (facts, trained, settings, params) = asyncio.run(_bench(args, url, repository, say))
     summaries = [summarize(level) for level in levels]

@@ -37,7 +37,7 @@ def _serve(args: argparse.Namespace) -> int:
     server.start(timeout=args.startup_timeout)
     print(f"ready: gRPC {server.grpc_url}  HTTP {server.http_url}  metrics {server.metrics_url}  (Ctrl-C stops)",
           flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: server.stop())
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return server.wait()
     except KeyboardInterrupt:
@@ -45,6 +45,11 @@ def _serve(args: argparse.Namespace) -> int:
         return 0
     finally:
         server.stop()
+
+
+def _interrupt(*_: object) -> None:
+    """SIGTERM handler: stop like Ctrl-C does."""
+    raise KeyboardInterrupt
 
 
 def _say(args: argparse.Namespace) -> int:

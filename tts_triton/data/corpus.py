@@ -187,23 +187,30 @@ class _ShardWriter:
 
 
 class _Progress:
-    """One self-overwriting status line on stderr: done/total, utterances/s, audio speed, ETA."""
+    """A status line on stderr (rewritten in place on a terminal, every 10 s otherwise):
+    done/total, utterances/s, audio speed, hours rendered, ETA."""
 
     def __init__(self, total: int) -> None:
         self.total, self.done, self.seconds = total, 0, 0.0
         self.start = self.last = time.monotonic()
+        self.tty = sys.stderr.isatty()
 
     def update(self, utterances: int, audio_seconds: float) -> None:
         self.done += utterances
         self.seconds += audio_seconds
         now = time.monotonic()
-        if now - self.last >= 1.0 or self.done == self.total:
+        if now - self.last >= (1.0 if self.tty else 10.0) or self.done == self.total:
             self.last = now
             elapsed = max(now - self.start, 1e-9)
             rate = self.done / elapsed
             eta = (self.total - self.done) / rate if rate else 0.0
-            print(f"\r{self.done}/{self.total} utterances, {rate:.1f}/s, {self.seconds / elapsed:.0f}x real time, "
-                  f"{self.seconds / 3600:.2f} h, ETA {eta / 60:.1f} min  ", end="", file=sys.stderr, flush=True)
+            line = (f"{self.done}/{self.total} utterances, {rate:.1f}/s, {self.seconds / elapsed:.0f}x real time, "
+                    f"{self.seconds / 3600:.2f} h, ETA {eta / 60:.1f} min")
+            print(f"\r{line}  " if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.tty:
+            print(file=sys.stderr)
 
 
 #: Worker processes run single-threaded BLAS: ``jobs`` processes with a BLAS pool each oversubscribe the CPU
@@ -243,9 +250,10 @@ def build(
 ) -> dict:
     """Render the corpus into ``out`` (created; must not hold a manifest yet) and return the summary.
 
-    ``sentences`` defaults to :func:`~tts_triton.data.sentences.generate` (); ``limit`` keeps the first
-    ``limit`` planned utterances. Raises ``FileExistsError``, ``ValueError`` for unknown voices or
-    emotions, and :class:`~tts_triton.data.espeak.EspeakError`.
+    ``sentences`` defaults to the output of :func:`~tts_triton.data.sentences.generate`; ``limit`` keeps the
+    first ``limit`` planned utterances (the plan is in sentence order, so all splits occur early).
+    Raises ``FileExistsError``, ``ValueError`` for unknown voices or emotions, and
+    :class:`~tts_triton.data.espeak.EspeakError`.
     """
     unknown = sorted(set(voices) - set(VOICES)) + sorted(set(emotions) - set(EMOTIONS))
     if unknown:
@@ -272,7 +280,7 @@ def build(
                 meter.update(len(group), sum(len(r.audio) for r in group) / audio.SAMPLE_RATE)
         writer.flush()
     if meter:
-        print(file=sys.stderr)
+        meter.close()
     summary = summarize(entries, sentences, shards=writer.shard, seconds=time.monotonic() - started, jobs=jobs)
     (out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     os.replace(out / (MANIFEST + ".partial"), out / MANIFEST)

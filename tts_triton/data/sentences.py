@@ -260,7 +260,7 @@ _STILL_VERBS = _verbs(STILL_VERBS)
 
 
 class _Grammar:
-    """Phrase builders over one :class:`Rng`; every method returns lower-case-initial text."""
+    """Phrase builders over one :class:`Rng`; the sentence templates capitalise and punctuate their output."""
 
     def __init__(self, rng: Rng) -> None:
         self.r = rng

@@ -145,11 +145,14 @@ class Decoder(nn.Module):
         return frames, gate, nxt
 
     def run(self, state: DecoderState, steps: int, memory: Tensor, processed_memory: Tensor, mask: Tensor,
-            style: Tensor) -> tuple[Tensor, Tensor, Tensor, DecoderState]:
-        """``steps`` free-running steps -> (mel ``[B, steps*r, n_mels]``, gates ``[B, steps]``,
-        alignments ``[B, steps, T]``, state). This is what one exported decoder call computes."""
+            style: Tensor, teacher: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, DecoderState]:
+        """``steps`` decoder steps -> (mel ``[B, steps*r, n_mels]``, gates ``[B, steps]``, alignments
+        ``[B, steps, T]``, state). Free-running (what one exported decoder call computes), or, with
+        ``teacher [B, steps - 1, n_mels]``, step t reads ``teacher[:, t - 1]`` instead of its own last frame."""
         frames, gates, alignments = [], [], []
-        for _ in range(steps):
+        for t in range(steps):
+            if teacher is not None and t > 0:
+                state = state._replace(last_frame=teacher[:, t - 1])
             f, g, state = self.step(state, memory, processed_memory, mask, style)
             frames.append(f)
             gates.append(g)
@@ -160,18 +163,10 @@ class Decoder(nn.Module):
         """Teacher-forced decoding of target ``mels [B, frames, n_mels]`` (frames a multiple of r).
 
         -> (mel ``[B, frames, n_mels]``, gate logits ``[B, frames / r]``, alignments ``[B, frames / r, T]``).
+        Step t reads the last frame of step t - 1's group of r target frames (zeros before the first step).
         """
-        processed = self.process_memory(memory)
-        state = self.initial_state(memory)
         steps = mels.shape[1] // self.r
-        # Step t reads the last frame of step t - 1's group (zeros before the first step).
-        inputs = mels[:, self.r - 1 :: self.r][:, : steps - 1]
-        frames, gates, alignments = [], [], []
-        for t in range(steps):
-            f, g, state = self.step(state, memory, processed, mask, style)
-            frames.append(f)
-            gates.append(g)
-            alignments.append(state.attention_weights)
-            if t < steps - 1:
-                state = state._replace(last_frame=inputs[:, t])
-        return torch.cat(frames, dim=1), torch.stack(gates, dim=1), torch.stack(alignments, dim=1)
+        teacher = mels[:, self.r - 1 :: self.r][:, : steps - 1]
+        mel, gate, alignment, _ = self.run(self.initial_state(memory), steps, memory, self.process_memory(memory),
+                                           mask, style, teacher)
+        return mel, gate, alignment

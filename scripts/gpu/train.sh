@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# One training session on the GPU host, in a fixed wall-clock allowance:
+#   1. espeak-ng from the carried Debian packages (scripts/gpu/espeak-env.sh), unless one is on PATH;
+#   2. the corpus rendered into $WORK/corpus (skipped when it is already there);
+#   3. the acoustic model and the HiFi-GAN vocoder trained side by side, as two processes on the one GPU,
+#      from INIT_CHECKPOINT (resuming its step counts) or from scratch, until the allowance is nearly spent;
+#   4. into $OUT: the merged checkpoint in fp16 (voice.pt.partNN, <= 15 MB each: `cat voice.pt.part* > voice.pt`),
+#      the latest acoustic and vocoder PNGs, and extras.tar.gz (loss logs and curves, every plot, the vocoder's
+#      sample WAV, the corpus summary).
+# Output lines of the two trainers are prefixed "A|" and "V|".
+#
+# Usage, from anywhere:  scripts/gpu/train.sh TOTAL_SECONDS [INIT_CHECKPOINT]
+#   TOTAL_SECONDS is the whole script's allowance; training gets what rendering leaves, minus RESERVE_S.
+# Environment: OUT (default runs/out), WORK (/tmp/tts-train), PYTHON (python3), CORPUS_LIMIT (utterances to render,
+#   4800 ~ 5 h of audio, 3.8 h of it train), JOBS (16), RESERVE_S (50), TRAIN_MINUTES (overrides the computed
+#   training time), FRAMES_PER_STEP (decoder r of a fresh model, 3), ACOUSTIC_ARGS / VOCODER_ARGS (more flags).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+total=${1:?usage: scripts/gpu/train.sh TOTAL_SECONDS [INIT_CHECKPOINT]}
+init=${2:-}
+OUT=${OUT:-runs/out}
+WORK=${WORK:-/tmp/tts-train}
+PYTHON=${PYTHON:-python3}
+CORPUS_LIMIT=${CORPUS_LIMIT:-4800}
+JOBS=${JOBS:-16}
+RESERVE_S=${RESERVE_S:-50}
+FRAMES_PER_STEP=${FRAMES_PER_STEP:-3}
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+mkdir -p "$OUT" "$WORK"
+say() { printf '==> [%4ds] %s\n' "$SECONDS" "$*"; }
+
+if ! command -v espeak-ng >/dev/null 2>&1; then
+  # shellcheck source=espeak-env.sh
+  source scripts/gpu/espeak-env.sh .espeak-debs >/dev/null
+fi
+say "$(espeak-ng --version | head -n1)"
+"$PYTHON" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else "(cpu)")'
+
+corpus=$WORK/corpus
+if [[ ! -f $corpus/manifest.jsonl ]]; then
+  rm -rf "$corpus"
+  say "rendering $CORPUS_LIMIT utterances with $JOBS jobs"
+  "$PYTHON" -m tts_triton.data.corpus build --out "$corpus" --jobs "$JOBS" --limit "$CORPUS_LIMIT" --quiet
+fi
+
+minutes=${TRAIN_MINUTES:-$(awk -v t="$total" -v s="$SECONDS" -v r="$RESERVE_S" 'BEGIN { printf "%.2f", (t - s - r) / 60 }')}
+say "training both models for $minutes min${init:+ from $init}"
+common=(--data "$corpus" --minutes "$minutes" --frames-per-step "$FRAMES_PER_STEP")
+[[ -n $init ]] && common+=(--init "$init")
+# shellcheck disable=SC2086  # the extra flags are meant to split
+"$PYTHON" -m tts_triton.training.train_acoustic "${common[@]}" --out "$WORK/acoustic" ${ACOUSTIC_ARGS:-} 2>&1 |
+  sed -u 's/^/A| /' &
+acoustic=$!
+# shellcheck disable=SC2086
+"$PYTHON" -m tts_triton.training.train_vocoder "${common[@]}" --out "$WORK/vocoder" ${VOCODER_ARGS:-} 2>&1 |
+  sed -u 's/^/V| /' &
+vocoder=$!
+status=0
+wait $acoustic || { status=$?; say "acoustic training FAILED ($status)"; }
+wait $vocoder || { status=$?; say "vocoder training FAILED ($status)"; }
+
+a=$WORK/acoustic/checkpoint.pt v=$WORK/vocoder/checkpoint.pt
+[[ -f $a ]] || a=${init:-}
+[[ -f $v ]] || v=${init:-}
+if [[ -n $a && -n $v ]]; then
+  "$PYTHON" -m tts_triton.training.common merge --acoustic "$a" --vocoder "$v" --out "$WORK/voice.pt" --half \
+    --record "scripts/gpu/train.sh $*"
+  rm -f "$OUT"/voice.pt.part*
+  split -b 15M -d "$WORK/voice.pt" "$OUT/voice.pt.part"
+fi
+for part in acoustic vocoder; do
+  [[ -f $WORK/$part/latest.png ]] && cp "$WORK/$part/latest.png" "$OUT/$part.png"
+done
+(cd "$WORK" && tar czf "$OUT/extras.tar.gz" --ignore-failed-read corpus/dataset.json \
+  acoustic/losses.jsonl acoustic/losses.png acoustic/plots vocoder/losses.jsonl vocoder/losses.png vocoder/plots \
+  vocoder/sample.wav 2>/dev/null) || true
+ls -l "$OUT"
+say "done (status $status)"
+exit $status

@@ -1,0 +1,166 @@
+"""The Triton-free core: chunk planning, stop rule, max-steps guard, seams, request validation."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+import torch
+
+from tts_triton import audio, contract
+from tts_triton.checkpoint import Checkpoint
+from tts_triton.config import STREAMING, ModelConfig, StreamingConfig
+from tts_triton.serving.backends import TorchBackend
+from tts_triton.serving.pipeline import Cancelled, ChunkPlanner, Pipeline, first_stop
+from tts_triton.serving.service import InvalidInput, StyleCache, parse_request
+
+
+def plan(available_steps: list[int], streaming: StreamingConfig = STREAMING) -> list:
+    """Windows emitted while frames arrive in the given increments, then at the end."""
+    planner, total, windows = ChunkPlanner(streaming), 0, []
+    for n in available_steps:
+        total += n
+        while (w := planner.next_window(total, finished=False)) is not None:
+            windows.append(w)
+    while (w := planner.next_window(total, finished=True)) is not None:
+        windows.append(w)
+    return windows
+
+
+@pytest.mark.parametrize("arrivals", [[16] * 20, [5, 300], [1] * 7, [1000], [16, 16, 16]])
+def test_chunks_cover_every_frame_once_with_context(arrivals: list[int]) -> None:
+    windows = plan(arrivals)
+    total = sum(arrivals)
+    assert windows[0].start == 0 and windows[-1].end == total
+    for a, b in zip(windows, windows[1:], strict=False):
+        assert a.end == b.start
+    for w in windows[:-1]:
+        assert w.ctx_end - w.end == STREAMING.right_context
+        assert w.start - w.ctx_start == min(w.start, STREAMING.left_context)
+    assert windows[-1].ctx_end == total
+
+
+def test_chunks_start_small_and_grow() -> None:
+    sizes = [w.end - w.start for w in plan([16] * 40)][:-1]
+    assert sizes[:4] == list(STREAMING.chunk_frames)
+    assert sizes == sorted(sizes)
+
+
+def test_first_stop() -> None:
+    assert first_stop(np.array([-3.0, -1.0, 0.5, 2.0])) == 2
+    assert first_stop(np.array([-1.0, 0.0])) is None
+
+
+class ScriptedDecoder:
+    """A backend whose decoder emits frame values = global step index and stops where told."""
+
+    def __init__(self, cfg: ModelConfig, stop_at: int | None) -> None:
+        self.cfg, self.stop_at, self.step = cfg, stop_at, 0
+
+    async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        d = self.cfg.decoder
+        if model == contract.TEXT_ENCODER:
+            t = inputs["phonemes"].shape[1]
+            return {"memory": np.zeros((1, t, self.cfg.text.dim), np.float32),
+                    "processed_memory": np.zeros((1, t, d.attention_dim), np.float32)}
+        if model == contract.VOCODER:
+            return {"audio": np.repeat(inputs["mel"][0, :, 0], audio.HOP_LENGTH)[None]}
+        steps = np.arange(self.step, self.step + d.steps_per_call)
+        self.step += d.steps_per_call
+        gate = np.where(steps == self.stop_at, 1.0, -1.0)[None]
+        mel = np.repeat(steps, d.frames_per_step)[None, :, None] * np.ones((1, 1, self.cfg.n_mels))
+        states = {s.name + contract.STATE_OUT_SUFFIX: inputs[s.name] for s in contract.decoder_states(self.cfg)}
+        return {"mel": mel.astype(np.float32), "gate": gate, **states}
+
+
+@pytest.mark.parametrize(("stop_at", "tokens"), [(0, 10), (13, 10), (None, 3)])
+def test_stop_rule_and_max_steps_guard(stop_at: int | None, tokens: int) -> None:
+    cfg = ModelConfig()
+    pipeline = Pipeline(ScriptedDecoder(cfg, stop_at), cfg)
+    ids = [1] * tokens
+    wav, mel = asyncio.run(pipeline.synthesize([ids], np.zeros(cfg.style.dim, np.float32)))
+    expected_steps = stop_at + 1 if stop_at is not None else cfg.decoder.max_steps(tokens)
+    stats = pipeline.stats[0]
+    assert stats.steps == expected_steps and stats.hit_max_steps == (stop_at is None)
+    assert mel.shape[0] == expected_steps * cfg.decoder.frames_per_step
+    np.testing.assert_array_equal(mel[:, 0], np.repeat(np.arange(expected_steps), cfg.decoder.frames_per_step))
+    assert wav.shape[0] == mel.shape[0] * audio.HOP_LENGTH
+    np.testing.assert_array_equal(wav, np.repeat(mel[:, 0], audio.HOP_LENGTH))  # seams cut exactly
+
+
+def test_cancellation_stops_between_decoder_calls() -> None:
+    cfg = ModelConfig()
+    pipeline = Pipeline(ScriptedDecoder(cfg, None), cfg)
+    calls = iter(range(100))
+
+    async def consume() -> None:
+        async for _ in pipeline.stream([[1] * 50], np.zeros(cfg.style.dim, np.float32), lambda: next(calls) >= 3):
+            pass
+
+    with pytest.raises(Cancelled):
+        asyncio.run(consume())
+    assert pipeline.stats[0].decoder_calls == 3
+
+
+def test_streamed_audio_matches_one_shot_vocoding(checkpoint: Checkpoint) -> None:
+    from tts_triton.data import prosody
+
+    speech = prosody.render("Seams must not be heard between the chunks of a stream.", prosody.VOICES["f1"],
+                            prosody.EMOTIONS["neutral"])
+    mel = audio.mel_spectrogram(speech)
+    stages = checkpoint.stages()
+    pipeline = Pipeline(TorchBackend(stages, checkpoint.config), checkpoint.config)
+    planner = ChunkPlanner(StreamingConfig(chunk_frames=(8, 16, 32)))  # many seams
+    chunks = []
+    for available in range(16, len(mel) + 16, 16):  # frames arrive as from K*r-frame decoder calls
+        finished = available >= len(mel)
+        while (window := planner.next_window(min(available, len(mel)), finished)) is not None:
+            chunks.append(asyncio.run(pipeline.vocode(mel, window)))
+    assert len(chunks) >= 5
+    streamed = np.concatenate(chunks)
+    with torch.no_grad():
+        (one_shot,) = stages[contract.VOCODER](torch.from_numpy(mel)[None])
+    one_shot = one_shot[0].numpy()
+    assert streamed.shape == one_shot.shape
+    snr = 10 * np.log10(np.sum(one_shot**2) / np.sum((streamed - one_shot) ** 2))
+    assert snr >= 30.0, f"seams: SNR {snr:.1f} dB"
+
+
+def text(value: str) -> np.ndarray:
+    return np.array([value.encode()], dtype=np.object_)
+
+
+@pytest.mark.parametrize(("inputs", "name"), [
+    ({}, "TEXT"),
+    ({"TEXT": text(" ")}, "TEXT"),
+    ({"TEXT": np.array([b"\xff\xfe"], dtype=np.object_)}, "TEXT"),
+    ({"TEXT": text("a" * 20_001)}, "TEXT"),
+    ({"TEXT": text("Hi."), "REFERENCE_SAMPLE_RATE": np.array([16000], np.int32)}, "REFERENCE_SAMPLE_RATE"),
+    ({"TEXT": text("Hi."), "REFERENCE_AUDIO": np.zeros(16000, np.float32)}, "REFERENCE_SAMPLE_RATE"),
+    ({"TEXT": text("Hi."), "VOICE": text("f1"), "REFERENCE_AUDIO": np.zeros(16000, np.float32),
+      "REFERENCE_SAMPLE_RATE": np.array([16000], np.int32)}, "REFERENCE_AUDIO"),
+    ({"TEXT": text("Hi."), "REFERENCE_AUDIO": np.full(16000, 3.0, np.float32),
+      "REFERENCE_SAMPLE_RATE": np.array([16000], np.int32)}, "REFERENCE_AUDIO"),
+    ({"TEXT": text("Hi."), "REFERENCE_AUDIO": np.zeros(100, np.float32),
+      "REFERENCE_SAMPLE_RATE": np.array([16000], np.int32)}, "REFERENCE_AUDIO"),
+])
+def test_parse_request_names_the_bad_input(inputs: dict, name: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        parse_request(inputs)
+    assert caught.value.input_name == name and str(caught.value).startswith(name)
+
+
+def test_parse_request_accepts_a_reference() -> None:
+    req = parse_request({"TEXT": text("Hello."), "REFERENCE_AUDIO": np.zeros(24000, np.float32),
+                         "REFERENCE_SAMPLE_RATE": np.array([24000], np.int32)})
+    assert req.text == "Hello." and req.reference_sample_rate == 24000 and req.voice is None
+
+
+def test_style_cache_is_lru_by_content() -> None:
+    cache = StyleCache(capacity=2)
+    keys = [StyleCache.key(np.full(10, i, np.float32), 16000) for i in range(3)]
+    assert StyleCache.key(np.full(10, 0, np.float32), 22050) != keys[0]
+    for i, key in enumerate(keys):
+        cache.put(key, np.full(4, i, np.float32))
+    assert cache.get(keys[0]) is None and cache.get(keys[2])[0] == 2
