@@ -85,7 +85,8 @@ def _level() -> LevelResult:
         RequestRecord(index=3, measured=True, start=6.0, error="TTSError: boom"),
         RequestRecord(index=4, measured=False, start=6.5, first_chunk=6.6, end=9.0, audio_seconds=3.0, chunks=2),
     ]
-    return LevelResult(concurrency=2, records=records, loaded_seconds=10.0, cpu_busy=90.0, cpu_steal=1.0)
+    return LevelResult(concurrency=2, records=records, loaded_seconds=10.0, cpu_busy=90.0, cpu_steal=1.0,
+                       cpu_own=60.0)
 
 
 def test_summarize_separates_measured_fillers_cutoffs_and_errors() -> None:
@@ -108,9 +109,10 @@ def test_summarize_empty_level_gives_nan_not_errors() -> None:
 
 
 def test_cpu_usage() -> None:
-    busy, steal = CpuSample.usage(CpuSample(total=1000, idle=400, steal=0), CpuSample(total=1200, idle=450, steal=10))
-    assert busy == pytest.approx(75.0) and steal == pytest.approx(5.0)
-    assert all(math.isnan(v) for v in CpuSample.usage(None, CpuSample(1, 1, 0)))
+    busy, steal, own = CpuSample.usage(CpuSample(total=1000, idle=400, steal=0, own=100),
+                                       CpuSample(total=1200, idle=450, steal=10, own=200))
+    assert (busy, steal, own) == pytest.approx((75.0, 5.0, 50.0))
+    assert all(math.isnan(v) for v in CpuSample.usage(None, CpuSample(1, 1, 0, 0)))
 
 
 def test_markdown_table_aligns_numbers_right_and_escapes_pipes() -> None:

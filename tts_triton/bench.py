@@ -107,29 +107,41 @@ class RequestRecord:
 
 @dataclass(frozen=True)
 class CpuSample:
-    """Cumulative jiffies of the ``cpu`` line of ``/proc/stat``: all, idle (idle + iowait), steal."""
+    """Cumulative CPU time in clock ticks: the machine's (``cpu`` line of ``/proc/stat``: all, idle + iowait,
+    steal) and the benchmark's own (this process plus the server's process group, when known)."""
 
     total: int
     idle: int
     steal: int
+    own: int
 
     @classmethod
-    def read(cls) -> CpuSample | None:
-        """The current counters, or None where ``/proc/stat`` is unavailable."""
+    def read(cls, server_group: int | None = None) -> CpuSample | None:
+        """The current counters, or None where ``/proc`` is unavailable."""
         try:
             fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
         except (OSError, ValueError):
             return None
+        own = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                # fields after "pid (comm)": state ppid pgrp ... utime(11) stime(12)
+                rest = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # the process exited meanwhile
+            if int(stat.parent.name) == os.getpid() or (server_group is not None and int(rest[2]) == server_group):
+                own += int(rest[11]) + int(rest[12])
         steal = fields[7] if len(fields) > 7 else 0
-        return cls(total=sum(fields[:8]), idle=fields[3] + fields[4], steal=steal)
+        return cls(total=sum(fields[:8]), idle=fields[3] + fields[4], steal=steal, own=own)
 
     @staticmethod
-    def usage(before: CpuSample | None, after: CpuSample | None) -> tuple[float, float]:
-        """(busy %, steal %) of all cores between two samples; NaN when unknown."""
+    def usage(before: CpuSample | None, after: CpuSample | None) -> tuple[float, float, float]:
+        """(busy %, steal %, the benchmark's own %) of all cores between two samples; NaN when unknown."""
         if before is None or after is None or after.total <= before.total:
-            return math.nan, math.nan
+            return math.nan, math.nan, math.nan
         span = after.total - before.total
-        return 100.0 * (1 - (after.idle - before.idle) / span), 100.0 * (after.steal - before.steal) / span
+        return (100.0 * (1 - (after.idle - before.idle) / span), 100.0 * (after.steal - before.steal) / span,
+                100.0 * (after.own - before.own) / span)
 
 
 def flatten_stats(statistics: dict[str, Any]) -> dict[str, dict[str, int]]:
@@ -212,6 +224,7 @@ class LevelResult:
     loaded_seconds: float
     cpu_busy: float = math.nan
     cpu_steal: float = math.nan
+    cpu_own: float = math.nan
     models: list[ModelDelta] = field(default_factory=list)
 
 
@@ -235,6 +248,7 @@ class LevelSummary:
     loaded_seconds: float
     cpu_busy: float
     cpu_steal: float
+    cpu_own: float
 
 
 def summarize(level: LevelResult) -> LevelSummary:
@@ -260,13 +274,14 @@ def summarize(level: LevelResult) -> LevelSummary:
         loaded_seconds=span,
         cpu_busy=level.cpu_busy,
         cpu_steal=level.cpu_steal,
+        cpu_own=level.cpu_own,
     )
 
 
 # --------------------------------------------------------------------------- rendering (pure)
 
 LEVEL_HEADERS = ("concurrency", "measured", "done", "errors", "cut off", "first chunk p50 ms", "p90 ms", "p99 ms",
-                 "RTF mean", "RTF p90", "audio s / s", "requests / s", "loaded s", "CPU busy %")
+                 "RTF mean", "RTF p90", "audio s / s", "requests / s", "loaded s", "CPU busy %", "of which bench %")
 MODEL_HEADERS = ("model", "requests", "failures", "executions", "avg batch", "queue ms / req", "compute ms / req")
 
 
@@ -279,7 +294,7 @@ def level_row(s: LevelSummary) -> list[str]:
     return [str(s.concurrency), str(s.measured), str(s.completed), str(s.errors), str(s.cut_off),
             _num(s.first_chunk_p50), _num(s.first_chunk_p90), _num(s.first_chunk_p99), _num(s.rtf_mean, 2),
             _num(s.rtf_p90, 2), _num(s.audio_per_second, 2), _num(s.requests_per_second, 3),
-            _num(s.loaded_seconds, 1), _num(s.cpu_busy)]
+            _num(s.loaded_seconds, 1), _num(s.cpu_busy), _num(s.cpu_own)]
 
 
 def model_row(m: ModelDelta) -> list[str]:
@@ -605,6 +620,7 @@ def plot(summaries: Sequence[LevelSummary], path: Path, title: str) -> None:
     twin = ax.twinx()
     twin.plot(cs, [s.requests_per_second for s in summaries], marker="s", color="tab:purple", label="requests / s")
     twin.set_ylabel("requests / s")
+    twin.set_ylim(bottom=0)
     handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
     ax.legend(handles, [h.get_label() for h in handles], loc="upper left", fontsize=8)
     for ax in axes:
@@ -646,11 +662,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+@dataclass(frozen=True)
+class Target:
+    """The server under test: its gRPC address and, for the embedded server, its repository and process group."""
+
+    url: str
+    repository: Path | None = None
+    process_group: int | None = None
+
+
 @contextlib.contextmanager
-def _server(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator[tuple[str, Path | None]]:
-    """(gRPC url, served repository or None): ``--url``, or the embedded server for the duration."""
+def _server(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator[Target]:
+    """``--url``, or the embedded server on free loopback ports for the duration of the block."""
     if args.url:
-        yield args.url, None
+        yield Target(args.url)
         return
     from tts_triton.build import ensure_repository
     from tts_triton.server import TritonServer, free_port
@@ -664,21 +689,21 @@ def _server(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator[tu
     server = TritonServer(repository.resolve(), http_port=ports[0], grpc_port=ports[1], metrics_port=ports[2])
     say(f"starting the embedded tritonserver (log: {server.log_file}) ...")
     with server:
-        yield server.grpc_url, repository
+        yield Target(server.grpc_url, repository, server.pid)
 
 
-async def _bench(args: argparse.Namespace, url: str, repository: Path | None,
+async def _bench(args: argparse.Namespace, target: Target,
                  say: Callable[[str], None]) -> tuple[list[LevelResult], tuple[Any, ...]]:
     import tritonclient.grpc.aio as grpcclient_aio
 
     from tts_triton.client import AsyncTTSClient
 
-    server = grpcclient_aio.InferenceServerClient(url)
+    server = grpcclient_aio.InferenceServerClient(target.url)
     try:
-        described = await describe_server(server, url, repository)
+        described = await describe_server(server, target.url, target.repository)
         if described[1] is not True:
             say("note: the served weights are not trained; see the report")
-        async with AsyncTTSClient(url) as client:
+        async with AsyncTTSClient(target.url) as client:
             for i in range(args.warmup):
                 record = RequestRecord(index=i, measured=False, start=0.0)
                 await _one_stream(client, record, _now())
@@ -689,18 +714,20 @@ async def _bench(args: argparse.Namespace, url: str, repository: Path | None,
             levels = []
             for concurrency in args.concurrency:
                 before = await _wait_idle(server)
-                cpu_before = CpuSample.read()
+                cpu_before = CpuSample.read(target.process_group)
                 requests = args.requests or 8 * concurrency
                 say(f"level c={concurrency}: up to {requests} measured requests started within {args.seconds:g} s")
                 level = await run_level(client, concurrency, requests, args.seconds, args.grace, say)
-                level.cpu_busy, level.cpu_steal = CpuSample.usage(cpu_before, CpuSample.read())
+                cpu_after = CpuSample.read(target.process_group)
+                level.cpu_busy, level.cpu_steal, level.cpu_own = CpuSample.usage(cpu_before, cpu_after)
                 level.models = diff_stats(before, await _wait_idle(server))
                 levels.append(level)
                 s = summarize(level)
                 say(f"  c={concurrency}: {s.completed}/{s.measured} done ({s.errors} errors, {s.cut_off} cut off) in "
                     f"{s.loaded_seconds:.0f} s; first chunk p50/p90/p99 {_num(s.first_chunk_p50)}/"
                     f"{_num(s.first_chunk_p90)}/{_num(s.first_chunk_p99)} ms; RTF mean {_num(s.rtf_mean, 2)}; "
-                    f"{_num(s.audio_per_second, 2)} audio s/s; CPU {_num(s.cpu_busy)} %")
+                    f"{_num(s.audio_per_second, 2)} audio s/s; CPU busy {_num(s.cpu_busy)} % "
+                    f"(bench {_num(s.cpu_own)} %)")
     finally:
         await server.close()
     return levels, described
@@ -718,14 +745,14 @@ def main(argv: list[str] | None = None) -> int:
         print(message, flush=True)
 
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    with _server(args, say) as (url, repository):
-        levels, (facts, trained, settings, params) = asyncio.run(_bench(args, url, repository, say))
+    with _server(args, say) as target:
+        levels, (facts, trained, settings, params) = asyncio.run(_bench(args, target, say))
     summaries = [summarize(level) for level in levels]
     print("\n" + text_table(LEVEL_HEADERS, [level_row(s) for s in summaries]))
     for level in levels:
         print(f"\nconcurrency {level.concurrency}:\n" + text_table(MODEL_HEADERS, [model_row(m) for m in level.models]))
     checkpoint = params.get("checkpoint_name", "?")
-    plot(summaries, args.plot, f"tts over gRPC, {checkpoint}{'' if trained else ' (untrained)'}, {date}")
+    plot(summaries, args.plot, f"tts over gRPC, checkpoint {checkpoint}{'' if trained else ' (UNTRAINED)'}, {date}")
     plot_link = os.path.relpath(args.plot.resolve(), args.out.resolve().parent)
     report = Report(date=date, command=command, machine=describe_machine(), server=facts, trained=trained,
                     settings=settings, levels=levels, sentences=sentence_rows(levels, params.get("model_config", "")),

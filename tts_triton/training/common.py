@@ -227,7 +227,8 @@ def plot_losses(path: Path, rows: Sequence[dict[str, Any]], keys: Sequence[str],
     ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, ncol=3)
+    if ax.lines:
+        ax.legend(fontsize=7, ncol=3)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -73,7 +73,7 @@ MODULE = "tts_triton.training.train_acoustic"
 class LossWeights:
     gate: float = 1.0
     gate_pos_weight: float = 5.0
-    guided: float = 1.0
+    guided: float = 2.0
     guided_g: float = 0.2
 
 
@@ -138,6 +138,14 @@ def encode_references(encoder: StyleEncoder, ref_mel: Tensor, ref_lengths: Tenso
         for i, style in zip(rows, encoder(clips), strict=True):
             styles[i] = style
     return torch.stack(styles)  # type: ignore[arg-type]
+
+
+def init_frame_bias(model: AcousticModel, dataset: AcousticDataset, utterances: int = 256) -> None:
+    """Start the decoder's frame projection at the corpus mean log-mel per bin (for a fresh model): the
+    first steps then fit the spectral shape instead of climbing from 0 to the silence level."""
+    mels = np.concatenate([dataset.corpus.mel(e) for e in dataset.entries[:utterances]]).astype(np.float32)
+    with torch.no_grad():
+        model.decoder.projection.bias.copy_(torch.from_numpy(mels.mean(axis=0)).repeat(model.decoder.r))
 
 
 def teacher_forced(model: AcousticModel, batch: dict[str, Tensor]) -> AcousticOutput:
@@ -324,6 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"[acoustic] {len(train)} train / {len(val)} val utterances, {train.corpus.summary['hours']:.2f} h; "
           f"device {device}, r={r}, batch {args.batch_size}, start step {first_step}", flush=True)
 
+    if args.init is None:
+        init_frame_bias(ckpt.acoustic, train)
     model = ckpt.acoustic.to(device).train()
     params = sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-6,

@@ -241,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         terms.update(generator_step_losses(real, fake, mpd, msd, step >= d_start + args.d_warmup, amp))
         opt_g.zero_grad(set_to_none=True)
         terms["total"].backward()
-        if not math.isfinite(float(terms["total"])):
+        if not math.isfinite(terms["total"].item()):
             skipped += 1
             if skipped > 20:
                 raise RuntimeError(f"{skipped} steps with a non-finite generator loss; stopping")
