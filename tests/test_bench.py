@@ -118,6 +118,7 @@ def test_cpu_usage() -> None:
 def test_markdown_table_aligns_numbers_right_and_escapes_pipes() -> None:
     table = markdown_table(("name", "n"), [["a|b", "1"]]).splitlines()
     assert table == ["| name | n |", "|---|---:|", "| a\\|b | 1 |"]
+    assert markdown_table(("a", "b", "c"), [], left=2).splitlines()[1] == "|---|---|---:|"
 
 
 def test_text_table_pads_columns() -> None:
@@ -146,8 +147,16 @@ def test_render_markdown_has_every_section() -> None:
     assert "| vocoder | 8 | 0 | 2 | 4.00 | 1.00 | 0.00 |" in text
     assert "![latency and throughput against concurrency](docs/bench/concurrency.png)" in text
     assert "`TTSError: boom`" in text
-    assert "CPU steal time during the levels: 1-1 %" in text
+    assert "- Shared: during the levels other processes used 30-30 % of all cores, CPU steal time 1-1 %" in text
     assert "UNTRAINED" not in text
+    assert "not in this run" not in text
+
+
+def test_render_markdown_flags_uneven_other_load() -> None:
+    report = _report(trained=True)
+    quiet = LevelResult(concurrency=1, records=[], loaded_seconds=1.0, cpu_busy=50.0, cpu_steal=0.0, cpu_own=50.0)
+    report.levels.insert(0, quiet)  # 0 % others here, 30 % in the other level
+    assert "**but not in this run**: other processes took 0 to 30 %" in render_markdown(report)
 
 
 @pytest.mark.parametrize(("trained", "phrase"), [(False, "UNTRAINED"), (None, "unknown training state")])

@@ -93,11 +93,12 @@ def bucketed_batches(lengths: Sequence[int], batch_size: int, seed: int, epoch: 
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def epoch_loader(dataset: AcousticDataset, batch_size: int, r: int, seed: int, epoch: int,
-                 workers: int) -> torch.utils.data.DataLoader:
-    """A DataLoader over one epoch's bucketed batches, frames padded to a multiple of ``r``."""
+def epoch_loader(dataset: AcousticDataset, batch_size: int, r: int, seed: int, epoch: int, workers: int,
+                 limit: int | None = None) -> torch.utils.data.DataLoader:
+    """A DataLoader over one epoch's bucketed batches of the first ``limit`` items (all by default), frames
+    padded to a multiple of ``r``. References still come from the whole dataset."""
     dataset.set_epoch(epoch)
-    batches = bucketed_batches([e.n_frames for e in dataset.entries], batch_size, seed, epoch)
+    batches = bucketed_batches([e.n_frames for e in dataset.entries[:limit]], batch_size, seed, epoch)
     return torch.utils.data.DataLoader(dataset, batch_sampler=batches, num_workers=workers,
                                        collate_fn=functools.partial(collate_acoustic, frames_multiple=r),
                                        pin_memory=torch.cuda.is_available(), persistent_workers=False)
@@ -327,9 +328,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     train = AcousticDataset(args.data, "train", seed=args.seed)
     val = AcousticDataset(train.corpus, "val", seed=args.seed)
-    val.entries = val.entries[: args.val_utterances]
-    val_batches = list(epoch_loader(val, args.batch_size, r, args.seed, 0, 0))
-    print(f"[acoustic] {len(train)} train / {len(val)} val utterances, {train.corpus.summary['hours']:.2f} h; "
+    val_batches = list(epoch_loader(val, args.batch_size, r, args.seed, 0, 0, args.val_utterances))
+    n_val = min(len(val), args.val_utterances)
+    print(f"[acoustic] {len(train)} train / {n_val} val utterances, {train.corpus.summary['hours']:.2f} h; "
           f"device {device}, r={r}, batch {args.batch_size}, start step {first_step}", flush=True)
 
     if args.init is None:

@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     budget = Budget(args.minutes)
-    device = pick_device(args.device)
+    device = pick_device(args.device, fixed_shapes=True)
     torch.manual_seed(args.seed)
     ckpt = start_checkpoint(args.init, fresh_config(args.frames_per_step, args.vocoder_variant), args.seed)
     record = part_info(ckpt, "vocoder")
@@ -208,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             "gan_start": args.gan_start, "amp": args.amp, "training_mels": "ground truth",
                             "last_val": history[-1], "history": history, "runs": runs}}
         Checkpoint(ckpt.config, ckpt.acoustic, generator, both_trained(info), info).save(out / "checkpoint.pt")
-        plot_losses(out / "losses.png", log.rows(), ("mel", "adv", "fm", "disc"), "vocoder losses")
+        plot_losses(out / "losses.png", log.rows(), ("mel", "adv", "fm", "disc", "mel_l1"), "vocoder losses")
 
     def run_validation() -> dict[str, float]:
         plot = out / "plots" / f"step-{step:06d}.png"

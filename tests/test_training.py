@@ -1,0 +1,186 @@
+"""Trainers: one tiny step of each on a tiny rendered corpus, resume round trips, merge/ship, loss pieces."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tts_triton.checkpoint import Checkpoint, init_checkpoint, load_checkpoint
+from tts_triton.config import DecoderConfig, ModelConfig, StyleEncoderConfig, TextEncoderConfig
+from tts_triton.models.style_encoder import StyleEncoder
+from tts_triton.training import common, train_acoustic, train_vocoder
+
+needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
+
+#: A model small enough that a CPU step takes well under a second (the vocoder stays v2).
+TINY = ModelConfig(
+    text=TextEncoderConfig(dim=32, layers=1, heads=2, ffn_dim=64),
+    style=StyleEncoderConfig(conv_channels=(4, 4, 4, 4, 4, 4), gru_dim=16, tokens=4, heads=2, dim=16),
+    decoder=DecoderConfig(prenet_dims=(32, 32), attention_rnn_dim=32, decoder_rnn_dim=32, attention_dim=16,
+                          location_filters=4, location_kernel=5, frames_per_step=3, postnet_dim=16, postnet_layers=2),
+)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """24 utterances: one test sentence in 10 voices, one validation and six train sentences in 2 voices each."""
+    if shutil.which("espeak-ng") is None:
+        pytest.skip("espeak-ng is not installed")
+    out = tmp_path_factory.mktemp("corpus") / "data"
+    subprocess.run([sys.executable, "-m", "tts_triton.data.corpus", "build", "--out", str(out), "--limit", "24",
+                    "--jobs", "1", "--quiet"], check=True, capture_output=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_init(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("init") / "tiny.pt"
+    init_checkpoint(TINY, seed=3).save(path)
+    return path
+
+
+def _same(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+@needs_espeak
+def test_acoustic_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
+    flags = ["--data", str(corpus), "--batch-size", "4", "--workers", "0", "--val-utterances", "1", "--device", "cpu"]
+    assert train_acoustic.main([*flags, "--init", str(tiny_init), "--out", str(tmp_path / "a"), "--steps", "2"]) == 0
+    first = load_checkpoint(tmp_path / "a" / "checkpoint.pt")
+    init = load_checkpoint(tiny_init)
+    assert first.config == TINY and first.info["acoustic"]["steps"] == 2
+    assert not _same(first.acoustic, init.acoustic) and _same(first.generator, init.generator)
+    assert not first.trained  # the vocoder part has no steps yet
+    rows = [json.loads(line) for line in (tmp_path / "a" / "losses.jsonl").read_text().splitlines()]
+    assert rows[-1]["kind"] == "val" and np.isfinite(rows[-1]["total"]) and rows[-1]["free_len_ratio"] > 0
+    assert (tmp_path / "a" / "latest.png").stat().st_size > 0 and (tmp_path / "a" / "losses.png").exists()
+
+    resumed_out = tmp_path / "b"
+    assert train_acoustic.main([*flags, "--init", str(tmp_path / "a" / "checkpoint.pt"), "--out", str(resumed_out),
+                                "--steps", "3"]) == 0
+    resumed = load_checkpoint(resumed_out / "checkpoint.pt")
+    record = resumed.info["acoustic"]
+    assert record["steps"] == 3
+    assert [(r["from_step"], r["to_step"]) for r in record["runs"]] == [(0, 2), (2, 3)]
+    assert [h["step"] for h in record["history"]] == [2, 3]
+
+
+@needs_espeak
+def test_vocoder_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
+    flags = ["--data", str(corpus), "--batch-size", "2", "--workers", "0", "--val-utterances", "1", "--device", "cpu",
+             "--gan-start", "1", "--d-warmup", "0"]
+    assert train_vocoder.main([*flags, "--init", str(tiny_init), "--out", str(tmp_path / "v"), "--steps", "2"]) == 0
+    first = load_checkpoint(tmp_path / "v" / "checkpoint.pt")
+    init = load_checkpoint(tiny_init)
+    assert first.info["vocoder"]["steps"] == 2 and np.isfinite(first.info["vocoder"]["last_val"]["mel_l1"])
+    assert _same(first.acoustic, init.acoustic) and not _same(first.generator, init.generator)
+    assert (tmp_path / "v" / "sample.wav").stat().st_size > 44
+
+    assert train_vocoder.main([*flags, "--init", str(tmp_path / "v" / "checkpoint.pt"), "--out",
+                               str(tmp_path / "w"), "--steps", "3"]) == 0
+    assert load_checkpoint(tmp_path / "w" / "checkpoint.pt").info["vocoder"]["steps"] == 3
+
+
+def _parts() -> tuple[Checkpoint, Checkpoint]:
+    """Two tiny checkpoints that claim a trained acoustic model and a trained vocoder respectively."""
+    a, v = init_checkpoint(TINY, seed=1), init_checkpoint(TINY, seed=2)
+    a.info = {"acoustic": {"steps": 5}, "commands": ["train acoustic"]}
+    v.info = {"vocoder": {"steps": 7}, "commands": ["train vocoder"]}
+    return a, v
+
+
+def test_merge_takes_each_trained_part() -> None:
+    a, v = _parts()
+    merged = common.merge(a, v, "merge")
+    assert merged.trained and merged.info["name"] == "default"
+    assert _same(merged.acoustic, a.acoustic) and _same(merged.generator, v.generator)
+    assert merged.info["commands"] == ["train acoustic", "train vocoder", "merge"]
+    assert not common.merge(a, init_checkpoint(TINY), None).trained
+    with pytest.raises(ValueError, match="different configs"):
+        common.merge(a, init_checkpoint(ModelConfig()))
+
+
+def test_default_size_checkpoint_fits_in_fp16(tmp_path: Path) -> None:
+    path = tmp_path / "full.pt"
+    init_checkpoint(ModelConfig(decoder=dataclasses.replace(DecoderConfig(), frames_per_step=3))).save(path, half=True)
+    assert path.stat().st_size <= 25 * 2**20
+
+
+@needs_espeak
+def test_ship_writes_default_and_voice_bank(tmp_path: Path) -> None:
+    from tts_triton.voices import VoiceBank
+
+    out = tmp_path / "assets" / "default_voice.pt"
+    with pytest.raises(ValueError, match="not trained"):
+        common.ship(init_checkpoint(TINY), out, 1, None, "ship")
+    bank_path = common.ship(common.merge(*_parts()), out, 1, {"median_mcd_db": 9.0}, "ship")
+    shipped = load_checkpoint(out)
+    assert shipped.trained and shipped.info["metrics"] == {"median_mcd_db": 9.0}
+    assert shipped.info["commands"][-1] == "ship"
+    assert all(v.dtype == torch.float16 for v in torch.load(out, weights_only=False)["acoustic"].values()
+               if v.is_floating_point())
+    bank = VoiceBank.load(bank_path)
+    assert len(bank.voices) * len(bank.emotions) == 50 and len(bank.style()) == TINY.style.dim
+
+
+def test_guided_attention_prefers_the_diagonal() -> None:
+    steps, tokens = torch.tensor([20]), torch.tensor([10])
+    eye = torch.zeros(1, 24, 12)
+    anti = torch.zeros(1, 24, 12)
+    for n in range(20):
+        eye[0, n, n * 10 // 20] = 1.0
+        anti[0, n, 9 - n * 10 // 20] = 1.0
+    eye[0, 20:, 11] = anti[0, 20:, 11] = 1.0  # padded steps and tokens are ignored
+    diagonal = train_acoustic.guided_attention_loss(eye, steps, tokens, 0.2)
+    assert diagonal < 0.05 < 0.5 < train_acoustic.guided_attention_loss(anti, steps, tokens, 0.2)
+
+
+def test_mel_loss_ignores_padding() -> None:
+    target = torch.randn(2, 9, 80)
+    prediction = target.clone()
+    prediction[0, 6:] += 100.0  # beyond the first utterance's length
+    mask = train_acoustic.length_mask(torch.tensor([6, 9]), 9)
+    assert train_acoustic.masked_mel_loss(prediction, target, mask) == 0.0
+    prediction[1, 8] += 1.0
+    assert train_acoustic.masked_mel_loss(prediction, target, mask) > 0.0
+
+
+def test_style_of_padded_references_equals_unpadded() -> None:
+    torch.manual_seed(0)
+    encoder = StyleEncoder(TINY.style, TINY.n_mels).eval()
+    stride = 2 ** len(TINY.style.conv_channels)
+    refs = torch.randn(2, 3 * stride, TINY.n_mels)
+    refs[1, stride:] = -11.5  # padding after a one-stride reference
+    lengths = torch.tensor([2 * stride, stride])
+    with torch.no_grad():
+        styles = train_acoustic.encode_references(encoder, refs, lengths, stride)
+        alone = [encoder(refs[i : i + 1, : int(n)])[0] for i, n in enumerate(lengths)]
+    torch.testing.assert_close(styles, torch.stack(alone))
+
+
+def test_bucketed_batches_cover_everything_once() -> None:
+    lengths = list(np.random.default_rng(0).integers(50, 900, 1000))
+    batches = train_acoustic.bucketed_batches(lengths, 64, seed=1, epoch=0)
+    assert sorted(i for b in batches for i in b) == list(range(1000))
+    spread = np.median([np.ptp([lengths[i] for i in b]) / np.max([lengths[i] for i in b]) for b in batches])
+    assert spread < 0.3  # sorted by length, so a batch's lengths are close
+    assert batches == train_acoustic.bucketed_batches(lengths, 64, seed=1, epoch=0)
+    assert batches != train_acoustic.bucketed_batches(lengths, 64, seed=1, epoch=1)
+
+
+def test_lr_factor_warms_up_again_after_resuming() -> None:
+    assert common.lr_factor(0, 0, 100, 1000.0) == pytest.approx(0.01)
+    assert common.lr_factor(99, 0, 100, 1e9) == pytest.approx(1.0)
+    assert common.lr_factor(1000, 0, 100, 1000.0) == pytest.approx(0.5)
+    assert common.lr_factor(1000, 1000, 100, 1000.0) == pytest.approx(0.005)
+    assert common.lr_factor(10**6, 0, 100, 1000.0) == pytest.approx(0.05)
