@@ -159,7 +159,7 @@ def test_render_markdown_flags_uneven_other_load() -> None:
     assert "**but not in this run**: other processes took 0 to 30 %" in render_markdown(report)
 
 
-@pytest.mark.parametrize(("trained", "phrase"), [(False, "UNTRAINED"), (None, "unknown training state")])
+@pytest.mark.parametrize(("trained", "phrase"), [(False, "UNTRAINED"), (None, "does not say whether its weights")])
 def test_render_markdown_warns_about_untrained_weights(trained: bool | None, phrase: str) -> None:
     text = render_markdown(_report(trained))
     assert phrase in text.split("## Machine")[0]

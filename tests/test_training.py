@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,15 @@ TINY = ModelConfig(
     decoder=DecoderConfig(prenet_dims=(32, 32), attention_rnn_dim=32, decoder_rnn_dim=32, attention_dim=16,
                           location_filters=4, location_kernel=5, frames_per_step=3, postnet_dim=16, postnet_layers=2),
 )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread() -> Iterator[None]:
+    """Tiny models: more intra-op threads only add synchronisation (and stall on a busy machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +87,8 @@ def test_acoustic_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path)
 
 @needs_espeak
 def test_vocoder_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
-    flags = ["--data", str(corpus), "--batch-size", "2", "--workers", "0", "--val-utterances", "1", "--device", "cpu",
-             "--gan-start", "1", "--d-warmup", "0"]
+    flags = ["--data", str(corpus), "--batch-size", "2", "--segment-frames", "8", "--workers", "0",
+             "--val-utterances", "1", "--device", "cpu", "--gan-start", "1", "--d-warmup", "0"]
     assert train_vocoder.main([*flags, "--init", str(tiny_init), "--out", str(tmp_path / "v"), "--steps", "2"]) == 0
     first = load_checkpoint(tmp_path / "v" / "checkpoint.pt")
     init = load_checkpoint(tiny_init)

@@ -39,13 +39,16 @@ __all__ = [
     "LevelResult",
     "LevelSummary",
     "ModelDelta",
+    "Report",
     "RequestRecord",
+    "ServerInfo",
     "diff_stats",
     "flatten_stats",
     "main",
     "markdown_table",
     "percentile",
     "render_markdown",
+    "run_level",
     "summarize",
     "text_table",
 ]
@@ -342,12 +345,15 @@ class Report:
 def _untrained_note(trained: bool | None) -> str:
     if trained:
         return ""
-    what = "UNTRAINED (a seeded initialisation)" if trained is False else "of unknown training state"
-    return (f"> **The served weights are {what}.** The audio is noise, and the decoder's stop gate is "
-            "meaningless: decoding usually runs to the max-steps guard (8 steps per phoneme id + 16) or stops "
-            "early at an arbitrary step, so the audio length follows the guard, not the text (compare the guard "
-            "and measured columns of the sentence table). Latency per audio second is still the real cost of "
-            "these networks on this machine; the numbers will be re-measured when trained weights ship.\n\n")
+    if trained is None:
+        return ("> **The server does not say whether its weights are trained** (no `info.trained` in the `tts` "
+                "model's voice bank): if they are not, the audio lengths below follow the decoder's max-steps "
+                "guard rather than the text.\n\n")
+    return ("> **The served weights are UNTRAINED (a seeded initialisation).** The audio is noise, and the decoder's "
+            "stop gate is meaningless: decoding usually runs to the max-steps guard or stops early at an arbitrary "
+            "step, so the audio length follows the guard, not the text (compare the guard and measured columns of "
+            "the sentence table). Latency per audio second is still the real cost of these networks on this "
+            "machine; re-measure when trained weights ship.\n\n")
 
 
 def render_markdown(report: Report) -> str:
@@ -552,10 +558,19 @@ def describe_machine() -> list[tuple[str, str]]:
     ]
 
 
-async def describe_server(server: Any, url: str, repository: Path | None) -> tuple[list[tuple[str, str]],
-                                                                                       bool | None, dict[str, Any],
-                                                                                       dict[str, Any]]:
-    """(facts about the server, whether its weights are trained, network settings, ``tts`` parameters)."""
+@dataclass(frozen=True)
+class ServerInfo:
+    """What the report says about the server: (label, value) facts, whether the weights are trained (None:
+    unknown), the network settings from ``repository.json`` (embedded server only) and the ``tts`` parameters."""
+
+    facts: list[tuple[str, str]]
+    trained: bool | None
+    settings: dict[str, Any]
+    parameters: dict[str, str]
+
+
+async def describe_server(server: Any, url: str, repository: Path | None) -> ServerInfo:
+    """Ask the server (metadata, ``tts`` config) and read the repository's manifest when there is one."""
     from tts_triton.contract import TTS
 
     meta = await server.get_server_metadata(as_json=True)
@@ -577,7 +592,7 @@ async def describe_server(server: Any, url: str, repository: Path | None) -> tup
                                     f"{manifest.get('built_at', '?')}, checkpoint sha256 "
                                     f"{manifest.get('checkpoint_sha256', '?')[:12]}"))
         settings = manifest.get("settings", {}).get("networks", {})
-    return facts, trained, settings, params
+    return ServerInfo(facts, trained, settings, params)
 
 
 def sentence_rows(levels: Sequence[LevelResult], model_config: str) -> list[tuple[str, str, str, str, str]]:
@@ -702,7 +717,7 @@ def _server(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator[Ta
 
 
 async def _bench(args: argparse.Namespace, target: Target,
-                 say: Callable[[str], None]) -> tuple[list[LevelResult], tuple[Any, ...]]:
+                 say: Callable[[str], None]) -> tuple[list[LevelResult], ServerInfo]:
     import tritonclient.grpc.aio as grpcclient_aio
 
     from tts_triton.client import AsyncTTSClient, TTSError
@@ -710,7 +725,7 @@ async def _bench(args: argparse.Namespace, target: Target,
     server = grpcclient_aio.InferenceServerClient(target.url)
     try:
         described = await describe_server(server, target.url, target.repository)
-        if described[1] is not True:
+        if described.trained is not True:
             say("note: the served weights are not trained; see the report")
         async with AsyncTTSClient(target.url) as client:
             for i in range(args.warmup):
@@ -762,7 +777,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         with _server(args, say) as target:
-            levels, (facts, trained, settings, params) = asyncio.run(_bench(args, target, say))
+            levels, info = asyncio.run(_bench(args, target, say))
     except (InferenceServerException, TTSError, TritonServerError) as err:
         print(f"error: benchmark of {args.url or 'the embedded server'} failed: {err}", file=sys.stderr)
         return 2
@@ -770,11 +785,13 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + text_table(LEVEL_HEADERS, [level_row(s) for s in summaries]))
     for level in levels:
         print(f"\nconcurrency {level.concurrency}:\n" + text_table(MODEL_HEADERS, [model_row(m) for m in level.models]))
-    checkpoint = params.get("checkpoint_name", "?")
-    plot(summaries, args.plot, f"tts over gRPC, checkpoint {checkpoint}{'' if trained else ' (UNTRAINED)'}, {date}")
+    checkpoint = info.parameters.get("checkpoint_name", "?")
+    plot(summaries, args.plot, f"tts over gRPC, checkpoint {checkpoint}{'' if info.trained else ' (UNTRAINED)'}, "
+                               f"{date}")
     plot_link = os.path.relpath(args.plot.resolve(), args.out.resolve().parent)
-    report = Report(date=date, command=command, machine=describe_machine(), server=facts, trained=trained,
-                    settings=settings, levels=levels, sentences=sentence_rows(levels, params.get("model_config", "")),
+    report = Report(date=date, command=command, machine=describe_machine(), server=info.facts, trained=info.trained,
+                    settings=info.settings, levels=levels,
+                    sentences=sentence_rows(levels, info.parameters.get("model_config", "")),
                     plot=plot_link, warmup=args.warmup, seconds=args.seconds, grace=args.grace)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render_markdown(report))

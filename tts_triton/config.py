@@ -50,7 +50,7 @@ class DecoderConfig:
     attention_dim: int = 128
     location_filters: int = 32
     location_kernel: int = 31
-    frames_per_step: int = 2  # r
+    frames_per_step: int = 3  # r
     steps_per_call: int = 8  # K: decoder steps unrolled into one exported call
     postnet_dim: int = 256
     postnet_kernel: int = 5
