@@ -107,15 +107,23 @@ def test_fifty_sentences_cover_every_voice_and_emotion_once() -> None:
         evaluate.select_items(0)
 
 
-def test_emotion_order_per_voice() -> None:
-    def utt(voice: str, emotion: str, f0: float) -> evaluate.Utterance:
-        item = evaluate.Item("s0", "x", voice, emotion)
-        return evaluate.Utterance(item, 1.0, False, {voice: 1.0}, np.array([0.0, f0]), np.array([f0]))
+def test_emotion_sentences_are_each_voices_shortest_in_every_emotion() -> None:
+    items = evaluate.select_items(50)
+    chosen = evaluate.emotion_items(items)
+    assert len(chosen) == len(VOICES) * len(PITCH_ORDER)
+    for voice in VOICES:
+        mine = [i for i in chosen if i.voice == voice]
+        assert [i.emotion for i in mine] == list(PITCH_ORDER)
+        assert len({i.text for i in mine}) == 1
+        assert mine[0].text == min((i.text for i in items if i.voice == voice), key=len)
 
-    utts = [utt("m1", e, 100.0 + 10 * k) for k, e in enumerate(PITCH_ORDER)]
-    utts += [utt("f1", e, 200.0 - 10 * k) for k, e in enumerate(PITCH_ORDER)]
-    utts.append(utt("f2", "sad", 150.0))  # lacks the other emotions: not judged
-    assert evaluate.emotion_order(evaluate.emotion_means(utts)) == {"m1": True, "f1": False}
+
+def test_emotion_order_per_voice() -> None:
+    f0 = {"m1": {e: 100.0 + 10 * k for k, e in enumerate(PITCH_ORDER)},
+          "f1": {e: 200.0 - 10 * k for k, e in enumerate(PITCH_ORDER)}}
+    order = evaluate.emotion_order(f0)
+    assert order == {"m1": True, "f1": False}
+    assert evaluate.percent(order) == 50.0
 
 
 @espeak_ng

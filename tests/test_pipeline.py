@@ -42,8 +42,8 @@ def test_chunks_cover_every_frame_once_with_context(arrivals: list[int]) -> None
 
 
 def test_chunks_start_small_and_grow() -> None:
-    sizes = [w.end - w.start for w in plan([16] * 40)][:-1]
-    assert sizes[:4] == list(STREAMING.chunk_frames)
+    sizes = [w.end - w.start for w in plan([24] * 60)][:-1]
+    assert sizes[: len(STREAMING.chunk_frames)] == list(STREAMING.chunk_frames)
     assert sizes == sorted(sizes)
 
 

@@ -162,9 +162,11 @@ class StreamingConfig:
     last size repeats) so that the first audio leaves early and later calls amortise overhead.
     """
 
-    chunk_frames: tuple[int, ...] = (16, 32, 64, 128)
-    left_context: int = 24
-    right_context: int = 24
+    chunk_frames: tuple[int, ...] = (12, 24, 48, 96, 192)
+    #: 12 frames each side reproduce one-shot vocoding of the default voice at 70 dB SNR (16: 99 dB,
+    #: 8: 34 dB), measured on espeak-ng speech; the postnet and HiFi-GAN v2 see about that far.
+    left_context: int = 12
+    right_context: int = 12
     #: Encoder memory is padded to the smallest bucket that fits so that streams share batches.
     token_buckets: tuple[int, ...] = (32, 64, 128, 256, 512)
 
