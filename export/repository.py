@@ -141,7 +141,7 @@ def _default_networks() -> dict[str, NetworkSettings]:
         TEXT_ENCODER: NetworkSettings(max_batch_size=16, max_queue_delay_us=1000, intra_op_threads=2),
         STYLE_ENCODER: NetworkSettings(max_batch_size=16, max_queue_delay_us=0, response_cache=True),
         DECODER: NetworkSettings(max_batch_size=64, max_queue_delay_us=1000, intra_op_threads=2),
-        VOCODER: NetworkSettings(max_batch_size=16, max_queue_delay_us=2000, intra_op_threads=4),
+        VOCODER: NetworkSettings(max_batch_size=16, max_queue_delay_us=2000, intra_op_threads=2),
     }
 
 

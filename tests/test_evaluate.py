@@ -109,13 +109,20 @@ def test_fifty_sentences_cover_every_voice_and_emotion_once() -> None:
 
 def test_emotion_sentences_are_each_voices_shortest_in_every_emotion() -> None:
     items = evaluate.select_items(50)
-    chosen = evaluate.emotion_items(items)
-    assert len(chosen) == len(VOICES) * len(PITCH_ORDER)
+    chosen = evaluate.emotion_items(items, per_voice=2)
+    assert len(chosen) == len(VOICES) * 2 * len(PITCH_ORDER)
     for voice in VOICES:
         mine = [i for i in chosen if i.voice == voice]
-        assert [i.emotion for i in mine] == list(PITCH_ORDER)
-        assert len({i.text for i in mine}) == 1
-        assert mine[0].text == min((i.text for i in items if i.voice == voice), key=len)
+        assert [i.emotion for i in mine] == list(PITCH_ORDER) * 2
+        shortest = sorted((i.text for i in items if i.voice == voice), key=len)[:2]
+        assert [i.text for i in mine[:: len(PITCH_ORDER)]] == shortest
+
+
+def test_emotion_means_pool_sentences_per_voice_and_emotion() -> None:
+    contours = {evaluate.Item("s0", "a", "m1", "sad"): np.array([0.0, 100.0]),
+                evaluate.Item("s1", "b", "m1", "sad"): np.array([120.0, 140.0]),
+                evaluate.Item("s0", "a", "m1", "happy"): np.array([200.0])}
+    assert evaluate.emotion_means(contours) == {"m1": {"sad": 120.0, "happy": 200.0}}
 
 
 def test_emotion_order_per_voice() -> None:

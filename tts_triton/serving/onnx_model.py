@@ -127,6 +127,8 @@ class TritonPythonModel:
         options = ort.SessionOptions()
         options.intra_op_num_threads = int_parameter(config, INTRA_OP_THREADS, 0)
         options.inter_op_num_threads = int_parameter(config, INTER_OP_THREADS, 0)
+        # Several models share the cores: idle ONNX Runtime workers must sleep, not spin.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
         inputs, outputs = config_tensors(config, "input"), config_tensors(config, "output")
         if problems := io_mismatches(self._session, inputs, outputs, batched=self._batched):
