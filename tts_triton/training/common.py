@@ -20,6 +20,7 @@ file limits (an fp16 checkpoint of ~21 MB; optimizer moments and discriminators 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -77,6 +78,21 @@ def both_trained(info: dict[str, Any]) -> bool:
 def command_line(module: str, argv: Sequence[str]) -> str:
     """The shell command that reruns ``python -m module argv``."""
     return shlex.join(["python", "-m", module, *argv])
+
+
+def autocast(amp: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """bf16 autocast on CUDA when ``amp == "bf16"``, else a no-op context."""
+    if amp == "bf16" and device.type == "cuda":
+        return torch.autocast("cuda", torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def run_record(module: str, argv: Sequence[str], first_step: int, step: int, minutes: float,
+               device: torch.device) -> dict[str, Any]:
+    """One entry of a checkpoint's ``runs`` history: how this run got from ``first_step`` to ``step``."""
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    return {"command": command_line(module, argv), "from_step": first_step, "to_step": step,
+            "minutes": round(minutes, 2), "device": name}
 
 
 class Budget:

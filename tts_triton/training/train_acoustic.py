@@ -54,8 +54,8 @@ from tts_triton.training.common import (
     JsonlLog,
     Mean,
     Progress,
+    autocast,
     both_trained,
-    command_line,
     corpus_info,
     fresh_config,
     lr_factor,
@@ -63,6 +63,7 @@ from tts_triton.training.common import (
     pick_device,
     plot_losses,
     plot_panels,
+    run_record,
     start_checkpoint,
 )
 
@@ -339,8 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     params = sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-6,
                                   weight_decay=args.weight_decay)
-    amp = (torch.autocast("cuda", torch.bfloat16) if args.amp == "bf16" and device.type == "cuda"
-           else contextlib.nullcontext())
+    amp = autocast(args.amp, device)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     log = JsonlLog(out / "losses.jsonl")
@@ -351,10 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def checkpoint(val_losses: dict[str, float]) -> None:
         history.append({"step": step, **{k: round(v, 5) for k, v in val_losses.items()}})
-        runs = [*record.get("runs", []), {"command": command_line(MODULE, argv), "from_step": first_step,
-                                           "to_step": step, "minutes": round(budget.elapsed / 60, 2),
-                                           "device": torch.cuda.get_device_name(device) if device.type == "cuda"
-                                           else "cpu"}]
+        runs = [*record.get("runs", []), run_record(MODULE, argv, first_step, step, budget.elapsed / 60, device)]
         info = {**ckpt.info, "data": corpus_info(train.corpus.summary),
                 "acoustic": {"steps": step, "epochs": epoch, "parameters": params, "batch_size": args.batch_size,
                              "loss_weights": dataclasses.asdict(weights), "lr": args.lr, "amp": args.amp,

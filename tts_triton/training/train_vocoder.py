@@ -48,8 +48,8 @@ from tts_triton.training.common import (
     JsonlLog,
     Mean,
     Progress,
+    autocast,
     both_trained,
-    command_line,
     corpus_info,
     fresh_config,
     lr_factor,
@@ -57,6 +57,7 @@ from tts_triton.training.common import (
     pick_device,
     plot_losses,
     plot_panels,
+    run_record,
     save_wav,
     start_checkpoint,
 )
@@ -186,8 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     mpd, msd = MultiPeriodDiscriminator().to(device).train(), MultiScaleDiscriminator().to(device).train()
     opt_g = torch.optim.AdamW(generator.parameters(), lr=args.lr, betas=(0.8, 0.99))
     opt_d = torch.optim.AdamW([*mpd.parameters(), *msd.parameters()], lr=args.lr, betas=(0.8, 0.99))
-    amp = (torch.autocast("cuda", torch.bfloat16) if args.amp == "bf16" and device.type == "cuda"
-           else contextlib.nullcontext())
+    amp = autocast(args.amp, device)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     log = JsonlLog(out / "losses.jsonl")
@@ -198,10 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def checkpoint(val_losses: dict[str, float]) -> None:
         history.append({"step": step, **{k: round(v, 5) for k, v in val_losses.items()}})
-        runs = [*record.get("runs", []), {"command": command_line(MODULE, argv), "from_step": first_step,
-                                           "to_step": step, "minutes": round(budget.elapsed / 60, 2),
-                                           "device": torch.cuda.get_device_name(device) if device.type == "cuda"
-                                           else "cpu"}]
+        runs = [*record.get("runs", []), run_record(MODULE, argv, first_step, step, budget.elapsed / 60, device)]
         info = {**ckpt.info, "data": corpus_info(train.corpus.summary),
                 "vocoder": {"steps": step, "epochs": epoch, "variant": ckpt.config.vocoder.variant,
                             "batch_size": args.batch_size, "segment_frames": args.segment_frames, "lr": args.lr,
