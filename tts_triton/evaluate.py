@@ -511,7 +511,7 @@ def evaluate(args: argparse.Namespace, command: str) -> Evaluation:
     emotion_f0 = {source: emotion_means(c) for source, c in contours.items()}
 
     start = time.monotonic()
-    focus = next(i for i in items if i in by_emotion)  # the first voice's shortest sentence, in its own emotion
+    focus = next(i for i in items if i.sentence_id == by_emotion[0].sentence_id)  # first voice's shortest sentence
     focus_contours = {source: {i.emotion: f0 for i, f0 in c.items() if (i.voice, i.text) == (focus.voice, focus.text)}
                       for source, c in contours.items()}
     plots = write_plots(args.out.parent / "eval", focus, synths[focus], emotion_audio[focus],
@@ -619,6 +619,18 @@ def _mark(ok: bool) -> str:
     return "**pass**" if ok else "FAIL"
 
 
+def _info_summary(info: Mapping[str, Any]) -> str:
+    """Scalars of the checkpoint's ``info`` and the steps, epochs and data size inside its sections."""
+    parts = []
+    for key, value in sorted(info.items()):
+        if isinstance(value, dict):
+            facts = [f"{k} {v}" for k, v in value.items() if k in ("steps", "epochs", "utterances", "hours")]
+            parts += [f"{key}: {', '.join(facts)}"] if facts else []
+        elif isinstance(value, str | int | float):
+            parts.append(f"{key}: {value}")
+    return "; ".join(parts) or "none"
+
+
 def _hz(value: float | None) -> str:
     return "-" if value is None or np.isnan(value) else f"{value:.0f}"
 
@@ -636,10 +648,9 @@ def report(ev: Evaluation) -> str:
     if not ev.trained:
         lines += [f"> **{UNTRAINED_LABEL}.** This run proves the evaluation pipeline end to end; the numbers "
                   "measure an untrained network, not the model.", ""]
-    info = ", ".join(f"{k}={json.dumps(v)[:60]}" for k, v in sorted(ev.info.items())) or "none"
     lines += [
         f"- checkpoint: **{ev.checkpoint}**, trained: **{ev.trained}**, weights fingerprint `{ev.fingerprint}`",
-        f"- checkpoint info (truncated): {info}",
+        f"- checkpoint info: {_info_summary(ev.info)}",
         f"- voice bank: {ev.voice_bank}",
         f"- generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {os.cpu_count()} CPU cores by",
         "", f"      {ev.command}", "",
@@ -763,7 +774,7 @@ def _method_section() -> list[str]:
         "- **Voice identity**: the output's MCD against the renderings of the same sentence and emotion in all 10 "
         "voices; correct when the target voice's is strictly the lowest.",
         "- **Stop failures**: `Pipeline.stats[i].hit_max_steps` for any sentence piece "
-        "(guard: `8 * tokens + 16` decoder steps).",
+        "(guard: `DecoderConfig.max_steps(tokens)` decoder steps).",
         f"- **Emotion**: each voice's {EMOTION_SENTENCES_PER_VOICE} shortest test sentences are synthesized in all "
         "five emotions (the same texts, so only the emotion changes); a voice passes when the mean harvest F0 over "
         "the voiced frames of those sentences rises strictly along `prosody.PITCH_ORDER`. (With one sentence per "
