@@ -92,7 +92,7 @@ def start_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
 # --- The model under test: seeded weights with a calibrated stop gate, exported and served once. ---
 
 SENTENCE_IDS = [1, *range(20, 52), 2]
-STOP_STEP = 21
+CALIBRATION_STEPS = 48
 
 
 @pytest.fixture(scope="session")
@@ -104,11 +104,15 @@ def test_style() -> Any:
 
 @pytest.fixture(scope="session")
 def checkpoint(test_style: Any) -> Any:
-    """Seeded weights whose gate bias is shifted so that decoding stops near STOP_STEP.
+    """Seeded weights whose stop gate is calibrated to fire mid-sentence on SENTENCE_IDS.
 
-    Untrained gates barely move from step to step, so without this the stop rule would fire at
-    step 0 or never. Tests that compare implementations use it to exercise the stop rule.
+    Untrained gate logits barely move, so the stop rule would fire at step 0 or never. The gate's
+    logits over the first steps are measured; the gate is flipped in sign if needed and biased so
+    that the first crossing of 0 is the step that beats all earlier logits by the widest margin
+    (``ckpt.info["test_stop_step"]``). Tests that compare implementations use it to exercise the
+    stop rule.
     """
+    import numpy as np
     import torch
 
     from tts_triton import contract
@@ -121,9 +125,19 @@ def checkpoint(test_style: Any) -> Any:
         mask = torch.ones(phonemes.shape)
         memory, processed = stages[contract.TEXT_ENCODER](phonemes, mask)
         decoder = stages[contract.DECODER].decoder
-        _, gate, _, _ = decoder.run(decoder.initial_state(memory), STOP_STEP + 1, memory, processed, mask,
+        _, gate, _, _ = decoder.run(decoder.initial_state(memory), CALIBRATION_STEPS, memory, processed, mask,
                                     torch.from_numpy(test_style)[None])
-        ckpt.acoustic.decoder.gate.bias -= float(gate[0, STOP_STEP]) - 1e-6
+    logits = gate[0].numpy().astype(np.float64)
+    best = max(((sign * logits[j] - max(sign * logits[:j]), sign, j) for sign in (1, -1)
+                for j in range(3, CALIBRATION_STEPS)), key=lambda c: c[0])
+    margin, sign, step = best
+    assert margin > 0, "no step of the seeded decoder sets a new gate maximum"
+    threshold = (max(sign * logits[:step]) + sign * logits[step]) / 2
+    layer = ckpt.acoustic.decoder.gate
+    with torch.no_grad():
+        layer.weight.mul_(sign)
+        layer.bias.mul_(sign).sub_(threshold)
+    ckpt.info["test_stop_step"] = step
     return ckpt
 
 

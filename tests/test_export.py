@@ -11,7 +11,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
-from conftest import SENTENCE_IDS, STOP_STEP
+from conftest import SENTENCE_IDS
 
 from tts_triton import contract
 from tts_triton.checkpoint import Checkpoint
@@ -85,7 +85,7 @@ def test_onnx_chain_equals_reference(checkpoint: Checkpoint, onnx_dir: Path, tes
     chained = Pipeline(OnnxBackend(onnx_dir, ckpt.config), ckpt.config)
     ref_audio, ref_mel = asyncio.run(reference.synthesize(sentences, style))
     audio, mel = asyncio.run(chained.synthesize(sentences, style))
-    assert 2 < reference.stats[0].steps <= STOP_STEP + 1 and not reference.stats[0].hit_max_steps
+    assert reference.stats[0].steps == ckpt.info["test_stop_step"] + 1 and not reference.stats[0].hit_max_steps
     for ref_stats, stats in zip(reference.stats, chained.stats, strict=True):
         assert stats.steps == ref_stats.steps and stats.frames == ref_stats.frames
     assert mel.shape == ref_mel.shape
