@@ -8,6 +8,7 @@ import warnings
 import pytest
 import torch
 
+from tts_triton import audio
 from tts_triton.config import VocoderConfig
 from tts_triton.models.hifigan import Generator, load_generator_state
 from tts_triton.training.hifigan_losses import (
@@ -33,7 +34,9 @@ def _v1_public_layout() -> dict[str, tuple[int, ...]]:
     """The public v1 generator's state_dict, written out from the paper's v1 hyperparameters.
 
     v1: 80 mels, initial channels 512, upsample rates (8, 8, 2, 2) with kernels (16, 16, 4, 4),
-    ResBlock1 with kernels (3, 7, 11), each with dilations (1, 3, 5).
+    ResBlock1 with kernels (3, 7, 11), each with dilations (1, 3, 5). The public LJSpeech checkpoints
+    read the 80-bin 0-8 kHz mel; this project's mel is wider (see :mod:`tts_triton.audio`), which only
+    changes ``conv_pre``'s input channels.
     """
     table = _wn("conv_pre", 512, (512, 80, 7), 512)
     # ConvTranspose1d weights are [in, out, kernel]; weight norm over dim 0 gives g of shape [in, 1, 1].
@@ -52,10 +55,15 @@ def _v1_public_layout() -> dict[str, tuple[int, ...]]:
     return table
 
 
+#: The mel width of the public HiFi-GAN checkpoints (LJSpeech, 80 bins up to 8 kHz).
+PUBLIC_N_MELS = 80
+
+
 @pytest.fixture(scope="module")
 def v1() -> Generator:
+    """A v1 generator in the public layout (80 mel bins), so that public checkpoints load into it."""
     torch.manual_seed(0)
-    return Generator(VocoderConfig("v1")).eval()
+    return Generator(VocoderConfig("v1", n_mels=PUBLIC_N_MELS)).eval()
 
 
 def test_v1_state_dict_matches_public_layout(v1: Generator) -> None:
@@ -68,7 +76,11 @@ def test_v1_state_dict_matches_public_layout(v1: Generator) -> None:
 
 def test_v1_parameter_count(v1: Generator) -> None:
     n_params = sum(p.numel() for p in v1.parameters())
-    assert abs(n_params - 13.93e6) < 0.01e6  # public figure for v1
+    assert abs(n_params - 13.93e6) < 0.01e6  # public figure for v1 (80 mel bins): 13,936,130 here
+    # This project's mel has audio.N_MELS bins: only conv_pre's weight grows, by 512 channels x 7 taps
+    # per extra bin (weight_g and the bias are per output channel): 13,936,130 + 172,032 at 128 bins.
+    ours = sum(p.numel() for p in Generator(VocoderConfig("v1")).parameters())
+    assert ours - n_params == 512 * 7 * (audio.N_MELS - PUBLIC_N_MELS)
 
 
 def test_n_mels_comes_from_config() -> None:
@@ -87,7 +99,7 @@ def test_public_checkpoint_dict_loads_strict(v1: Generator) -> None:
     torch.save({"generator": v1.state_dict()}, buffer)
     buffer.seek(0)
     checkpoint = torch.load(buffer, map_location="cpu", weights_only=True)
-    fresh = Generator(VocoderConfig("v1"))
+    fresh = Generator(VocoderConfig("v1", n_mels=PUBLIC_N_MELS))
     load_generator_state(fresh, checkpoint)
     loaded = fresh.state_dict()
     for name, tensor in v1.state_dict().items():
@@ -109,16 +121,16 @@ def test_output_length_and_range(variant: str, v1: Generator) -> None:
     assert gen.cfg.hop_length == 256
     for frames in (1, 2, 5):
         with torch.no_grad():
-            audio = gen(torch.randn(1, 80, frames) * 3)
-        assert audio.shape == (1, 1, frames * 256)
-        assert audio.abs().max() <= 1.0
-        assert torch.isfinite(audio).all()
+            out = gen(torch.randn(1, gen.cfg.n_mels, frames) * 3)
+        assert out.shape == (1, 1, frames * 256)
+        assert out.abs().max() <= 1.0
+        assert torch.isfinite(out).all()
 
 
 def test_remove_weight_norm_keeps_outputs() -> None:
     torch.manual_seed(0)
     gen = Generator(VocoderConfig("v2")).eval()
-    mel = torch.randn(1, 80, 6)
+    mel = torch.randn(1, gen.cfg.n_mels, 6)
     with torch.no_grad():
         before = gen(mel)
         gen.remove_weight_norm()
@@ -156,7 +168,7 @@ def test_losses_backprop() -> None:
     gen = Generator(VocoderConfig("v3"))
     mpd, msd = MultiPeriodDiscriminator(periods=(2, 3)), MultiScaleDiscriminator(scales=2)
     real = 0.5 * torch.rand(2, 1, 4 * 256) - 0.25
-    fake = gen(torch.randn(2, 80, 4))
+    fake = gen(torch.randn(2, gen.cfg.n_mels, 4))
 
     # One discriminator pass serves both objectives; autograd.grad keeps each backward to what it needs.
     d_terms, g_terms = [], [mel_loss(real, fake)]

@@ -77,6 +77,17 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def group_exits(pgid: int, within: float = 5.0) -> bool:
+    """Whether the process group ``pgid`` is empty, waiting up to ``within`` seconds: SIGKILL is
+    delivered asynchronously, so a killed stub can outlive ``stop()`` by a moment."""
+    deadline = time.monotonic() + within
+    while group_members(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 @pytest.fixture(scope="module")
 def add_one_server(
     start_triton: Callable[..., TritonServer], tmp_path_factory: pytest.TempPathFactory
@@ -194,7 +205,7 @@ def test_bad_repository_fails_fast_with_the_server_log(
     assert "tritonserver exited with code 1" in message
     assert expected in message
     assert "failed to load all models" in message
-    assert server.pid is not None and group_members(server.pid) == []
+    assert server.pid is not None and group_exits(server.pid)
 
 
 def test_missing_repository_is_reported(tmp_path: Path) -> None:
@@ -206,7 +217,7 @@ def test_readiness_timeout_stops_the_server(tmp_path: Path, make_triton: Callabl
     server = make_triton(write_add_one(tmp_path / "repo", initialize="import time; time.sleep(60)"))
     with pytest.raises(TritonServerError, match=r"not ready after 1 s(.|\n)*loading: add_one"):
         server.start(timeout=1)
-    assert server.pid is not None and group_members(server.pid) == []
+    assert server.pid is not None and group_exits(server.pid)
 
 
 def test_stop_leaves_no_process_behind_and_keeps_the_log(
@@ -219,7 +230,7 @@ def test_stop_leaves_no_process_behind_and_keeps_the_log(
         members = group_members(server.pid)
         assert server.pid in members and len(members) >= 2  # the server and the model's backend stub
     assert server.stop() == 0  # graceful exit; stop() is idempotent
-    assert group_members(server.pid) == []
+    assert group_exits(server.pid)
     with socket.create_server(("127.0.0.1", server.http_port)):  # the port is free again
         pass
     assert server.log_file == tmp_path / "cache" / "tts-triton" / "logs" / f"tritonserver-{server.http_port}.log"
@@ -231,7 +242,7 @@ def test_stop_leaves_no_process_behind_and_keeps_the_log(
         assert server.wait() == 0  # the handler's stop() ran while wait() was blocking
     finally:
         signal.signal(signal.SIGALRM, previous)
-    assert group_members(server.pid) == []
+    assert group_exits(server.pid)
     assert server.log_file.read_text().count("successfully unloaded 'add_one'") == 2
     assert server.log_tail(10_000).count("successfully unloaded 'add_one'") == 1
     backends = f"backends-{server.install.version}-py{sys.version_info.major}.{sys.version_info.minor}"
@@ -245,4 +256,4 @@ def test_stop_kills_a_backend_stub_that_hangs(tmp_path: Path, make_triton: Calla
     began = time.monotonic()
     assert server.stop() != 0  # Triton gave up waiting for the model to unload
     assert time.monotonic() - began < 15
-    assert server.pid is not None and group_members(server.pid) == []
+    assert server.pid is not None and group_exits(server.pid)

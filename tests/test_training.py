@@ -84,6 +84,12 @@ def test_acoustic_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path)
     assert [(r["from_step"], r["to_step"]) for r in record["runs"]] == [(0, 2), (2, 3)]
     assert [h["step"] for h in record["history"]] == [2, 3]
 
+    # --resume continues run "a" in place: its optimizer moments come back (Adam's step count goes on).
+    assert train_acoustic.main([*flags, "--resume", "--out", str(tmp_path / "a"), "--steps", "4"]) == 0
+    state = torch.load(tmp_path / "a" / "state.pt")
+    assert state["optimizer_start"] == 0 and int(state["optimizer"]["state"][0]["step"]) == 4
+    assert load_checkpoint(tmp_path / "a" / "checkpoint.pt").info["acoustic"]["steps"] == 4
+
 
 @needs_espeak
 def test_vocoder_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
@@ -99,6 +105,14 @@ def test_vocoder_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path) 
     assert train_vocoder.main([*flags, "--init", str(tmp_path / "v" / "checkpoint.pt"), "--out",
                                str(tmp_path / "w"), "--steps", "3"]) == 0
     assert load_checkpoint(tmp_path / "w" / "checkpoint.pt").info["vocoder"]["steps"] == 3
+
+    # --resume keeps the discriminators, both optimizers and where the schedules started.
+    before = torch.load(tmp_path / "v" / "state.pt")
+    assert train_vocoder.main([*flags, "--resume", "--out", str(tmp_path / "v"), "--steps", "4"]) == 0
+    after = torch.load(tmp_path / "v" / "state.pt")
+    assert (after["d_start"], after["optimizer_start"]) == (before["d_start"], 0) == (1, 0)
+    assert int(after["opt_d"]["state"][0]["step"]) == int(before["opt_d"]["state"][0]["step"]) + 2
+    assert load_checkpoint(tmp_path / "v" / "checkpoint.pt").info["vocoder"]["steps"] == 4
 
 
 def _parts() -> tuple[Checkpoint, Checkpoint]:

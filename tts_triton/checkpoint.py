@@ -81,12 +81,21 @@ def init_checkpoint(config: ModelConfig | None = None, seed: int = DEFAULT_SEED)
                       info={"name": f"untrained-seed{seed}", "seed": seed})
 
 
-def load_checkpoint(path: Path) -> Checkpoint:
-    """Load a checkpoint file written by :meth:`Checkpoint.save` (fp16 tensors come back as fp32)."""
+def load_checkpoint(path: Path, *, any_mel: bool = False) -> Checkpoint:
+    """Load a checkpoint file written by :meth:`Checkpoint.save` (fp16 tensors come back as fp32).
+
+    Raises ``ValueError`` when its networks read another mel than :mod:`tts_triton.audio` computes,
+    unless ``any_mel`` (for :mod:`tts_triton.training.remel`, which carries such a checkpoint over).
+    """
     data = torch.load(path, map_location="cpu", weights_only=False)
     if data.get("format") != FORMAT:
         raise ValueError(f"{path} is not a {FORMAT} checkpoint (format={data.get('format')!r})")
     config = ModelConfig.from_dict(data["config"])
+    if not any_mel:
+        try:
+            config.check_mel()
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
     acoustic = AcousticModel(config)
     acoustic.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in data["acoustic"].items()})
     generator = Generator(config.vocoder)

@@ -89,6 +89,10 @@ HIFIGAN_VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
+#: The mel layout of configs that do not record one: the LJSpeech convention, 80 bins over 0-8000 Hz.
+LEGACY_N_MELS, LEGACY_MEL_FMAX = 80, 8000.0
+
+
 @dataclass(frozen=True)
 class VocoderConfig:
     """HiFi-GAN generator; ``variant`` picks one of :data:`HIFIGAN_VARIANTS`."""
@@ -117,6 +121,8 @@ class ModelConfig:
     """Everything needed to rebuild the four networks."""
 
     n_mels: int = audio.N_MELS
+    #: Upper edge (Hz) of the mel the networks were trained on; checked against :mod:`tts_triton.audio`.
+    mel_fmax: float = audio.FMAX
     text: TextEncoderConfig = field(default_factory=TextEncoderConfig)
     style: StyleEncoderConfig = field(default_factory=StyleEncoderConfig)
     decoder: DecoderConfig = field(default_factory=DecoderConfig)
@@ -129,6 +135,15 @@ class ModelConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def check_mel(self) -> None:
+        """Raise ``ValueError`` unless the networks read the mel :mod:`tts_triton.audio` computes."""
+        if (self.n_mels, self.mel_fmax) != (audio.N_MELS, audio.FMAX):
+            raise ValueError(
+                f"the networks were trained on {self.n_mels} mel bins up to {self.mel_fmax:g} Hz, but this version "
+                f"computes {audio.N_MELS} up to {audio.FMAX:g} Hz; carry the checkpoint over with "
+                "`python -m tts_triton.training.remel` and train it further"
+            )
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
         def build(kind: type, values: dict[str, Any]) -> Any:
@@ -139,12 +154,14 @@ class ModelConfig:
                     kwargs[f.name] = tuple(map(_tuplify, value)) if isinstance(value, list) else value
             return kind(**kwargs)
 
+        n_mels = data.get("n_mels", LEGACY_N_MELS)
         return cls(
-            n_mels=data.get("n_mels", audio.N_MELS),
+            n_mels=n_mels,
+            mel_fmax=data.get("mel_fmax", LEGACY_MEL_FMAX),
             text=build(TextEncoderConfig, data.get("text", {})),
             style=build(StyleEncoderConfig, data.get("style", {})),
             decoder=build(DecoderConfig, data.get("decoder", {})),
-            vocoder=build(VocoderConfig, data.get("vocoder", {})),
+            vocoder=build(VocoderConfig, {"n_mels": n_mels, **data.get("vocoder", {})}),
         )
 
 

@@ -2,8 +2,10 @@
 # One training session on the GPU host, in a fixed wall-clock allowance:
 #   1. espeak-ng from the carried Debian packages (scripts/gpu/espeak-env.sh), unless one is on PATH;
 #   2. the corpus rendered into $WORK/corpus (skipped when it is already there);
-#   3. the acoustic model and the HiFi-GAN vocoder trained side by side, as two processes on the one GPU,
-#      from INIT_CHECKPOINT (resuming its step counts) or from scratch, until the allowance is nearly spent;
+#   3. the acoustic model and the HiFi-GAN vocoder trained side by side, as two processes (one GPU each when
+#      there are two, else sharing one), until the allowance is nearly spent. Each continues its run in $WORK
+#      when that holds one (--resume: optimizer moments and discriminators too, e.g. on a GPU machine kept warm
+#      between two calls), else starts from INIT_CHECKPOINT (weights and step counts) or from scratch;
 #   4. into $OUT: the merged checkpoint in fp16 (voice.pt.partNN, <= 15 MB each: `cat voice.pt.part* > voice.pt`),
 #      the latest acoustic and vocoder PNGs, and extras.tar.gz (loss logs and curves, every plot, the vocoder's
 #      sample WAV, the corpus summary).
@@ -11,18 +13,18 @@
 #
 # Usage, from anywhere:  scripts/gpu/train.sh TOTAL_SECONDS [INIT_CHECKPOINT]
 #   TOTAL_SECONDS is the whole script's allowance; training gets what rendering leaves, minus RESERVE_S.
-# Environment: OUT (default runs/out), WORK (/tmp/tts-train), PYTHON (python3), CORPUS_LIMIT (utterances to render,
-#   4800 ~ 5 h of audio, 3.8 h of it train), JOBS (16), RESERVE_S (50), TRAIN_MINUTES (overrides the computed
+# Environment: OUT (default runs/out), WORK (runs/work), PYTHON (python3), CORPUS_LIMIT (utterances to render,
+#   14400 ~ 14 h of audio, the whole plan), JOBS (nproc), RESERVE_S (50), TRAIN_MINUTES (overrides the computed
 #   training time), FRAMES_PER_STEP (decoder r of a fresh model, 3), ACOUSTIC_ARGS / VOCODER_ARGS (more flags).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 total=${1:?usage: scripts/gpu/train.sh TOTAL_SECONDS [INIT_CHECKPOINT]}
 init=${2:-}
 OUT=${OUT:-runs/out}
-WORK=${WORK:-/tmp/tts-train}
+WORK=${WORK:-runs/work}
 PYTHON=${PYTHON:-python3}
-CORPUS_LIMIT=${CORPUS_LIMIT:-4800}
-JOBS=${JOBS:-16}
+CORPUS_LIMIT=${CORPUS_LIMIT:-14400}
+JOBS=${JOBS:-$(nproc)}
 RESERVE_S=${RESERVE_S:-50}
 FRAMES_PER_STEP=${FRAMES_PER_STEP:-3}
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
@@ -44,16 +46,19 @@ if [[ ! -f $corpus/manifest.jsonl ]]; then
 fi
 
 minutes=${TRAIN_MINUTES:-$(awk -v t="$total" -v s="$SECONDS" -v r="$RESERVE_S" 'BEGIN { printf "%.2f", (t - s - r) / 60 }')}
-say "training both models for $minutes min${init:+ from $init}"
-common=(--data "$corpus" --minutes "$minutes" --frames-per-step "$FRAMES_PER_STEP")
+gpus=$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())')
+a_gpu=${CUDA_VISIBLE_DEVICES:-0} v_gpu=${CUDA_VISIBLE_DEVICES:-0}
+((gpus >= 2)) && [[ -z ${CUDA_VISIBLE_DEVICES:-} ]] && v_gpu=1
+say "training both models for $minutes min (GPUs: acoustic $a_gpu, vocoder $v_gpu)${init:+, from $init unless resuming}"
+common=(--data "$corpus" --minutes "$minutes" --frames-per-step "$FRAMES_PER_STEP" --resume)
 [[ -n $init ]] && common+=(--init "$init")
 # shellcheck disable=SC2086  # the extra flags are meant to split
-"$PYTHON" -m tts_triton.training.train_acoustic "${common[@]}" --out "$WORK/acoustic" ${ACOUSTIC_ARGS:-} 2>&1 |
-  sed -u 's/^/A| /' &
+CUDA_VISIBLE_DEVICES=$a_gpu "$PYTHON" -m tts_triton.training.train_acoustic "${common[@]}" --out "$WORK/acoustic" \
+  ${ACOUSTIC_ARGS:-} 2>&1 | sed -u 's/^/A| /' &
 acoustic=$!
 # shellcheck disable=SC2086
-"$PYTHON" -m tts_triton.training.train_vocoder "${common[@]}" --out "$WORK/vocoder" ${VOCODER_ARGS:-} 2>&1 |
-  sed -u 's/^/V| /' &
+CUDA_VISIBLE_DEVICES=$v_gpu "$PYTHON" -m tts_triton.training.train_vocoder "${common[@]}" --out "$WORK/vocoder" \
+  ${VOCODER_ARGS:-} 2>&1 | sed -u 's/^/V| /' &
 vocoder=$!
 status=0
 wait $acoustic || { status=$?; say "acoustic training FAILED ($status)"; }

@@ -12,9 +12,14 @@ its voice bank (``voice_bank.json`` beside it) built from held-out clips::
 
     python -m tts_triton.training.common ship --checkpoint voice.pt [--metrics results.json]
 
-Resuming is weights-only: the step count, epoch and history come back from ``info``, the optimizer
-restarts (with a short re-warmup, see :func:`lr_factor`). That is what fits through the GPU host's
-file limits (an fp16 checkpoint of ~21 MB; optimizer moments and discriminators would be ~1 GB).
+Two ways to go on from an earlier run:
+
+- ``--init CKPT`` is weights-only: the step count, epoch and history come back from ``info``, the
+  optimizer restarts (with a short re-warmup, see :func:`lr_factor`). That is what fits through the GPU
+  host's file limits (an fp16 checkpoint of ~21 MB; optimizer moments and discriminators are ~1 GB).
+- ``--resume`` continues the run in ``--out`` exactly: its ``checkpoint.pt`` and ``state.pt`` (optimizer
+  moments, the vocoder's discriminators, where the schedules started; see :func:`save_state`). For runs
+  on the same host, such as two back-to-back calls on a GPU machine kept warm.
 """
 
 from __future__ import annotations
@@ -63,6 +68,29 @@ def start_checkpoint(init: Path | None, config: ModelConfig, seed: int) -> Check
     if init is not None:
         return load_checkpoint(init)
     return init_checkpoint(config, seed)
+
+
+STATE_FILE = "state.pt"
+CHECKPOINT_FILE = "checkpoint.pt"
+
+
+def start_run(out: Path, resume: bool, init: Path | None, config: ModelConfig,
+              seed: int) -> tuple[Checkpoint, dict[str, Any] | None]:
+    """The checkpoint a run starts from and the training state to resume (None: fresh optimizers).
+
+    With ``resume`` and a ``state.pt`` in ``out``: ``out/checkpoint.pt`` and that state. Otherwise
+    :func:`start_checkpoint` of ``init`` / ``config``.
+    """
+    if resume and (out / STATE_FILE).exists():
+        return load_checkpoint(out / CHECKPOINT_FILE), torch.load(out / STATE_FILE, map_location="cpu")
+    return start_checkpoint(init, config, seed), None
+
+
+def save_state(out: Path, state: dict[str, Any]) -> None:
+    """Write ``state`` (state dicts and integers) as ``out/state.pt``, atomically, for ``--resume``."""
+    tmp = out / f"{STATE_FILE}.tmp"
+    torch.save(state, tmp)
+    tmp.replace(out / STATE_FILE)
 
 
 def part_info(ckpt: Checkpoint, part: str) -> dict[str, Any]:

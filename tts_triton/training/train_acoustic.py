@@ -50,6 +50,7 @@ from tts_triton.data.dataset import AcousticDataset, collate_acoustic
 from tts_triton.models.acoustic import AcousticModel, AcousticOutput
 from tts_triton.models.style_encoder import StyleEncoder
 from tts_triton.training.common import (
+    CHECKPOINT_FILE,
     Budget,
     JsonlLog,
     Mean,
@@ -64,7 +65,8 @@ from tts_triton.training.common import (
     plot_losses,
     plot_panels,
     run_record,
-    start_checkpoint,
+    save_state,
+    start_run,
 )
 
 MODULE = "tts_triton.training.train_acoustic"
@@ -291,6 +293,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--data", type=Path, required=True, help="corpus directory (tts_triton.data.corpus build)")
     p.add_argument("--out", type=Path, required=True, help="run directory (created)")
     p.add_argument("--init", type=Path, help="checkpoint to start from (weights, config, step count)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out (checkpoint and optimizer state) when it has one; else --init")
     p.add_argument("--minutes", type=float, help="wall-clock budget; saves and exits when it runs out")
     p.add_argument("--steps", type=int, help="stop at this global step")
     p.add_argument("--batch-size", type=int, default=128)
@@ -320,7 +324,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     budget = Budget(args.minutes)
     device = pick_device(args.device)
     torch.manual_seed(args.seed)
-    ckpt = start_checkpoint(args.init, fresh_config(args.frames_per_step, args.vocoder_variant), args.seed)
+    ckpt, state = start_run(args.out, args.resume, args.init,
+                            fresh_config(args.frames_per_step, args.vocoder_variant), args.seed)
     cfg = ckpt.config
     r = cfg.decoder.frames_per_step
     record = part_info(ckpt, "acoustic")
@@ -334,12 +339,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"[acoustic] {len(train)} train / {n_val} val utterances, {train.corpus.summary['hours']:.2f} h; "
           f"device {device}, r={r}, batch {args.batch_size}, start step {first_step}", flush=True)
 
-    if args.init is None:
+    if args.init is None and state is None:
         init_frame_bias(ckpt.acoustic, train)
     model = ckpt.acoustic.to(device).train()
     params = sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-6,
                                   weight_decay=args.weight_decay)
+    optimizer_start = first_step
+    if state is not None:
+        optimizer.load_state_dict(state["optimizer"])
+        optimizer_start = int(state["optimizer_start"])
     amp = autocast(args.amp, device)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -356,7 +365,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "acoustic": {"steps": step, "epochs": epoch, "parameters": params, "batch_size": args.batch_size,
                              "loss_weights": dataclasses.asdict(weights), "lr": args.lr, "amp": args.amp,
                              "last_val": history[-1], "history": history, "runs": runs}}
-        Checkpoint(cfg, model, ckpt.generator, both_trained(info), info).save(out / "checkpoint.pt")
+        Checkpoint(cfg, model, ckpt.generator, both_trained(info), info).save(out / CHECKPOINT_FILE)
+        save_state(out, {"optimizer": optimizer.state_dict(), "optimizer_start": optimizer_start})
         plot_losses(out / "losses.png", log.rows(), ("total", "mel", "post", "gate", "guided"), "acoustic losses")
 
     def run_validation() -> dict[str, float]:
@@ -372,7 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         epoch, batch = next(stream)
         batch = to_device(batch, device)
         for group in optimizer.param_groups:
-            group["lr"] = args.lr * lr_factor(step, first_step, args.warmup, args.half_life)
+            group["lr"] = args.lr * lr_factor(step, optimizer_start, args.warmup, args.half_life)
         with amp:
             out_ = teacher_forced(model, batch)
         terms = losses(out_, batch, r, weights)
@@ -397,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             checkpoint(run_validation())
     checkpoint(run_validation())
     progress.update(step, {"skipped": skipped}, force=True)
-    print(f"[acoustic] done at step {step} after {budget.elapsed / 60:.1f} min -> {out / 'checkpoint.pt'}", flush=True)
+    print(f"[acoustic] done at step {step} after {budget.elapsed / 60:.1f} min -> {out / CHECKPOINT_FILE}", flush=True)
     return 0
 
 

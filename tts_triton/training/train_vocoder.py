@@ -14,7 +14,8 @@ Schedule: the first ``--gan-start`` steps train the generator on the mel loss al
 get the spectral envelope right quickly); then the discriminators train, and the generator's
 adversarial and feature-matching terms join ``--d-warmup`` steps later, once the discriminators say
 something useful. Discriminators are not kept in checkpoints (they are ~70 M parameters; see
-:mod:`tts_triton.training.common`), so a resumed run starts them afresh and warms them up the same way.
+:mod:`tts_triton.training.common`), so a run from ``--init`` starts them afresh and warms them up the same
+way; ``--resume`` keeps them (``state.pt``).
 
 Forward passes run under bf16 autocast on CUDA (``--amp off`` for fp32); the mel loss is computed in
 fp32. Every ``--val-every`` steps: the mel L1 of whole validation utterances vocoded from their
@@ -44,6 +45,7 @@ from tts_triton.config import DecoderConfig, VocoderConfig
 from tts_triton.data.dataset import VocoderDataset
 from tts_triton.models.hifigan import Generator
 from tts_triton.training.common import (
+    CHECKPOINT_FILE,
     Budget,
     JsonlLog,
     Mean,
@@ -58,8 +60,9 @@ from tts_triton.training.common import (
     plot_losses,
     plot_panels,
     run_record,
+    save_state,
     save_wav,
-    start_checkpoint,
+    start_run,
 )
 from tts_triton.training.hifigan_losses import (
     MultiPeriodDiscriminator,
@@ -145,6 +148,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--data", type=Path, required=True, help="corpus directory (tts_triton.data.corpus build)")
     p.add_argument("--out", type=Path, required=True, help="run directory (created)")
     p.add_argument("--init", type=Path, help="checkpoint to start from (weights, config, step count)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out (checkpoint, optimizers and "
+                   "discriminators) when it has one; else --init")
     p.add_argument("--minutes", type=float, help="wall-clock budget; saves and exits when it runs out")
     p.add_argument("--steps", type=int, help="stop at this global step")
     p.add_argument("--batch-size", type=int, default=32)
@@ -171,10 +176,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     budget = Budget(args.minutes)
     device = pick_device(args.device, fixed_shapes=True)
     torch.manual_seed(args.seed)
-    ckpt = start_checkpoint(args.init, fresh_config(args.frames_per_step, args.vocoder_variant), args.seed)
+    ckpt, state = start_run(args.out, args.resume, args.init,
+                            fresh_config(args.frames_per_step, args.vocoder_variant), args.seed)
     record = part_info(ckpt, "vocoder")
     first_step, epoch = int(record.get("steps", 0)), int(record.get("epochs", 0))
-    d_start = max(args.gan_start, first_step)  # discriminators are fresh in every run
+    # Discriminators are fresh in every run but a resumed one.
+    d_start = int(state["d_start"]) if state is not None else max(args.gan_start, first_step)
+    optimizer_start = int(state["optimizer_start"]) if state is not None else first_step
 
     train = VocoderDataset(args.data, "train", args.segment_frames, seed=args.seed)
     val = VocoderDataset(train.corpus, "val", None, seed=args.seed)
@@ -187,6 +195,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     mpd, msd = MultiPeriodDiscriminator().to(device).train(), MultiScaleDiscriminator().to(device).train()
     opt_g = torch.optim.AdamW(generator.parameters(), lr=args.lr, betas=(0.8, 0.99))
     opt_d = torch.optim.AdamW([*mpd.parameters(), *msd.parameters()], lr=args.lr, betas=(0.8, 0.99))
+    if state is not None:
+        for name, obj in (("mpd", mpd), ("msd", msd), ("opt_g", opt_g), ("opt_d", opt_d)):
+            obj.load_state_dict(state[name])
     amp = autocast(args.amp, device)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -204,7 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                             "batch_size": args.batch_size, "segment_frames": args.segment_frames, "lr": args.lr,
                             "gan_start": args.gan_start, "amp": args.amp, "training_mels": "ground truth",
                             "last_val": history[-1], "history": history, "runs": runs}}
-        Checkpoint(ckpt.config, ckpt.acoustic, generator, both_trained(info), info).save(out / "checkpoint.pt")
+        Checkpoint(ckpt.config, ckpt.acoustic, generator, both_trained(info), info).save(out / CHECKPOINT_FILE)
+        save_state(out, {"mpd": mpd.state_dict(), "msd": msd.state_dict(), "opt_g": opt_g.state_dict(),
+                         "opt_d": opt_d.state_dict(), "optimizer_start": optimizer_start, "d_start": d_start})
         plot_losses(out / "losses.png", log.rows(), ("mel", "adv", "fm", "disc", "mel_l1"), "vocoder losses")
 
     def run_validation() -> dict[str, float]:
@@ -234,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             loss_d.backward()
             opt_d.step()
             terms["disc"] = loss_d
-        set_lr(opt_g, first_step)
+        set_lr(opt_g, optimizer_start)
         terms.update(generator_step_losses(real, fake, mpd, msd, step >= d_start + args.d_warmup, amp))
         opt_g.zero_grad(set_to_none=True)
         terms["total"].backward()
@@ -254,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             checkpoint(run_validation())
     checkpoint(run_validation())
     progress.update(step, {"skipped": skipped}, force=True)
-    print(f"[vocoder] done at step {step} after {budget.elapsed / 60:.1f} min -> {out / 'checkpoint.pt'}", flush=True)
+    print(f"[vocoder] done at step {step} after {budget.elapsed / 60:.1f} min -> {out / CHECKPOINT_FILE}", flush=True)
     return 0
 
 
