@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 import torch
 
+from tts_triton import audio
 from tts_triton.checkpoint import Checkpoint, init_checkpoint, load_checkpoint
 from tts_triton.config import DecoderConfig, ModelConfig, StyleEncoderConfig, TextEncoderConfig
+from tts_triton.data.dataset import AcousticDataset, Corpus, VocoderDataset
 from tts_triton.models.style_encoder import StyleEncoder
-from tts_triton.training import common, train_acoustic, train_vocoder
+from tts_triton.training import common, gta, train_acoustic, train_vocoder
 
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
 
@@ -113,6 +115,31 @@ def test_vocoder_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path) 
     assert (after["d_start"], after["optimizer_start"]) == (before["d_start"], 0) == (1, 0)
     assert int(after["opt_d"]["state"][0]["step"]) == int(before["opt_d"]["state"][0]["step"]) + 2
     assert load_checkpoint(tmp_path / "v" / "checkpoint.pt").info["vocoder"]["steps"] == 4
+
+
+@needs_espeak
+def test_gta_corpus_holds_teacher_forced_mels(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
+    ckpt = load_checkpoint(tiny_init)
+    assert gta.write_gta(corpus, ckpt, tmp_path / "gta", ["train"], batch_size=4) == 12
+    original, carried = Corpus(corpus), Corpus(tmp_path / "gta")
+    assert carried.summary["gta"]["splits"] == ["train"]
+    for before, after in zip(original.entries, carried.entries, strict=True):
+        assert before == after
+        np.testing.assert_array_equal(carried.audio(after), original.audio(before))
+        changed = not np.array_equal(carried.mel(after), original.mel(before))
+        assert changed == (before.split == "train"), before.id
+    # The first batch again, the same way: each row landed at its own utterance's frames of the shard.
+    torch.manual_seed(1234)
+    dataset = AcousticDataset(original, "train", seed=1234)
+    batch = next(iter(train_acoustic.epoch_loader(dataset, 4, ckpt.config.decoder.frames_per_step, 1234, 0, 0)))
+    with torch.no_grad():
+        predicted = train_acoustic.teacher_forced(ckpt.acoustic.eval(), batch).mel_post.numpy()
+    by_id = {e.id: e for e in carried.entries}
+    for row, utterance in enumerate(batch["id"]):
+        e = by_id[utterance]
+        np.testing.assert_allclose(carried.mel(e), predicted[row, : e.n_frames], rtol=0, atol=2e-2)  # float16
+    segment = VocoderDataset(tmp_path / "gta", "train", 8, seed=0)[0]
+    assert segment[0].shape == (8, ckpt.config.n_mels) and segment[1].shape == (8 * audio.HOP_LENGTH,)
 
 
 def _parts() -> tuple[Checkpoint, Checkpoint]:

@@ -15,7 +15,9 @@
 #   TOTAL_SECONDS is the whole script's allowance; training gets what rendering leaves, minus RESERVE_S.
 # Environment: OUT (default runs/out), WORK (runs/work), PYTHON (python3), CORPUS_LIMIT (utterances to render,
 #   14400 ~ 14 h of audio, the whole plan), JOBS (nproc), RESERVE_S (50), TRAIN_MINUTES (overrides the computed
-#   training time), FRAMES_PER_STEP (decoder r of a fresh model, 3), ACOUSTIC_ARGS / VOCODER_ARGS (more flags).
+#   training time), FRAMES_PER_STEP (decoder r of a fresh model, 3), ACOUSTIC_ARGS / VOCODER_ARGS (more flags),
+#   VOCODER_MELS (ground-truth, or gta: the vocoder trains on INIT_CHECKPOINT's teacher-forced mels, made once
+#   into $WORK/corpus-gta by tts_triton.training.gta).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 total=${1:?usage: scripts/gpu/train.sh TOTAL_SECONDS [INIT_CHECKPOINT]}
@@ -45,19 +47,29 @@ if [[ ! -f $corpus/manifest.jsonl ]]; then
   "$PYTHON" -m tts_triton.data.corpus build --out "$corpus" --jobs "$JOBS" --limit "$CORPUS_LIMIT" --quiet
 fi
 
-minutes=${TRAIN_MINUTES:-$(awk -v t="$total" -v s="$SECONDS" -v r="$RESERVE_S" 'BEGIN { printf "%.2f", (t - s - r) / 60 }')}
 gpus=$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())')
 a_gpu=${CUDA_VISIBLE_DEVICES:-0} v_gpu=${CUDA_VISIBLE_DEVICES:-0}
 ((gpus >= 2)) && [[ -z ${CUDA_VISIBLE_DEVICES:-} ]] && v_gpu=1
+vocoder_corpus=$corpus
+if [[ ${VOCODER_MELS:-ground-truth} == gta ]]; then
+  vocoder_corpus=$WORK/corpus-gta
+  if [[ ! -f $vocoder_corpus/dataset.json ]]; then
+    say "teacher-forced mels of ${init:?VOCODER_MELS=gta needs INIT_CHECKPOINT} for the vocoder"
+    CUDA_VISIBLE_DEVICES=$v_gpu "$PYTHON" -m tts_triton.training.gta --data "$corpus" --out "$vocoder_corpus" \
+      --checkpoint "$init" --batch-size 128
+  fi
+fi
+
+minutes=${TRAIN_MINUTES:-$(awk -v t="$total" -v s="$SECONDS" -v r="$RESERVE_S" 'BEGIN { printf "%.2f", (t - s - r) / 60 }')}
 say "training both models for $minutes min (GPUs: acoustic $a_gpu, vocoder $v_gpu)${init:+, from $init unless resuming}"
-common=(--data "$corpus" --minutes "$minutes" --frames-per-step "$FRAMES_PER_STEP" --resume)
+common=(--minutes "$minutes" --frames-per-step "$FRAMES_PER_STEP" --resume)
 [[ -n $init ]] && common+=(--init "$init")
 # shellcheck disable=SC2086  # the extra flags are meant to split
-CUDA_VISIBLE_DEVICES=$a_gpu "$PYTHON" -m tts_triton.training.train_acoustic "${common[@]}" --out "$WORK/acoustic" \
+CUDA_VISIBLE_DEVICES=$a_gpu "$PYTHON" -m tts_triton.training.train_acoustic "${common[@]}" --data "$corpus" --out "$WORK/acoustic" \
   ${ACOUSTIC_ARGS:-} 2>&1 | sed -u 's/^/A| /' &
 acoustic=$!
 # shellcheck disable=SC2086
-CUDA_VISIBLE_DEVICES=$v_gpu "$PYTHON" -m tts_triton.training.train_vocoder "${common[@]}" --out "$WORK/vocoder" \
+CUDA_VISIBLE_DEVICES=$v_gpu "$PYTHON" -m tts_triton.training.train_vocoder "${common[@]}" --data "$vocoder_corpus" --out "$WORK/vocoder" \
   ${VOCODER_ARGS:-} 2>&1 | sed -u 's/^/V| /' &
 vocoder=$!
 status=0

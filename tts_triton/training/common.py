@@ -320,7 +320,8 @@ def ship(ckpt: Checkpoint, out: Path, clips_per_preset: int, metrics: dict[str, 
          command: str) -> Path:
     """Write ``ckpt`` as the default voice ``out`` (fp16, ``name`` default) and ``voice_bank.json`` beside it.
 
-    ``metrics`` (an evaluation's results) and ``command`` go into ``info``. Returns the voice bank's path.
+    ``metrics`` (an evaluation of these weights; any earlier one is dropped) and ``command`` go into ``info``.
+    Returns the voice bank's path.
     """
     from tts_triton.export.voice_bank import build_voice_bank
 
@@ -329,6 +330,7 @@ def ship(ckpt: Checkpoint, out: Path, clips_per_preset: int, metrics: dict[str, 
     bank = build_voice_bank(ckpt, heldout_references(clips_per_preset))
     bank.info["references"] = f"{clips_per_preset} validation sentences of the corpus generator per preset"
     info = {**ckpt.info, "name": "default", "commands": [*ckpt.info.get("commands", []), command]}
+    info.pop("metrics", None)  # an earlier evaluation measured other weights
     if metrics is not None:
         info["metrics"] = metrics
     Checkpoint(ckpt.config, ckpt.acoustic, ckpt.generator, True, info).save(out, half=True)

@@ -7,7 +7,9 @@ maps per sub-discriminator. The losses return weighted scalars as in the paper, 
     L_D = discriminator_loss(mpd) + discriminator_loss(msd)
     L_G = generator_loss(mpd) + generator_loss(msd) + feature_loss(mpd) + feature_loss(msd) + mel_loss
 
-(LSGAN adversarial terms, feature matching weighted 2, mel L1 weighted 45).
+(LSGAN adversarial terms, feature matching weighted 2, mel L1 weighted 45). :func:`stft_loss`, the
+multi-resolution STFT loss of Parallel WaveGAN (Yamamoto et al., 2020), can join them: its 2048-point
+resolution resolves the harmonics that 128 mel bins blur above ~1 kHz.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ Norm = Callable[[nn.Module], nn.Module]
 
 FEATURE_WEIGHT = 2.0
 MEL_WEIGHT = 45.0
+#: (n_fft, hop, window) of :func:`stft_loss`: Parallel WaveGAN's three resolutions.
+STFT_RESOLUTIONS = ((1024, 120, 600), (2048, 240, 1200), (512, 50, 240))
 
 
 class PeriodDiscriminator(nn.Module):
@@ -161,6 +165,18 @@ def generator_loss(fake_scores: list[Tensor]) -> Tensor:
     return torch.stack([torch.mean((1 - fake) ** 2) for fake in fake_scores]).sum()
 
 
-def mel_loss(real: Tensor, fake: Tensor) -> Tensor:
-    """``45 * L1`` between the log-mels of real and generated audio, both ``[B, 1, samples]``."""
-    return MEL_WEIGHT * F.l1_loss(mel_spectrogram_torch(fake.squeeze(1)), mel_spectrogram_torch(real.squeeze(1)))
+def mel_loss(real: Tensor, fake: Tensor, weight: float = MEL_WEIGHT) -> Tensor:
+    """``weight * L1`` between the log-mels of real and generated audio, both ``[B, 1, samples]``."""
+    return weight * F.l1_loss(mel_spectrogram_torch(fake.squeeze(1)), mel_spectrogram_torch(real.squeeze(1)))
+
+
+def stft_loss(real: Tensor, fake: Tensor) -> Tensor:
+    """Multi-resolution STFT loss: mean over :data:`STFT_RESOLUTIONS` of spectral convergence
+    ``|| |S_r| - |S_f| ||_F / || |S_r| ||_F`` plus the mean L1 of log magnitudes. Audio ``[B, 1, samples]``."""
+    total = real.new_zeros(())
+    for n_fft, hop, win in STFT_RESOLUTIONS:
+        window = torch.hann_window(win, device=real.device, dtype=real.dtype)
+        r, f = (torch.stft(x.squeeze(1), n_fft, hop, win, window, return_complex=True).abs().clamp_min(1e-7)
+                for x in (real, fake))
+        total = total + torch.linalg.norm(r - f) / torch.linalg.norm(r) + F.l1_loss(f.log(), r.log())
+    return total / len(STFT_RESOLUTIONS)

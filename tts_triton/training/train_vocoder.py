@@ -7,8 +7,10 @@ losses of :mod:`tts_triton.training.hifigan_losses` (LSGAN adversarial terms of 
 multi-scale discriminators, feature matching x2, mel L1 x45). AdamW (0.8, 0.99) at 2e-4, generator and
 discriminators each with their own optimizer.
 
-The generator trains on ground-truth mels only (no fine-tuning on the acoustic model's predictions):
-simplest, and it keeps the two trainers independent so that they run side by side.
+The generator trains on the corpus's mels: ground truth, which keeps the two trainers independent so that
+they run side by side, or, to fine-tune it for the acoustic model, teacher-forced predictions of a corpus
+made by :mod:`tts_triton.training.gta` (time-aligned with the audio). ``--gan-start`` beyond any step
+count trains on the mel loss alone (``--mel-weight``).
 
 Schedule: the first ``--gan-start`` steps train the generator on the mel loss alone (cheap steps that
 get the spectral envelope right quickly); then the discriminators train, and the generator's
@@ -65,12 +67,14 @@ from tts_triton.training.common import (
     start_run,
 )
 from tts_triton.training.hifigan_losses import (
+    MEL_WEIGHT,
     MultiPeriodDiscriminator,
     MultiScaleDiscriminator,
     discriminator_loss,
     feature_loss,
     generator_loss,
     mel_loss,
+    stft_loss,
 )
 
 MODULE = "tts_triton.training.train_vocoder"
@@ -91,9 +95,13 @@ def segment_stream(dataset: VocoderDataset, batch_size: int, seed: int, first_ep
 
 
 def generator_step_losses(real: Tensor, fake: Tensor, mpd: MultiPeriodDiscriminator, msd: MultiScaleDiscriminator,
-                          adversarial: bool, amp: contextlib.AbstractContextManager) -> dict[str, Tensor]:
-    """The generator's loss terms (``total`` included); only the mel term unless ``adversarial``."""
-    terms = {"mel": mel_loss(real.float(), fake.float())}
+                          adversarial: bool, amp: contextlib.AbstractContextManager,
+                          mel_weight: float = MEL_WEIGHT, stft_weight: float = 0.0) -> dict[str, Tensor]:
+    """The generator's loss terms (``total`` included): mel, the STFT term when ``stft_weight`` > 0, and the
+    adversarial and feature-matching terms when ``adversarial``."""
+    terms = {"mel": mel_loss(real.float(), fake.float(), mel_weight)}
+    if stft_weight > 0:
+        terms["stft"] = stft_weight * stft_loss(real.float(), fake.float())
     if adversarial:
         with amp:
             _, p_fake, p_real_maps, p_fake_maps = mpd(real, fake)
@@ -155,6 +163,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--segment-frames", type=int, default=32, help="mel frames per segment (x256 samples)")
     p.add_argument("--lr", type=float, default=2e-4)
+    p.add_argument("--mel-weight", type=float, default=MEL_WEIGHT, help="weight of the mel L1 term")
+    p.add_argument("--stft-weight", type=float, default=0.0, help="weight of the multi-resolution STFT term (0: off)")
     p.add_argument("--warmup", type=int, default=100, help="warmup steps of fresh optimizers (also after resuming)")
     p.add_argument("--gan-start", type=int, default=1000, help="global step at which the discriminators start")
     p.add_argument("--d-warmup", type=int, default=200, help="discriminator-only steps before adversarial G terms")
@@ -213,12 +223,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         info = {**ckpt.info, "data": corpus_info(train.corpus.summary),
                 "vocoder": {"steps": step, "epochs": epoch, "variant": ckpt.config.vocoder.variant,
                             "batch_size": args.batch_size, "segment_frames": args.segment_frames, "lr": args.lr,
-                            "gan_start": args.gan_start, "amp": args.amp, "training_mels": "ground truth",
+                            "gan_start": args.gan_start, "mel_weight": args.mel_weight,
+                            "stft_weight": args.stft_weight, "amp": args.amp,
+                            "training_mels": "teacher-forced" if "gta" in train.corpus.summary else "ground truth",
                             "last_val": history[-1], "history": history, "runs": runs}}
         Checkpoint(ckpt.config, ckpt.acoustic, generator, both_trained(info), info).save(out / CHECKPOINT_FILE)
         save_state(out, {"mpd": mpd.state_dict(), "msd": msd.state_dict(), "opt_g": opt_g.state_dict(),
                          "opt_d": opt_d.state_dict(), "optimizer_start": optimizer_start, "d_start": d_start})
-        plot_losses(out / "losses.png", log.rows(), ("mel", "adv", "fm", "disc", "mel_l1"), "vocoder losses")
+        plot_losses(out / "losses.png", log.rows(), ("mel", "stft", "adv", "fm", "disc", "mel_l1"), "vocoder losses")
 
     def run_validation() -> dict[str, float]:
         plot = out / "plots" / f"step-{step:06d}.png"
@@ -248,7 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             opt_d.step()
             terms["disc"] = loss_d
         set_lr(opt_g, optimizer_start)
-        terms.update(generator_step_losses(real, fake, mpd, msd, step >= d_start + args.d_warmup, amp))
+        terms.update(generator_step_losses(real, fake, mpd, msd, step >= d_start + args.d_warmup, amp,
+                                           args.mel_weight, args.stft_weight))
         opt_g.zero_grad(set_to_none=True)
         terms["total"].backward()
         if not math.isfinite(terms["total"].item()):

@@ -1,0 +1,94 @@
+"""How much vocoder context a streamed chunk needs: SNR of streamed against one-shot vocoding.
+
+    .venv/bin/python scripts/vocoder_context.py [--checkpoint CKPT] [--contexts 4 8 12 16 24] [--out PATH]
+
+For a few espeak-ng renderings (voices x emotions), the log-mel goes through the vocoder stage (postnet +
+HiFi-GAN, as served) once whole and once in the server's chunks (``StreamingConfig.chunk_frames``) with
+``c`` frames of left and right context each, exactly as :class:`tts_triton.serving.pipeline.ChunkPlanner`
+cuts them. Prints a markdown table of the SNR (dB) of the concatenated stream against the one-shot audio;
+``--out`` also writes it with this command line on top. ``StreamingConfig.left_context``/``right_context``
+are chosen from this table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tts_triton import audio, contract
+from tts_triton.checkpoint import resolve
+from tts_triton.config import STREAMING
+from tts_triton.data.prosody import EMOTIONS, VOICES, render
+from tts_triton.serving.backends import TorchBackend
+from tts_triton.serving.pipeline import ChunkPlanner, Pipeline
+
+TEXT = "Seams must not be heard between the chunks of a stream, even in a long sentence like this one."
+CASES = (("m1", "sad"), ("m8", "neutral"), ("f2", "happy"), ("f5", "surprised"))
+
+
+def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
+    """``10 log10(|reference|^2 / |test - reference|^2)``."""
+    return float(10 * np.log10(np.sum(reference**2) / max(np.sum((test - reference) ** 2), 1e-30)))
+
+
+def streamed(pipeline: Pipeline, mel: np.ndarray, context: int, step: int) -> np.ndarray:
+    """The stream of ``mel`` vocoded chunk by chunk while frames arrive ``step`` at a time."""
+    planner = ChunkPlanner(dataclasses.replace(STREAMING, left_context=context, right_context=context))
+    chunks = []
+    for available in range(step, len(mel) + step, step):
+        finished = available >= len(mel)
+        while (window := planner.next_window(min(available, len(mel)), finished)) is not None:
+            chunks.append(asyncio.run(pipeline.vocode(mel, window)))
+    return np.concatenate(chunks)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--checkpoint", type=Path, help="default: the shipped default voice")
+    p.add_argument("--contexts", type=int, nargs="+", default=[4, 8, 12, 16, 24])
+    p.add_argument("--out", type=Path)
+    args = p.parse_args(argv)
+    torch.set_num_threads(2)
+    ckpt = resolve(args.checkpoint)
+    cfg = ckpt.config
+    stages = ckpt.stages()
+    pipeline = Pipeline(TorchBackend(stages, cfg), cfg)
+    step = cfg.decoder.steps_per_call * cfg.decoder.frames_per_step  # frames per decoder call
+    rows = []
+    for voice, emotion in CASES:
+        print(f"{voice} {emotion} ...", file=sys.stderr, flush=True)
+        mel = audio.mel_spectrogram(render(TEXT, VOICES[voice], EMOTIONS[emotion]))
+        with torch.no_grad():
+            (one_shot,) = stages[contract.VOCODER](torch.from_numpy(mel)[None])
+        reference = one_shot[0].numpy()
+        snrs = [snr_db(reference, streamed(pipeline, mel, c, step)) for c in args.contexts]
+        rows.append((f"{voice} {emotion}", snrs))
+    header = "| rendering | " + " | ".join(f"context {c}" for c in args.contexts) + " |"
+    lines = [header, "|---" * (len(args.contexts) + 1) + "|"]
+    lines += [f"| {name} | " + " | ".join(f"{v:.1f}" for v in values) + " |" for name, values in rows]
+    minimum = [min(values[i] for _, values in rows) for i in range(len(args.contexts))]
+    lines.append("| **worst** | " + " | ".join(f"**{v:.1f}**" for v in minimum) + " |")
+    table = "\n".join(lines)
+    print(table)
+    if args.out:
+        command = shlex.join([".venv/bin/python", "scripts/vocoder_context.py", *(argv or sys.argv[1:])])
+        args.out.write_text(
+            "# Vocoder context of streamed chunks\n\n"
+            f"    {command}\n\n"
+            f"Checkpoint: {ckpt.name}. SNR (dB) of the streamed audio (chunks {STREAMING.chunk_frames} frames, "
+            f"frames arriving {step} at a time) against one-shot vocoding of the whole mel, by frames of context "
+            f"on each side.\n\n{table}\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
