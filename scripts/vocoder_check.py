@@ -30,6 +30,7 @@ import numpy as np
 import scipy.signal
 import torch
 
+from tts_triton.bench import markdown_table
 from tts_triton.checkpoint import resolve
 from tts_triton.data.prosody import EMOTIONS, VOICES, render
 from tts_triton.evaluate import F0_CEIL_HZ, F0_FLOOR_HZ, FRAME_PERIOD_MS, copy_synthesis, features, mcd, select_items
@@ -95,11 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             results[name].append(measure(generator, speech, audio.SAMPLE_RATE))
     columns = ["MCD-DTW dB", *(f"log-STFT {n}" for n in RESOLUTIONS), "F0 RMSE Hz", "voicing diff %",
                "aperiodicity dB"]
-    lines = ["| generator | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
-    for name, rows in results.items():
-        medians = np.nanmedian(np.array(rows), axis=0)
-        lines.append(f"| {name} | " + " | ".join(f"{v:.3g}" for v in medians) + " |")
-    table = "\n".join(lines)
+    medians = {name: np.nanmedian(np.array(rows), axis=0) for name, rows in results.items()}
+    table = markdown_table(["generator", *columns], [[name, *(f"{v:.3g}" for v in m)] for name, m in medians.items()])
     print(table)
     if args.out:
         command = shlex.join([".venv/bin/python", "scripts/vocoder_check.py", *(argv or sys.argv[1:])])

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from tts_triton import audio, contract
+from tts_triton.bench import markdown_table
 from tts_triton.checkpoint import resolve
 from tts_triton.config import STREAMING
 from tts_triton.data.prosody import EMOTIONS, VOICES, render
@@ -71,12 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         reference = one_shot[0].numpy()
         snrs = [snr_db(reference, streamed(pipeline, mel, c, step)) for c in args.contexts]
         rows.append((f"{voice} {emotion}", snrs))
-    header = "| rendering | " + " | ".join(f"context {c}" for c in args.contexts) + " |"
-    lines = [header, "|---" * (len(args.contexts) + 1) + "|"]
-    lines += [f"| {name} | " + " | ".join(f"{v:.1f}" for v in values) + " |" for name, values in rows]
     minimum = [min(values[i] for _, values in rows) for i in range(len(args.contexts))]
-    lines.append("| **worst** | " + " | ".join(f"**{v:.1f}**" for v in minimum) + " |")
-    table = "\n".join(lines)
+    body = [[name, *(f"{v:.1f}" for v in values)] for name, values in rows]
+    body.append(["**worst**", *(f"**{v:.1f}**" for v in minimum)])
+    table = markdown_table(["rendering", *(f"context {c}" for c in args.contexts)], body)
     print(table)
     if args.out:
         command = shlex.join([".venv/bin/python", "scripts/vocoder_context.py", *(argv or sys.argv[1:])])

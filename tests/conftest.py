@@ -9,7 +9,17 @@ from typing import Any
 
 import pytest
 
+from tts_triton.config import DecoderConfig, ModelConfig, StyleEncoderConfig, TextEncoderConfig
 from tts_triton.server import TritonServer, free_port
+
+#: A model small enough that a CPU training step takes well under a second (the vocoder stays v2). Its style
+#: encoder halves the mel axis six times, down to 2 from 80 bins and from 128, so its GRU width is layout-free.
+TINY = ModelConfig(
+    text=TextEncoderConfig(dim=32, layers=1, heads=2, ffn_dim=64),
+    style=StyleEncoderConfig(conv_channels=(4, 4, 4, 4, 4, 4), gru_dim=16, tokens=4, heads=2, dim=16),
+    decoder=DecoderConfig(prenet_dims=(32, 32), attention_rnn_dim=32, decoder_rnn_dim=32, attention_dim=16,
+                          location_filters=4, location_kernel=5, frames_per_step=3, postnet_dim=16, postnet_layers=2),
+)
 
 
 @dataclass(frozen=True)

@@ -13,25 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import TINY
 from scipy.signal import butter, sosfiltfilt
 
 from tts_triton import audio
 from tts_triton.checkpoint import Checkpoint, init_checkpoint, load_checkpoint
-from tts_triton.config import LEGACY_MEL_FMAX, DecoderConfig, ModelConfig, StyleEncoderConfig, TextEncoderConfig
+from tts_triton.config import LEGACY_MEL_FMAX, ModelConfig
 from tts_triton.training import remel
 
 #: The layout the networks are carried from: (bins, upper edge in Hz).
 OLD = (80, 8000.0)
 NEW = (audio.N_MELS, audio.FMAX)
-
-#: tests/test_training.py's tiny model (the vocoder stays v2); its style encoder halves the mel axis
-#: six times, down to 2 both from 80 and from 128 bins, so its GRU keeps its width.
-TINY = ModelConfig(
-    text=TextEncoderConfig(dim=32, layers=1, heads=2, ffn_dim=64),
-    style=StyleEncoderConfig(conv_channels=(4, 4, 4, 4, 4, 4), gru_dim=16, tokens=4, heads=2, dim=16),
-    decoder=DecoderConfig(prenet_dims=(32, 32), attention_rnn_dim=32, decoder_rnn_dim=32, attention_dim=16,
-                          location_filters=4, location_kernel=5, frames_per_step=3, postnet_dim=16, postnet_layers=2),
-)
 
 #: What changes shape between layouts (TINY has two postnet layers: convs.0 reads, convs.1 writes).
 MEL_KEYS = {

@@ -13,24 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import TINY
 
 from tts_triton import audio
 from tts_triton.checkpoint import Checkpoint, init_checkpoint, load_checkpoint
-from tts_triton.config import DecoderConfig, ModelConfig, StyleEncoderConfig, TextEncoderConfig
+from tts_triton.config import DecoderConfig, ModelConfig
 from tts_triton.data.dataset import AcousticDataset, Corpus, VocoderDataset
 from tts_triton.models.style_encoder import StyleEncoder
 from tts_triton.training import common, gta, train_acoustic, train_vocoder
 
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
-
-#: A model small enough that a CPU step takes well under a second (the vocoder stays v2).
-TINY = ModelConfig(
-    text=TextEncoderConfig(dim=32, layers=1, heads=2, ffn_dim=64),
-    style=StyleEncoderConfig(conv_channels=(4, 4, 4, 4, 4, 4), gru_dim=16, tokens=4, heads=2, dim=16),
-    decoder=DecoderConfig(prenet_dims=(32, 32), attention_rnn_dim=32, decoder_rnn_dim=32, attention_dim=16,
-                          location_filters=4, location_kernel=5, frames_per_step=3, postnet_dim=16, postnet_layers=2),
-)
-
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread() -> Iterator[None]:

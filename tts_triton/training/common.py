@@ -63,13 +63,6 @@ def fresh_config(frames_per_step: int, vocoder_variant: str) -> ModelConfig:
                                vocoder=VocoderConfig(vocoder_variant))
 
 
-def start_checkpoint(init: Path | None, config: ModelConfig, seed: int) -> Checkpoint:
-    """The checkpoint a run starts from: the file ``init`` (its own config wins), else the seeded init of ``config``."""
-    if init is not None:
-        return load_checkpoint(init)
-    return init_checkpoint(config, seed)
-
-
 STATE_FILE = "state.pt"
 CHECKPOINT_FILE = "checkpoint.pt"
 
@@ -78,12 +71,12 @@ def start_run(out: Path, resume: bool, init: Path | None, config: ModelConfig,
               seed: int) -> tuple[Checkpoint, dict[str, Any] | None]:
     """The checkpoint a run starts from and the training state to resume (None: fresh optimizers).
 
-    With ``resume`` and a ``state.pt`` in ``out``: ``out/checkpoint.pt`` and that state. Otherwise
-    :func:`start_checkpoint` of ``init`` / ``config``.
+    With ``resume`` and a ``state.pt`` in ``out``: ``out/checkpoint.pt`` and that state. Otherwise the file
+    ``init`` (its own config wins), else the seeded initialisation of ``config``.
     """
     if resume and (out / STATE_FILE).exists():
         return load_checkpoint(out / CHECKPOINT_FILE), torch.load(out / STATE_FILE, map_location="cpu")
-    return start_checkpoint(init, config, seed), None
+    return (load_checkpoint(init) if init is not None else init_checkpoint(config, seed)), None
 
 
 def save_state(out: Path, state: dict[str, Any]) -> None:
