@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -107,6 +109,41 @@ def test_vocoder_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path) 
     assert (after["d_start"], after["optimizer_start"]) == (before["d_start"], 0) == (1, 0)
     assert int(after["opt_d"]["state"][0]["step"]) == int(before["opt_d"]["state"][0]["step"]) + 2
     assert load_checkpoint(tmp_path / "v" / "checkpoint.pt").info["vocoder"]["steps"] == 4
+
+
+@needs_espeak
+def test_vocoder_data_parallel_ranks_agree(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
+    """Two CPU ranks (gloo) under torch.distributed.run: both stop at the same step, rank 0 writes, resume works."""
+    out = tmp_path / "ddp"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
+               "tts_triton.training.train_vocoder", "--data", str(corpus), "--init", str(tiny_init), "--out", str(out),
+               "--batch-size", "2", "--segment-frames", "8", "--workers", "0", "--val-utterances", "1",
+               "--device", "cpu", "--gan-start", "1", "--d-warmup", "1", "--resume"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for steps in (3, 5):
+        done = subprocess.run([*command, "--steps", str(steps)], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        record = load_checkpoint(out / "checkpoint.pt").info["vocoder"]
+        assert record["steps"] == steps and record["batch_size"] == 4
+    assert "x 2 ranks" in done.stdout and done.stdout.count("[vocoder] done at step 5") == 1
+    assert int(torch.load(out / "state.pt")["opt_d"]["state"][0]["step"]) == 4  # D trained from step 1, resumed
+
+
+def test_frozen_discriminators_give_the_same_generator_gradients() -> None:
+    torch.manual_seed(0)
+    # eval: spectral norm's power iteration would otherwise move between the two passes
+    mpd, msd = train_vocoder.MultiPeriodDiscriminator().eval(), train_vocoder.MultiScaleDiscriminator().eval()
+    real, raw = torch.randn(2, 1, 2048), torch.randn(2, 1, 2048, requires_grad=True)
+    grads = []
+    for freeze in (False, True):
+        raw.grad = None
+        with train_vocoder.frozen(mpd, msd) if freeze else contextlib.nullcontext():
+            train_vocoder.generator_step_losses(real, raw * 0.5, mpd, msd, True, contextlib.nullcontext(),
+                                                stft_weight=1.0)["total"].backward()
+        grads.append(raw.grad.clone())
+    assert all(p.grad is not None for p in mpd.parameters())  # from the unfrozen pass only
+    assert all(p.requires_grad for p in [*mpd.parameters(), *msd.parameters()])
+    torch.testing.assert_close(grads[0], grads[1])
 
 
 @needs_espeak

@@ -3,7 +3,9 @@
 #   1. espeak-ng from the carried Debian packages (scripts/gpu/espeak-env.sh), unless one is on PATH;
 #   2. the corpus rendered into $WORK/corpus (skipped when it is already there);
 #   3. the acoustic model and the HiFi-GAN vocoder trained side by side, as two processes (one GPU each when
-#      there are two, else sharing one), until the allowance is nearly spent. Each continues its run in $WORK
+#      there are two, else sharing one; VOCODER_GPUS=N runs the vocoder data-parallel on GPUs 0..N-1, the
+#      acoustic model sharing GPU 0, whose launch-bound loop leaves most of it idle), until the allowance is
+#      nearly spent. Each continues its run in $WORK
 #      when that holds one (--resume: optimizer moments and discriminators too, e.g. on a GPU machine kept warm
 #      between two calls), else starts from INIT_CHECKPOINT (weights and step counts) or from scratch;
 #   4. into $OUT: the merged checkpoint in fp16 (voice.pt.partNN, <= 15 MB each: `cat voice.pt.part* > voice.pt`),
@@ -16,7 +18,7 @@
 # Environment: OUT (default runs/out), WORK (runs/work), PYTHON (python3), CORPUS_LIMIT (utterances to render,
 #   14400 ~ 14 h of audio, the whole plan), JOBS (nproc), RESERVE_S (50), TRAIN_MINUTES (overrides the computed
 #   training time), FRAMES_PER_STEP (decoder r of a fresh model, 3), ACOUSTIC_ARGS / VOCODER_ARGS (more flags),
-#   VOCODER_MELS (ground-truth, or gta: the vocoder trains on INIT_CHECKPOINT's teacher-forced mels, made once
+#   VOCODER_GPUS (1), VOCODER_MELS (ground-truth, or gta: the vocoder trains on INIT_CHECKPOINT's teacher-forced mels, made once
 #   into $WORK/corpus-gta by tts_triton.training.gta).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -48,14 +50,22 @@ if [[ ! -f $corpus/manifest.jsonl ]]; then
 fi
 
 gpus=$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())')
+v_ranks=${VOCODER_GPUS:-1}
+((v_ranks <= gpus)) || { say "VOCODER_GPUS=$v_ranks but $gpus GPUs"; exit 2; }
 a_gpu=${CUDA_VISIBLE_DEVICES:-0} v_gpu=${CUDA_VISIBLE_DEVICES:-0}
-((gpus >= 2)) && [[ -z ${CUDA_VISIBLE_DEVICES:-} ]] && v_gpu=1
+if ((v_ranks > 1)); then
+  v_gpu=$(seq -s, 0 $((v_ranks - 1)))
+elif ((gpus >= 2)) && [[ -z ${CUDA_VISIBLE_DEVICES:-} ]]; then
+  v_gpu=1
+fi
+vocoder_launch=("$PYTHON")
+((v_ranks > 1)) && vocoder_launch+=(-m torch.distributed.run --standalone --nproc-per-node "$v_ranks")
 vocoder_corpus=$corpus
 if [[ ${VOCODER_MELS:-ground-truth} == gta ]]; then
   vocoder_corpus=$WORK/corpus-gta
   if [[ ! -f $vocoder_corpus/dataset.json ]]; then
     say "teacher-forced mels of ${init:?VOCODER_MELS=gta needs INIT_CHECKPOINT} for the vocoder"
-    CUDA_VISIBLE_DEVICES=$v_gpu "$PYTHON" -m tts_triton.training.gta --data "$corpus" --out "$vocoder_corpus" \
+    CUDA_VISIBLE_DEVICES=${v_gpu%%,*} "$PYTHON" -m tts_triton.training.gta --data "$corpus" --out "$vocoder_corpus" \
       --checkpoint "$init" --batch-size 128
   fi
 fi
@@ -69,7 +79,7 @@ CUDA_VISIBLE_DEVICES=$a_gpu "$PYTHON" -m tts_triton.training.train_acoustic "${c
   ${ACOUSTIC_ARGS:-} 2>&1 | sed -u 's/^/A| /' &
 acoustic=$!
 # shellcheck disable=SC2086
-CUDA_VISIBLE_DEVICES=$v_gpu "$PYTHON" -m tts_triton.training.train_vocoder "${common[@]}" --data "$vocoder_corpus" --out "$WORK/vocoder" \
+CUDA_VISIBLE_DEVICES=$v_gpu "${vocoder_launch[@]}" -m tts_triton.training.train_vocoder "${common[@]}" --data "$vocoder_corpus" --out "$WORK/vocoder" \
   ${VOCODER_ARGS:-} 2>&1 | sed -u 's/^/V| /' &
 vocoder=$!
 status=0

@@ -29,6 +29,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import shlex
 import sys
 import time
@@ -54,6 +55,34 @@ def pick_device(name: str | None = None, fixed_shapes: bool = False) -> torch.de
         torch.backends.cudnn.allow_tf32 = True
         torch.backends.cudnn.benchmark = fixed_shapes
     return device
+
+
+@dataclasses.dataclass(frozen=True)
+class Ranks:
+    """This process's place among the ranks of a ``torch.distributed.run`` launch (0 of 1 without one)."""
+
+    rank: int = 0
+    world: int = 1
+    local: int = 0
+
+    @property
+    def main(self) -> bool:
+        """Whether this rank logs, validates and writes checkpoints."""
+        return self.rank == 0
+
+
+def join_ranks() -> Ranks:
+    """Join the process group when launched by ``torch.distributed.run`` (NCCL on CUDA, else gloo) and bind
+    this process to GPU ``LOCAL_RANK``; a plain launch is rank 0 of 1 and joins nothing."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return Ranks()
+    ranks = Ranks(int(os.environ["RANK"]), world, int(os.environ["LOCAL_RANK"]))
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.set_device(ranks.local)
+    torch.distributed.init_process_group("nccl" if cuda else "gloo")
+    return ranks
 
 
 def fresh_config(frames_per_step: int, vocoder_variant: str) -> ModelConfig:

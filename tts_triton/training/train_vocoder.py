@@ -20,8 +20,16 @@ something useful. Discriminators are not kept in checkpoints (they are ~70 M par
 way; ``--resume`` keeps them (``state.pt``).
 
 Forward passes run under bf16 autocast on CUDA (``--amp off`` for fp32); the mel loss is computed in
-fp32. Every ``--val-every`` steps: the mel L1 of whole validation utterances vocoded from their
-ground-truth mels, a PNG (ground-truth vs re-analysed mel), a WAV sample and a checkpoint.
+fp32. The generator's step backpropagates through frozen discriminators (no weight gradients, no graph
+for the real branch).
+
+Data-parallel on several GPUs when launched by ``torch.distributed.run`` (``--nproc-per-node N``): each
+rank trains on its own shard of the utterances with ``--batch-size`` segments per step (so the global
+batch is N times that), gradients are averaged (DDP), and rank 0 alone validates, logs and writes; the
+ranks agree every step on stopping and on skipping a non-finite step.
+
+Every ``--val-every`` steps: the mel L1 of whole validation utterances vocoded from their ground-truth
+mels, a PNG (ground-truth vs re-analysed mel), a WAV sample and a checkpoint.
 
 Output directory: ``checkpoint.pt`` (whole checkpoint, fp32), ``losses.jsonl``, ``losses.png``,
 ``plots/step-NNNNNN.png``, ``latest.png`` and ``sample.wav``.
@@ -39,7 +47,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
 
 from tts_triton import audio
 from tts_triton.checkpoint import Checkpoint
@@ -56,6 +65,7 @@ from tts_triton.training.common import (
     both_trained,
     corpus_info,
     fresh_config,
+    join_ranks,
     lr_factor,
     part_info,
     pick_device,
@@ -94,11 +104,24 @@ def segment_stream(dataset: VocoderDataset, batch_size: int, seed: int, first_ep
         epoch += 1
 
 
+@contextlib.contextmanager
+def frozen(*modules: nn.Module) -> Iterator[None]:
+    """Parameters of ``modules`` need no gradient inside the block (a backward pass only reaches inputs)."""
+    params = [p for m in modules for p in m.parameters()]
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+
+
 def generator_step_losses(real: Tensor, fake: Tensor, mpd: MultiPeriodDiscriminator, msd: MultiScaleDiscriminator,
                           adversarial: bool, amp: contextlib.AbstractContextManager,
                           mel_weight: float = MEL_WEIGHT, stft_weight: float = 0.0) -> dict[str, Tensor]:
     """The generator's loss terms (``total`` included): mel, the STFT term when ``stft_weight`` > 0, and the
-    adversarial and feature-matching terms when ``adversarial``."""
+    adversarial and feature-matching terms when ``adversarial`` (call it with the discriminators frozen)."""
     terms = {"mel": mel_loss(real.float(), fake.float(), mel_weight)}
     if stft_weight > 0:
         terms["stft"] = stft_weight * stft_loss(real.float(), fake.float())
@@ -113,8 +136,8 @@ def generator_step_losses(real: Tensor, fake: Tensor, mpd: MultiPeriodDiscrimina
     return terms
 
 
-def discriminator_step_loss(real: Tensor, fake: Tensor, mpd: MultiPeriodDiscriminator,
-                            msd: MultiScaleDiscriminator, amp: contextlib.AbstractContextManager) -> Tensor:
+def discriminator_step_loss(real: Tensor, fake: Tensor, mpd: nn.Module, msd: nn.Module,
+                            amp: contextlib.AbstractContextManager) -> Tensor:
     """LSGAN discriminator loss of both discriminators on ``fake`` (detached by the caller)."""
     with amp:
         p_real, p_fake, _, _ = mpd(real, fake)
@@ -184,7 +207,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     budget = Budget(args.minutes)
-    device = pick_device(args.device, fixed_shapes=True)
+    ranks = join_ranks()
+    device = pick_device(args.device or (f"cuda:{ranks.local}" if ranks.world > 1 and torch.cuda.is_available()
+                                         else None), fixed_shapes=True)
     torch.manual_seed(args.seed)
     ckpt, state = start_run(args.out, args.resume, args.init,
                             fresh_config(args.frames_per_step, args.vocoder_variant), args.seed)
@@ -197,9 +222,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     train = VocoderDataset(args.data, "train", args.segment_frames, seed=args.seed)
     val = VocoderDataset(train.corpus, "val", None, seed=args.seed)
     val.entries = val.entries[: args.val_utterances]
-    print(f"[vocoder] {len(train)} train utterances, HiFi-GAN {ckpt.config.vocoder.variant}, device {device}, "
-          f"batch {args.batch_size} x {args.segment_frames} frames, start step {first_step}, "
-          f"discriminators from step {d_start}", flush=True)
+    train.entries = train.entries[ranks.rank :: ranks.world]
+    if ranks.main:
+        print(f"[vocoder] {len(train) * ranks.world} train utterances, HiFi-GAN {ckpt.config.vocoder.variant}, "
+              f"device {device} x {ranks.world} ranks, batch {args.batch_size} x {args.segment_frames} frames "
+              f"per rank, start step {first_step}, discriminators from step {d_start}", flush=True)
 
     generator = ckpt.generator.to(device).train()
     mpd, msd = MultiPeriodDiscriminator().to(device).train(), MultiScaleDiscriminator().to(device).train()
@@ -209,6 +236,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, obj in (("mpd", mpd), ("msd", msd), ("opt_g", opt_g), ("opt_d", opt_d)):
             obj.load_state_dict(state[name])
     amp = autocast(args.amp, device)
+    # The optimizers hold the modules' own parameters; the DDP wrappers only average their gradients.
+    g_step, mpd_step, msd_step = generator, mpd, msd
+    if ranks.world > 1:
+        g_step, mpd_step, msd_step = (DistributedDataParallel(m, device_ids=[device] if device.type == "cuda"
+                                                              else None) for m in (generator, mpd, msd))
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     log = JsonlLog(out / "losses.jsonl")
@@ -222,7 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs = [*record.get("runs", []), run_record(MODULE, argv, first_step, step, budget.elapsed / 60, device)]
         info = {**ckpt.info, "data": corpus_info(train.corpus.summary),
                 "vocoder": {"steps": step, "epochs": epoch, "variant": ckpt.config.vocoder.variant,
-                            "batch_size": args.batch_size, "segment_frames": args.segment_frames, "lr": args.lr,
+                            "batch_size": args.batch_size * ranks.world, "segment_frames": args.segment_frames,
+                            "lr": args.lr,
                             "gan_start": args.gan_start, "mel_weight": args.mel_weight,
                             "stft_weight": args.stft_weight, "amp": args.amp,
                             "training_mels": "teacher-forced" if "gta" in train.corpus.summary else "ground truth",
@@ -244,43 +277,62 @@ def main(argv: Sequence[str] | None = None) -> int:
         for group in optimizer.param_groups:
             group["lr"] = args.lr * lr_factor(step, start, args.warmup, math.inf, 1.0)
 
-    stream = segment_stream(train, args.batch_size, args.seed, epoch, args.workers)
-    while not budget.expired() and (args.steps is None or step < args.steps):
+    def agree(total: Tensor) -> tuple[bool, bool]:
+        """(every rank's loss is finite, rank 0's budget or step limit says stop after this step)."""
+        done = budget.expired() or (args.steps is not None and step + 1 >= args.steps)
+        flags = torch.stack([total.detach().float(), torch.tensor(float(done and ranks.main), device=device)])
+        if ranks.world > 1:
+            torch.distributed.all_reduce(flags)
+        finite, stop = flags.tolist()
+        return math.isfinite(finite), stop > 0
+
+    stream = segment_stream(train, args.batch_size, args.seed * ranks.world + ranks.rank, epoch, args.workers)
+    stop = budget.expired() or (args.steps is not None and step >= args.steps)
+    while not stop:
         epoch, (mel, wav) = next(stream)
         mel = mel.to(device, non_blocking=True).transpose(1, 2)
         real = wav.to(device, non_blocking=True)[:, None]
         with amp:
-            fake = generator(mel)
+            fake = g_step(mel)
         terms: dict[str, Any] = {}
         if step >= d_start:
             set_lr(opt_d, d_start)
-            loss_d = discriminator_step_loss(real, fake.detach(), mpd, msd, amp)
+            loss_d = discriminator_step_loss(real, fake.detach(), mpd_step, msd_step, amp)
             opt_d.zero_grad(set_to_none=True)
             loss_d.backward()
             opt_d.step()
             terms["disc"] = loss_d
         set_lr(opt_g, optimizer_start)
-        terms.update(generator_step_losses(real, fake, mpd, msd, step >= d_start + args.d_warmup, amp,
-                                           args.mel_weight, args.stft_weight))
-        opt_g.zero_grad(set_to_none=True)
-        terms["total"].backward()
-        if not math.isfinite(terms["total"].item()):
+        with frozen(mpd, msd):
+            terms.update(generator_step_losses(real, fake, mpd, msd, step >= d_start + args.d_warmup, amp,
+                                               args.mel_weight, args.stft_weight))
+            opt_g.zero_grad(set_to_none=True)
+            terms["total"].backward()
+        finite, stop = agree(terms["total"])
+        if not finite:
             skipped += 1
             if skipped > 20:
                 raise RuntimeError(f"{skipped} steps with a non-finite generator loss; stopping")
             continue
         opt_g.step()
         step += 1
+        if not ranks.main:
+            continue
         mean.add(terms)
         if step % 100 == 0:
             row = mean.read()
             log.write({"kind": "train", "step": step, "epoch": epoch, "minutes": round(budget.elapsed / 60, 2), **row})
             progress.update(step, row)
-        if step % args.val_every == 0:
+        if step % args.val_every == 0 and not stop:
             checkpoint(run_validation())
-    checkpoint(run_validation())
-    progress.update(step, {"skipped": skipped}, force=True)
-    print(f"[vocoder] done at step {step} after {budget.elapsed / 60:.1f} min -> {out / CHECKPOINT_FILE}", flush=True)
+    if ranks.main:
+        checkpoint(run_validation())
+        progress.update(step, {"skipped": skipped}, force=True)
+        print(f"[vocoder] done at step {step} after {budget.elapsed / 60:.1f} min -> {out / CHECKPOINT_FILE}",
+              flush=True)
+    if ranks.world > 1:
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
     return 0
 
 
