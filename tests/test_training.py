@@ -125,6 +125,7 @@ def test_vocoder_data_parallel_ranks_agree(corpus: Path, tiny_init: Path, tmp_pa
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         record = load_checkpoint(out / "checkpoint.pt").info["vocoder"]
         assert record["steps"] == steps and record["batch_size"] == 4
+        assert "torch.distributed.run --standalone --nproc-per-node 2 -m" in record["runs"][-1]["command"]
     assert "x 2 ranks" in done.stdout and done.stdout.count("[vocoder] done at step 5") == 1
     assert int(torch.load(out / "state.pt")["opt_d"]["state"][0]["step"]) == 4  # D trained from step 1, resumed
 

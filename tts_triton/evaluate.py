@@ -345,6 +345,8 @@ class Utterance:
     seconds: float
     hit_max_steps: bool
     mcds: dict[str, float]  # voice -> MCD against that voice's rendering (same sentence and emotion)
+    #: MCD from the target voice's rendering to the nearest other voice's: how near espeak-ng's own voices are
+    espeak_gap: float
 
     @property
     def nearest(self) -> str:
@@ -492,14 +494,18 @@ def evaluate(args: argparse.Namespace, command: str) -> Evaluation:
         start = time.monotonic()
         jobs = [(synth_feats[i].speech, [ref_feats[r].speech for r in targets[i]]) for i in items]
         jobs += [(copy_feats[i].speech, [ref_feats[reference(i)].speech]) for i in by_emotion]
+        jobs += [(ref_feats[reference(i)].speech, [ref_feats[r].speech for r in targets[i] if r.voice.name != i.voice])
+                 for i in items]
         jobs += [(ref_feats[base].speech, [ref_feats[r].speech for r in others]) for base, others in sanity_refs]
         jobs += [(ref_feats[base].mcep, [ref_feats[r].mcep for r in others]) for base, others in sanity_refs]
         distances = iter(run_parallel(pool, "MCD-DTW", _mcds, jobs))
         timings["MCD-DTW"] = time.monotonic() - start
 
-    utterances = [Utterance(i, len(synths[i].audio) / audio.SAMPLE_RATE, synths[i].hit_max_steps,
-                            dict(zip(VOICES, next(distances), strict=True))) for i in items]
+    own = [dict(zip(VOICES, next(distances), strict=True)) for _ in items]
     copy_mcd = [next(distances)[0] for _ in by_emotion]
+    gaps = [min(next(distances)) for _ in items]
+    utterances = [Utterance(i, len(synths[i].audio) / audio.SAMPLE_RATE, synths[i].hit_max_steps, mcds, gap)
+                  for i, mcds, gap in zip(items, own, gaps, strict=True)]
     loud = [next(distances) for _ in sanity_refs]
     every = [next(distances) for _ in sanity_refs]
     sanity = {label: [d[k] for d in loud] for k, (label, *_) in enumerate(SANITY)}
@@ -679,9 +685,11 @@ def report(ev: Evaluation) -> str:
         f"Emotion sentences: each voice's {EMOTION_SENTENCES_PER_VOICE} shortest test sentences, synthesized in all "
         "five emotions. Mean F0 in Hz "
         f"({' / '.join(PITCH_ORDER)}) of the synthesized audio, of the vocoder alone on espeak-ng's mel, and of "
-        "espeak-ng's rendering:", "",
-        "| voice | sentences | median MCD (dB) | identity | F0 synthesized | F0 vocoder alone | F0 espeak-ng "
-        "| order |", "|---|---|---|---|---|---|---|---|",
+        "espeak-ng's rendering. *espeak-ng gap*: the median MCD from the voice's own rendering to the nearest "
+        "other voice's (same sentence and emotion); an output is only reliably identified when its MCD stays well "
+        "under that gap.", "",
+        "| voice | sentences | median MCD (dB) | espeak-ng gap (dB) | identity | F0 synthesized | F0 vocoder alone "
+        "| F0 espeak-ng | order |", "|---|---|---|---|---|---|---|---|---|",
     ]
     for voice in VOICES:
         mine = [u for u in utts if u.item.voice == voice]
@@ -690,6 +698,7 @@ def report(ev: Evaluation) -> str:
         f0s = [" / ".join(_hz(ev.emotion_f0[source][voice].get(e)) for e in PITCH_ORDER) for source in
                ("synthesized", "vocoder copy", "espeak-ng")]
         lines.append(f"| {voice} | {len(mine)} | {np.median([u.mcds[voice] for u in mine]):.2f} | "
+                     f"{np.median([u.espeak_gap for u in mine]):.2f} | "
                      f"{sum(u.identity_ok for u in mine)} / {len(mine)} | {' | '.join(f0s)} | "
                      f"{'yes' if synth_order[voice] else 'no'} |")
     lines += ["", f"espeak-ng's own renderings follow the order for {percent(orders['espeak-ng']):.0f} % of the "
@@ -828,7 +837,8 @@ def results_json(ev: Evaluation) -> dict[str, Any]:
         "emotion_mean_f0_hz": ev.emotion_f0,
         "utterances": [{"id": u.item.sentence_id, "voice": u.item.voice, "emotion": u.item.emotion,
                         "seconds": round(u.seconds, 3), "hit_max_steps": u.hit_max_steps,
-                        "mcd_db": {k: round(v, 3) for k, v in u.mcds.items()}} for u in ev.utterances],
+                        "mcd_db": {k: round(v, 3) for k, v in u.mcds.items()},
+                        "espeak_gap_db": round(u.espeak_gap, 3)} for u in ev.utterances],
     }
 
 

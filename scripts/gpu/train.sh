@@ -18,7 +18,8 @@
 # Environment: OUT (default runs/out), WORK (runs/work), PYTHON (python3), CORPUS_LIMIT (utterances to render,
 #   14400 ~ 14 h of audio, the whole plan), JOBS (nproc), RESERVE_S (50), TRAIN_MINUTES (overrides the computed
 #   training time), FRAMES_PER_STEP (decoder r of a fresh model, 3), ACOUSTIC_ARGS / VOCODER_ARGS (more flags),
-#   VOCODER_GPUS (1), VOCODER_MELS (ground-truth, or gta: the vocoder trains on INIT_CHECKPOINT's teacher-forced mels, made once
+#   PARTS ("acoustic vocoder": the trainers to run; a part left out keeps its weights from $WORK or
+#   INIT_CHECKPOINT), VOCODER_GPUS (1), VOCODER_MELS (ground-truth, or gta: the vocoder trains on INIT_CHECKPOINT's teacher-forced mels, made once
 #   into $WORK/corpus-gta by tts_triton.training.gta).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -51,7 +52,7 @@ fi
 
 gpus=$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())')
 v_ranks=${VOCODER_GPUS:-1}
-((v_ranks <= gpus)) || { say "VOCODER_GPUS=$v_ranks but $gpus GPUs"; exit 2; }
+((v_ranks == 1 || v_ranks <= gpus)) || { say "VOCODER_GPUS=$v_ranks but $gpus GPUs"; exit 2; }
 a_gpu=${CUDA_VISIBLE_DEVICES:-0} v_gpu=${CUDA_VISIBLE_DEVICES:-0}
 if ((v_ranks > 1)); then
   v_gpu=$(seq -s, 0 $((v_ranks - 1)))
@@ -71,20 +72,27 @@ if [[ ${VOCODER_MELS:-ground-truth} == gta ]]; then
 fi
 
 minutes=${TRAIN_MINUTES:-$(awk -v t="$total" -v s="$SECONDS" -v r="$RESERVE_S" 'BEGIN { printf "%.2f", (t - s - r) / 60 }')}
-say "training both models for $minutes min (GPUs: acoustic $a_gpu, vocoder $v_gpu)${init:+, from $init unless resuming}"
+PARTS=${PARTS:-acoustic vocoder}
+say "training $PARTS for $minutes min (GPUs: acoustic $a_gpu, vocoder $v_gpu)${init:+, from $init unless resuming}"
 common=(--minutes "$minutes" --frames-per-step "$FRAMES_PER_STEP" --resume)
 [[ -n $init ]] && common+=(--init "$init")
-# shellcheck disable=SC2086  # the extra flags are meant to split
-CUDA_VISIBLE_DEVICES=$a_gpu "$PYTHON" -m tts_triton.training.train_acoustic "${common[@]}" --data "$corpus" --out "$WORK/acoustic" \
-  ${ACOUSTIC_ARGS:-} 2>&1 | sed -u 's/^/A| /' &
-acoustic=$!
-# shellcheck disable=SC2086
-CUDA_VISIBLE_DEVICES=$v_gpu "${vocoder_launch[@]}" -m tts_triton.training.train_vocoder "${common[@]}" --data "$vocoder_corpus" --out "$WORK/vocoder" \
-  ${VOCODER_ARGS:-} 2>&1 | sed -u 's/^/V| /' &
-vocoder=$!
+declare -A pids=()
+if [[ " $PARTS " == *" acoustic "* ]]; then
+  # shellcheck disable=SC2086  # the extra flags are meant to split
+  CUDA_VISIBLE_DEVICES=$a_gpu "$PYTHON" -m tts_triton.training.train_acoustic "${common[@]}" --data "$corpus" \
+    --out "$WORK/acoustic" ${ACOUSTIC_ARGS:-} 2>&1 | sed -u 's/^/A| /' &
+  pids[acoustic]=$!
+fi
+if [[ " $PARTS " == *" vocoder "* ]]; then
+  # shellcheck disable=SC2086
+  CUDA_VISIBLE_DEVICES=$v_gpu "${vocoder_launch[@]}" -m tts_triton.training.train_vocoder "${common[@]}" \
+    --data "$vocoder_corpus" --out "$WORK/vocoder" ${VOCODER_ARGS:-} 2>&1 | sed -u 's/^/V| /' &
+  pids[vocoder]=$!
+fi
 status=0
-wait $acoustic || { status=$?; say "acoustic training FAILED ($status)"; }
-wait $vocoder || { status=$?; say "vocoder training FAILED ($status)"; }
+for part in "${!pids[@]}"; do
+  wait "${pids[$part]}" || { status=$?; say "$part training FAILED ($status)"; }
+done
 
 a=$WORK/acoustic/checkpoint.pt v=$WORK/vocoder/checkpoint.pt
 [[ -f $a ]] || a=${init:-}

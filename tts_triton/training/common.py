@@ -125,9 +125,11 @@ def both_trained(info: dict[str, Any]) -> bool:
     return all(dict(info.get(part, {})).get("steps", 0) > 0 for part in ("acoustic", "vocoder"))
 
 
-def command_line(module: str, argv: Sequence[str]) -> str:
-    """The shell command that reruns ``python -m module argv``."""
-    return shlex.join(["python", "-m", module, *argv])
+def command_line(module: str, argv: Sequence[str], ranks: int = 1) -> str:
+    """The shell command that reruns ``python -m module argv`` (under ``torch.distributed.run`` on ``ranks``)."""
+    launch = ["python", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks)] if ranks > 1 \
+        else ["python"]
+    return shlex.join([*launch, "-m", module, *argv])
 
 
 def autocast(amp: str, device: torch.device) -> contextlib.AbstractContextManager:
@@ -138,11 +140,11 @@ def autocast(amp: str, device: torch.device) -> contextlib.AbstractContextManage
 
 
 def run_record(module: str, argv: Sequence[str], first_step: int, step: int, minutes: float,
-               device: torch.device) -> dict[str, Any]:
+               device: torch.device, ranks: int = 1) -> dict[str, Any]:
     """One entry of a checkpoint's ``runs`` history: how this run got from ``first_step`` to ``step``."""
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    return {"command": command_line(module, argv), "from_step": first_step, "to_step": step,
-            "minutes": round(minutes, 2), "device": name}
+    return {"command": command_line(module, argv, ranks), "from_step": first_step, "to_step": step,
+            "minutes": round(minutes, 2), "device": f"{ranks} x {name}" if ranks > 1 else name}
 
 
 class Budget:

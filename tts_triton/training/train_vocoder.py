@@ -251,7 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def checkpoint(val_losses: dict[str, float]) -> None:
         history.append({"step": step, **{k: round(v, 5) for k, v in val_losses.items()}})
-        runs = [*record.get("runs", []), run_record(MODULE, argv, first_step, step, budget.elapsed / 60, device)]
+        runs = [*record.get("runs", []), run_record(MODULE, argv, first_step, step, budget.elapsed / 60, device,
+                                                    ranks.world)]
         info = {**ckpt.info, "data": corpus_info(train.corpus.summary),
                 "vocoder": {"steps": step, "epochs": epoch, "variant": ckpt.config.vocoder.variant,
                             "batch_size": args.batch_size * ranks.world, "segment_frames": args.segment_frames,
