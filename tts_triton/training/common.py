@@ -70,6 +70,11 @@ class Ranks:
         """Whether this rank logs, validates and writes checkpoints."""
         return self.rank == 0
 
+    @property
+    def device(self) -> str | None:
+        """This rank's own GPU when there are several ranks on CUDA; None: :func:`pick_device`'s default."""
+        return f"cuda:{self.local}" if self.world > 1 and torch.cuda.is_available() else None
+
 
 def join_ranks() -> Ranks:
     """Join the process group when launched by ``torch.distributed.run`` (NCCL on CUDA, else gloo) and bind
@@ -127,8 +132,9 @@ def both_trained(info: dict[str, Any]) -> bool:
 
 def command_line(module: str, argv: Sequence[str], ranks: int = 1) -> str:
     """The shell command that reruns ``python -m module argv`` (under ``torch.distributed.run`` on ``ranks``)."""
-    launch = ["python", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks)] if ranks > 1 \
-        else ["python"]
+    launch = ["python"]
+    if ranks > 1:
+        launch += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks)]
     return shlex.join([*launch, "-m", module, *argv])
 
 

@@ -208,8 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     budget = Budget(args.minutes)
     ranks = join_ranks()
-    device = pick_device(args.device or (f"cuda:{ranks.local}" if ranks.world > 1 and torch.cuda.is_available()
-                                         else None), fixed_shapes=True)
+    device = pick_device(args.device or ranks.device, fixed_shapes=True)
     torch.manual_seed(args.seed)
     ckpt, state = start_run(args.out, args.resume, args.init,
                             fresh_config(args.frames_per_step, args.vocoder_variant), args.seed)
@@ -278,17 +277,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         for group in optimizer.param_groups:
             group["lr"] = args.lr * lr_factor(step, start, args.warmup, math.inf, 1.0)
 
+    def done(at_step: int) -> bool:
+        return budget.expired() or (args.steps is not None and at_step >= args.steps)
+
     def agree(total: Tensor) -> tuple[bool, bool]:
         """(every rank's loss is finite, rank 0's budget or step limit says stop after this step)."""
-        done = budget.expired() or (args.steps is not None and step + 1 >= args.steps)
-        flags = torch.stack([total.detach().float(), torch.tensor(float(done and ranks.main), device=device)])
+        stop_here = done(step + 1) and ranks.main
+        flags = torch.stack([total.detach().float(), torch.tensor(float(stop_here), device=device)])
         if ranks.world > 1:
             torch.distributed.all_reduce(flags)
         finite, stop = flags.tolist()
         return math.isfinite(finite), stop > 0
 
     stream = segment_stream(train, args.batch_size, args.seed * ranks.world + ranks.rank, epoch, args.workers)
-    stop = budget.expired() or (args.steps is not None and step >= args.steps)
+    stop = done(step)
     while not stop:
         epoch, (mel, wav) = next(stream)
         mel = mel.to(device, non_blocking=True).transpose(1, 2)
