@@ -75,11 +75,17 @@ def _istft(z: np.ndarray, length: int) -> np.ndarray:
     return np.pad(x, (0, max(0, length - len(x))))[:length]
 
 
+def linear_from_log_mel(log_mel: np.ndarray, layout: tuple[int, float] = (audio.N_MELS, audio.FMAX)) -> np.ndarray:
+    """A log-mel ``[n_mels, frames]`` of ``layout`` back to a linear magnitude ``[bins, frames]`` through the
+    filterbank's pseudo-inverse, clipped at 0."""
+    basis = audio.mel_filterbank(n_mels=layout[0], fmax=layout[1]).astype(np.float64)
+    return np.maximum(np.linalg.pinv(basis) @ np.exp(np.asarray(log_mel, np.float64)), 0.0)
+
+
 def mel_magnitude(magnitude: np.ndarray, layout: tuple[int, float]) -> np.ndarray:
     """The linear magnitude ``[bins, frames]`` that a log-mel of ``layout`` keeps of ``magnitude``."""
     basis = audio.mel_filterbank(n_mels=layout[0], fmax=layout[1]).astype(np.float64)
-    log_mel = np.log(np.maximum(basis @ magnitude, audio.LOG_CLAMP))  # what the networks see
-    return np.maximum(np.linalg.pinv(basis) @ np.exp(log_mel), 0.0)
+    return linear_from_log_mel(np.log(np.maximum(basis @ magnitude, audio.LOG_CLAMP)), layout)  # what nets see
 
 
 def griffin_lim(magnitude: np.ndarray, length: int, iterations: int, seed: int = SEED) -> np.ndarray:

@@ -133,6 +133,12 @@ def test_emotion_order_per_voice() -> None:
     assert evaluate.percent(order) == 50.0
 
 
+def test_info_summary_keeps_scalars_and_skips_an_earlier_evaluation() -> None:
+    info = {"name": "default", "acoustic": {"steps": 7741, "lr": 1e-3},
+            "metrics": {"utterances": [{"id": "s00000", "mcd_db": {"m1": 5.0}}]}}
+    assert evaluate._info_summary(info) == "acoustic: steps 7741; name: default"
+
+
 @espeak_ng
 def test_espeak_variants_order_as_expected() -> None:
     """Same voice at another rate < another male variant < a female variant, as in the report's sanity check."""

@@ -630,7 +630,8 @@ def _info_summary(info: Mapping[str, Any]) -> str:
     parts = []
     for key, value in sorted(info.items()):
         if isinstance(value, dict):
-            facts = [f"{k} {v}" for k, v in value.items() if k in ("steps", "epochs", "utterances", "hours")]
+            facts = [f"{k} {v}" for k, v in value.items()
+                     if k in ("steps", "epochs", "utterances", "hours") and isinstance(v, int | float)]
             parts += [f"{key}: {', '.join(facts)}"] if facts else []
         elif isinstance(value, str | int | float):
             parts.append(f"{key}: {value}")

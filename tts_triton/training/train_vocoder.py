@@ -4,15 +4,16 @@
 
 Random ``--segment-frames`` segments (mel and the audio it was computed from) of training utterances;
 losses of :mod:`tts_triton.training.hifigan_losses` (LSGAN adversarial terms of the multi-period and
-multi-scale discriminators, feature matching x2, mel L1 x45). AdamW (0.8, 0.99) at 2e-4, generator and
+multi-scale discriminators, feature matching x2, mel L1 x45, multi-resolution STFT x20). AdamW (0.8, 0.99)
+at 2e-4, generator and
 discriminators each with their own optimizer.
 
 The generator trains on the corpus's mels: ground truth, which keeps the two trainers independent so that
 they run side by side, or, to fine-tune it for the acoustic model, teacher-forced predictions of a corpus
 made by :mod:`tts_triton.training.gta` (time-aligned with the audio). ``--gan-start`` beyond any step
-count trains on the mel loss alone (``--mel-weight``).
+count trains on the spectral losses alone (``--mel-weight``, ``--stft-weight``).
 
-Schedule: the first ``--gan-start`` steps train the generator on the mel loss alone (cheap steps that
+Schedule: the first ``--gan-start`` steps train the generator on the spectral losses alone (cheap steps that
 get the spectral envelope right quickly); then the discriminators train, and the generator's
 adversarial and feature-matching terms join ``--d-warmup`` steps later, once the discriminators say
 something useful. Discriminators are not kept in checkpoints (they are ~70 M parameters; see
@@ -78,6 +79,7 @@ from tts_triton.training.common import (
 )
 from tts_triton.training.hifigan_losses import (
     MEL_WEIGHT,
+    STFT_WEIGHT,
     MultiPeriodDiscriminator,
     MultiScaleDiscriminator,
     discriminator_loss,
@@ -119,7 +121,7 @@ def frozen(*modules: nn.Module) -> Iterator[None]:
 
 def generator_step_losses(real: Tensor, fake: Tensor, mpd: MultiPeriodDiscriminator, msd: MultiScaleDiscriminator,
                           adversarial: bool, amp: contextlib.AbstractContextManager,
-                          mel_weight: float = MEL_WEIGHT, stft_weight: float = 0.0) -> dict[str, Tensor]:
+                          mel_weight: float = MEL_WEIGHT, stft_weight: float = STFT_WEIGHT) -> dict[str, Tensor]:
     """The generator's loss terms (``total`` included): mel, the STFT term when ``stft_weight`` > 0, and the
     adversarial and feature-matching terms when ``adversarial`` (call it with the discriminators frozen)."""
     terms = {"mel": mel_loss(real.float(), fake.float(), mel_weight)}
@@ -187,7 +189,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--segment-frames", type=int, default=32, help="mel frames per segment (x256 samples)")
     p.add_argument("--lr", type=float, default=2e-4)
     p.add_argument("--mel-weight", type=float, default=MEL_WEIGHT, help="weight of the mel L1 term")
-    p.add_argument("--stft-weight", type=float, default=0.0, help="weight of the multi-resolution STFT term (0: off)")
+    p.add_argument("--stft-weight", type=float, default=STFT_WEIGHT,
+                   help="weight of the multi-resolution STFT term (0: off)")
     p.add_argument("--warmup", type=int, default=100, help="warmup steps of fresh optimizers (also after resuming)")
     p.add_argument("--gan-start", type=int, default=1000, help="global step at which the discriminators start")
     p.add_argument("--d-warmup", type=int, default=200, help="discriminator-only steps before adversarial G terms")

@@ -1,0 +1,96 @@
+"""How far the acoustic model's mels can take the system: Griffin-Lim from them, beside the HiFi-GAN.
+
+    .venv/bin/python scripts/mel_floor.py [--checkpoint PATH] [--sentences 10] [--iterations 64] [--out PATH]
+
+For every sixth of the evaluation's first ``6 x --sentences`` test sentences (voices and emotions both
+vary, as in ``scripts/vocoder_check.py``) and the checkpoint's voice bank, four clips are compared with espeak-ng's rendering by MCD-DTW,
+as :mod:`tts_triton.evaluate` measures it:
+
+- **system**: the reference synthesizer's audio (acoustic model, then the HiFi-GAN), the evaluation's number;
+- **GL on synthesized mels**: the postnet mels that the HiFi-GAN received, through Griffin-Lim instead
+  (``scripts/mel_band.py``: pseudo-inverse of the filterbank, ``--iterations`` from a seeded phase);
+- **HiFi-GAN on espeak-ng's mels**: copy synthesis, the vocoder alone;
+- **GL on espeak-ng's mels**: the mel itself as the limit.
+
+Griffin-Lim is a faithful if phase-poor inverse of a mel: its column on synthesized mels is what the
+acoustic model's mels allow a vocoder that keeps their spectral envelope, and the gap to the system's
+column is what the HiFi-GAN adds. Prints a markdown table; ``--out`` also writes it with the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from mel_band import griffin_lim, linear_from_log_mel
+
+from tts_triton import audio, contract
+from tts_triton.bench import markdown_table
+from tts_triton.checkpoint import resolve
+from tts_triton.data.prosody import EMOTIONS, VOICES, render
+from tts_triton.evaluate import (
+    RecordingBackend,
+    copy_synthesis,
+    features,
+    mcd,
+    select_items,
+    synthesize,
+    voice_bank_for,
+)
+from tts_triton.serving.backends import TorchBackend
+
+COLUMNS = ("system", "GL on synthesized mels", "HiFi-GAN on espeak-ng's mels", "GL on espeak-ng's mels")
+
+
+def griffin_lim_of(log_mel: np.ndarray, iterations: int) -> np.ndarray:
+    """Griffin-Lim audio of a log-mel ``[frames, n_mels]`` (centred frames: ``(frames - 1) * hop`` samples)."""
+    linear = linear_from_log_mel(log_mel.T)
+    return griffin_lim(linear, (linear.shape[1] - 1) * audio.HOP_LENGTH, iterations)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--checkpoint", type=Path, help="default: the shipped voice")
+    p.add_argument("--sentences", type=int, default=10)
+    p.add_argument("--iterations", type=int, default=64)
+    p.add_argument("--out", type=Path)
+    args = p.parse_args(argv)
+    torch.set_num_threads(2)
+    ckpt = resolve(args.checkpoint)
+    bank, _ = voice_bank_for(args.checkpoint, None, ckpt)
+    stages = ckpt.stages()
+    backend = RecordingBackend(TorchBackend(stages, ckpt.config))
+    vocoder = stages[contract.VOCODER]
+    rows = []
+    for i, item in enumerate(select_items(6 * args.sentences)[::6]):
+        print(f"[{i + 1}/{args.sentences}] {item.voice} {item.emotion}: {item.text}", file=sys.stderr, flush=True)
+        synth = asyncio.run(synthesize(backend, ckpt.config, item.text, bank.style(item.voice, item.emotion)))
+        with torch.inference_mode():
+            post = vocoder.postnet(torch.from_numpy(synth.mel)[None])[0].numpy()
+        speech = render(item.text, VOICES[item.voice], EMOTIONS[item.emotion])
+        clips = (synth.audio, griffin_lim_of(post, args.iterations), copy_synthesis(vocoder.generator, speech),
+                 griffin_lim_of(audio.mel_spectrogram(speech), args.iterations))
+        target = features(speech).speech
+        rows.append([item.voice, item.emotion, *(mcd(features(c).speech, target) for c in clips)])
+    medians = np.median(np.array([r[2:] for r in rows]), axis=0)
+    table = markdown_table(["voice", "emotion", *(f"{c} (dB)" for c in COLUMNS)],
+                           [[*r[:2], *(f"{v:.2f}" for v in r[2:])] for r in rows]
+                           + [["median", "", *(f"**{v:.2f}**" for v in medians)]])
+    print(table)
+    if args.out:
+        command = shlex.join([".venv/bin/python", "scripts/mel_floor.py", *(argv or sys.argv[1:])])
+        title = "# What the acoustic model's mels allow: Griffin-Lim beside the HiFi-GAN"
+        args.out.write_text(f"{title}\n\n    {command}\n\n"
+                            f"MCD-DTW against espeak-ng's rendering, {len(rows)} test sentences, checkpoint "
+                            f"{ckpt.name}; see the script's docstring.\n\n{table}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
