@@ -3,8 +3,8 @@
     .venv/bin/python scripts/mel_floor.py [--checkpoint PATH] [--sentences 10] [--iterations 64] [--out PATH]
 
 For every sixth of the evaluation's first ``6 x --sentences`` test sentences (voices and emotions both
-vary, as in ``scripts/vocoder_check.py``) and the checkpoint's voice bank, four clips are compared with espeak-ng's rendering by MCD-DTW,
-as :mod:`tts_triton.evaluate` measures it:
+vary, as in ``scripts/vocoder_check.py``) and the checkpoint's voice bank, four clips are compared with
+espeak-ng's rendering by MCD-DTW, as :mod:`tts_triton.evaluate` measures it:
 
 - **system**: the reference synthesizer's audio (acoustic model, then the HiFi-GAN), the evaluation's number;
 - **GL on synthesized mels**: the postnet mels that the HiFi-GAN received, through Griffin-Lim instead
