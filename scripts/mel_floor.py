@@ -1,6 +1,7 @@
 """How far the acoustic model's mels can take the system: Griffin-Lim from them, beside the HiFi-GAN.
 
-    .venv/bin/python scripts/mel_floor.py [--checkpoint PATH] [--sentences 10] [--iterations 64] [--out PATH]
+    .venv/bin/python scripts/mel_floor.py [--checkpoint PATH] [--sentences 10] [--iterations 64] [--prenet-dropout]
+        [--out PATH]
 
 For every sixth of the evaluation's first ``6 x --sentences`` test sentences (voices and emotions both
 vary, as in ``scripts/vocoder_check.py``) and the checkpoint's voice bank, four clips are compared with
@@ -14,7 +15,9 @@ espeak-ng's rendering by MCD-DTW, as :mod:`tts_triton.evaluate` measures it:
 
 Griffin-Lim is a faithful if phase-poor inverse of a mel: its column on synthesized mels is what the
 acoustic model's mels allow a vocoder that keeps their spectral envelope, and the gap to the system's
-column is what the HiFi-GAN adds. Prints a markdown table; ``--out`` also writes it with the command line.
+column is what the HiFi-GAN adds. ``--prenet-dropout`` keeps the decoder prenet's dropout on while
+synthesizing, as Tacotron 2 does at inference (seeded; the shipped synthesizer leaves it off). Prints a
+markdown table; ``--out`` also writes it with the command line.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from tts_triton.evaluate import (
     synthesize,
     voice_bank_for,
 )
+from tts_triton.models.decoder import Prenet
 from tts_triton.serving.backends import TorchBackend
 
 COLUMNS = ("system", "GL on synthesized mels", "HiFi-GAN on espeak-ng's mels", "GL on espeak-ng's mels")
@@ -59,12 +63,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--checkpoint", type=Path, help="default: the shipped voice")
     p.add_argument("--sentences", type=int, default=10)
     p.add_argument("--iterations", type=int, default=64)
+    p.add_argument("--prenet-dropout", action="store_true", help="keep the prenet's dropout on at inference")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     torch.set_num_threads(2)
     ckpt = resolve(args.checkpoint)
     bank, _ = voice_bank_for(args.checkpoint, None, ckpt)
     stages = ckpt.stages()
+    if args.prenet_dropout:
+        torch.manual_seed(0)
+        for module in stages[contract.DECODER].modules():
+            if isinstance(module, Prenet):
+                module.train()
     backend = RecordingBackend(TorchBackend(stages, ckpt.config))
     vocoder = stages[contract.VOCODER]
     rows = []
@@ -85,10 +95,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table)
     if args.out:
         command = shlex.join([".venv/bin/python", "scripts/mel_floor.py", *(argv or sys.argv[1:])])
+        dropout = ", prenet dropout on" if args.prenet_dropout else ""
         title = "# What the acoustic model's mels allow: Griffin-Lim beside the HiFi-GAN"
         args.out.write_text(f"{title}\n\n    {command}\n\n"
                             f"MCD-DTW against espeak-ng's rendering, {len(rows)} test sentences, checkpoint "
-                            f"{ckpt.name}; see the script's docstring.\n\n{table}\n")
+                            f"{ckpt.name}{dropout}; see the script's docstring.\n\n{table}\n")
     return 0
 
 
