@@ -10,6 +10,9 @@ espeak-ng's rendering by MCD-DTW, as :mod:`tts_triton.evaluate` measures it:
 - **system**: the reference synthesizer's audio (acoustic model, then the HiFi-GAN), the evaluation's number;
 - **GL on synthesized mels**: the postnet mels that the HiFi-GAN received, through Griffin-Lim instead
   (``scripts/mel_band.py``: pseudo-inverse of the filterbank, ``--iterations`` from a seeded phase);
+- **GL on teacher-forced mels**: the acoustic model's postnet mels when its decoder reads espeak-ng's
+  own previous frames (as in training and :mod:`tts_triton.training.gta`) instead of its own, same
+  style vector; "-" where the front end splits the sentence into pieces;
 - **HiFi-GAN on espeak-ng's mels**: copy synthesis, the vocoder alone;
 - **GL on espeak-ng's mels**: the mel itself as the limit.
 
@@ -46,16 +49,33 @@ from tts_triton.evaluate import (
     synthesize,
     voice_bank_for,
 )
+from tts_triton.models.acoustic import AcousticModel
 from tts_triton.models.decoder import Prenet
 from tts_triton.serving.backends import TorchBackend
+from tts_triton.text import text_to_sequences
 
-COLUMNS = ("system", "GL on synthesized mels", "HiFi-GAN on espeak-ng's mels", "GL on espeak-ng's mels")
+COLUMNS = ("system", "GL on synthesized mels", "GL on teacher-forced mels", "HiFi-GAN on espeak-ng's mels",
+           "GL on espeak-ng's mels")
 
 
 def griffin_lim_of(log_mel: np.ndarray, iterations: int) -> np.ndarray:
     """Griffin-Lim audio of a log-mel ``[frames, n_mels]`` (centred frames: ``(frames - 1) * hop`` samples)."""
     linear = linear_from_log_mel(log_mel.T)
     return griffin_lim(linear, (linear.shape[1] - 1) * audio.HOP_LENGTH, iterations)
+
+
+def teacher_forced_mel(acoustic: AcousticModel, ids: list[int], style: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Postnet mel ``[frames, n_mels]`` of ``acoustic`` decoding ``ids`` with ``target [frames, n_mels]`` as
+    its previous frames (padded with silence to whole decoder steps)."""
+    r = acoustic.decoder.r
+    padded = np.full((-(-len(target) // r) * r, target.shape[1]), audio.SILENCE_LOG_MEL, np.float32)
+    padded[: len(target)] = target
+    phonemes = torch.tensor([ids])
+    mask = torch.ones(phonemes.shape)
+    with torch.inference_mode():
+        memory = acoustic.text_encoder(phonemes, mask)
+        mel, _, _ = acoustic.decoder(memory, mask, torch.from_numpy(style)[None], torch.from_numpy(padded)[None])
+        return acoustic.decoder.postnet(mel)[0, : len(target)].numpy()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -80,17 +100,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     for i, item in enumerate(select_items(6 * args.sentences)[::6]):
         print(f"[{i + 1}/{args.sentences}] {item.voice} {item.emotion}: {item.text}", file=sys.stderr, flush=True)
-        synth = asyncio.run(synthesize(backend, ckpt.config, item.text, bank.style(item.voice, item.emotion)))
+        style = bank.style(item.voice, item.emotion)
+        synth = asyncio.run(synthesize(backend, ckpt.config, item.text, style))
         with torch.inference_mode():
             post = vocoder.postnet(torch.from_numpy(synth.mel)[None])[0].numpy()
         speech = render(item.text, VOICES[item.voice], EMOTIONS[item.emotion])
-        clips = (synth.audio, griffin_lim_of(post, args.iterations), copy_synthesis(vocoder.generator, speech),
-                 griffin_lim_of(audio.mel_spectrogram(speech), args.iterations))
+        mel = audio.mel_spectrogram(speech)
+        pieces = text_to_sequences(item.text)
+        forced = (griffin_lim_of(teacher_forced_mel(ckpt.acoustic, pieces[0], style, mel), args.iterations)
+                  if len(pieces) == 1 else None)
+        clips = (synth.audio, griffin_lim_of(post, args.iterations), forced, copy_synthesis(vocoder.generator, speech),
+                 griffin_lim_of(mel, args.iterations))
         target = features(speech).speech
-        rows.append([item.voice, item.emotion, *(mcd(features(c).speech, target) for c in clips)])
-    medians = np.median(np.array([r[2:] for r in rows]), axis=0)
+        rows.append([item.voice, item.emotion,
+                     *(np.nan if c is None else mcd(features(c).speech, target) for c in clips)])
+    medians = np.nanmedian(np.array([r[2:] for r in rows], dtype=np.float64), axis=0)
     table = markdown_table(["voice", "emotion", *(f"{c} (dB)" for c in COLUMNS)],
-                           [[*r[:2], *(f"{v:.2f}" for v in r[2:])] for r in rows]
+                           [[*r[:2], *("-" if np.isnan(v) else f"{v:.2f}" for v in r[2:])] for r in rows]
                            + [["median", "", *(f"**{v:.2f}**" for v in medians)]])
     print(table)
     if args.out:
