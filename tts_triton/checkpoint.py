@@ -122,5 +122,5 @@ def fingerprint(ckpt: Checkpoint) -> str:
     for module in (ckpt.acoustic, ckpt.generator):
         for key, value in sorted(module.state_dict().items()):
             h.update(key.encode())
-            h.update(value.detach().float().contiguous().numpy().tobytes())
+            h.update(value.detach().float().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()
