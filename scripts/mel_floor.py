@@ -1,7 +1,7 @@
 """How far the acoustic model's mels can take the system: Griffin-Lim from them, beside the HiFi-GAN.
 
     .venv/bin/python scripts/mel_floor.py [--checkpoint PATH] [--sentences 10] [--iterations 64] [--prenet-dropout]
-        [--out PATH]
+        [--own-style] [--out PATH]
 
 For every sixth of the evaluation's first ``6 x --sentences`` test sentences (voices and emotions both
 vary, as in ``scripts/vocoder_check.py``) and the checkpoint's voice bank, four clips are compared with
@@ -13,13 +13,19 @@ espeak-ng's rendering by MCD-DTW, as :mod:`tts_triton.evaluate` measures it:
 - **GL on teacher-forced mels**: the acoustic model's postnet mels when its decoder reads espeak-ng's
   own previous frames (as in training and :mod:`tts_triton.training.gta`) instead of its own, same
   style vector; "-" where the front end splits the sentence into pieces;
-- **HiFi-GAN on espeak-ng's mels**: copy synthesis, the vocoder alone;
+- **... below / above 1 kHz**: espeak-ng's mel with only the teacher-forced mel's bins below (above)
+  ``SPLIT_HZ`` put in, through Griffin-Lim: which part of the spectrum carries the acoustic model's
+  error (below: the resolved harmonics, so F0, and the first formant; above: the higher formants and
+  the noise);
+- **vocoder on espeak-ng's mels**: copy synthesis, the vocoder alone (HiFi-GAN and the mel match);
 - **GL on espeak-ng's mels**: the mel itself as the limit.
 
 Griffin-Lim is a faithful if phase-poor inverse of a mel: its column on synthesized mels is what the
 acoustic model's mels allow a vocoder that keeps their spectral envelope, and the gap to the system's
 column is what the HiFi-GAN adds. ``--prenet-dropout`` keeps the decoder prenet's dropout on while
-synthesizing, as Tacotron 2 does at inference (seeded; the shipped synthesizer leaves it off). Prints a
+synthesizing, as Tacotron 2 does at inference (seeded; the shipped synthesizer leaves it off).
+``--own-style`` styles the teacher-forced decodes by the style encoder's reading of espeak-ng's mel of
+the sentence itself instead of the voice bank's preset: whether the preset is what holds them back. Prints a
 markdown table; ``--out`` also writes it with the command line.
 """
 
@@ -54,8 +60,9 @@ from tts_triton.models.decoder import Prenet
 from tts_triton.serving.backends import TorchBackend
 from tts_triton.text import text_to_sequences
 
-COLUMNS = ("system", "GL on synthesized mels", "GL on teacher-forced mels", "HiFi-GAN on espeak-ng's mels",
-           "GL on espeak-ng's mels")
+COLUMNS = ("system", "GL on synthesized mels", "GL on teacher-forced mels", "... below 1 kHz only",
+           "... above 1 kHz only", "vocoder on espeak-ng's mels", "GL on espeak-ng's mels")
+SPLIT_HZ = 1000.0
 
 
 def griffin_lim_of(log_mel: np.ndarray, iterations: int) -> np.ndarray:
@@ -78,12 +85,22 @@ def teacher_forced_mel(acoustic: AcousticModel, ids: list[int], style: np.ndarra
         return acoustic.decoder.postnet(mel)[0, : len(target)].numpy()
 
 
+def band_hybrids(predicted: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``target [frames, n_mels]`` with ``predicted``'s bins peaking below ``SPLIT_HZ`` put in, and with those above."""
+    low = audio.mel_points()[1:-1] < SPLIT_HZ
+    below, above = target.copy(), target.copy()
+    below[:, low] = predicted[:, low]
+    above[:, ~low] = predicted[:, ~low]
+    return below, above
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", type=Path, help="default: the shipped voice")
     p.add_argument("--sentences", type=int, default=10)
     p.add_argument("--iterations", type=int, default=64)
     p.add_argument("--prenet-dropout", action="store_true", help="keep the prenet's dropout on at inference")
+    p.add_argument("--own-style", action="store_true", help="teacher-forced decodes styled by their own target mel")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     torch.set_num_threads(2)
@@ -107,10 +124,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         speech = render(item.text, VOICES[item.voice], EMOTIONS[item.emotion])
         mel = audio.mel_spectrogram(speech)
         pieces = text_to_sequences(item.text)
-        forced = (griffin_lim_of(teacher_forced_mel(ckpt.acoustic, pieces[0], style, mel), args.iterations)
-                  if len(pieces) == 1 else None)
-        clips = (synth.audio, griffin_lim_of(post, args.iterations), forced, copy_synthesis(vocoder.generator, speech),
-                 griffin_lim_of(mel, args.iterations))
+        forced: list[np.ndarray | None] = [None, None, None]
+        if len(pieces) == 1:
+            if args.own_style:
+                with torch.inference_mode():
+                    style = ckpt.acoustic.style_encoder(torch.from_numpy(mel)[None])[0].numpy()
+            tf = teacher_forced_mel(ckpt.acoustic, pieces[0], style, mel)
+            forced = [griffin_lim_of(m, args.iterations) for m in (tf, *band_hybrids(tf, mel))]
+        clips = (synth.audio, griffin_lim_of(post, args.iterations), *forced,
+                 copy_synthesis(vocoder.vocode, speech), griffin_lim_of(mel, args.iterations))
         target = features(speech).speech
         rows.append([item.voice, item.emotion,
                      *(np.nan if c is None else mcd(features(c).speech, target) for c in clips)])
@@ -121,11 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table)
     if args.out:
         command = shlex.join([".venv/bin/python", "scripts/mel_floor.py", *(argv or sys.argv[1:])])
-        dropout = ", prenet dropout on" if args.prenet_dropout else ""
+        notes = ", prenet dropout on" if args.prenet_dropout else ""
+        notes += ", teacher-forced decodes styled by their own target" if args.own_style else ""
         title = "# What the acoustic model's mels allow: Griffin-Lim beside the HiFi-GAN"
         args.out.write_text(f"{title}\n\n    {command}\n\n"
                             f"MCD-DTW against espeak-ng's rendering, {len(rows)} test sentences, checkpoint "
-                            f"{ckpt.name}{dropout}; see the script's docstring.\n\n{table}\n")
+                            f"{ckpt.name}{notes}; see the script's docstring.\n\n{table}\n")
     return 0
 
 

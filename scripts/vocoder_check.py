@@ -1,10 +1,11 @@
 """Compare vocoders by copy synthesis: espeak-ng's own mel through each checkpoint's HiFi-GAN generator.
 
-    .venv/bin/python scripts/vocoder_check.py CKPT [CKPT ...] [--sentences 10] [--out PATH]
+    .venv/bin/python scripts/vocoder_check.py CKPT [CKPT ...] [--sentences 10] [--generator-only] [--out PATH]
 
 For held-out test sentences (``tts_triton.evaluate.select_items``: every voice and emotion), the
-rendering's log-mel goes through each generator alone (no acoustic model) and the output is compared
-with the rendering itself, sample-aligned:
+rendering's log-mel goes through each checkpoint's vocoder alone (no acoustic model: its HiFi-GAN
+generator, then the mel match unless ``--generator-only`` or the checkpoint turns it off) and the output
+is compared with the rendering itself, sample-aligned:
 
 - **MCD-DTW** as the evaluation measures it (WORLD envelope, mel-cepstrum c1..c24);
 - **log-STFT distance** at three resolutions (mean |log magnitude| difference, Hann windows of 256,
@@ -23,13 +24,14 @@ import argparse
 import shlex
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import scipy.signal
 import torch
 
+from tts_triton import contract
 from tts_triton.bench import markdown_table
 from tts_triton.checkpoint import resolve
 from tts_triton.data.prosody import EMOTIONS, VOICES, render
@@ -64,9 +66,9 @@ def periodicity(a: np.ndarray, b: np.ndarray, rate: int) -> tuple[float, float, 
     return f0_rmse, voicing, aperiodicity
 
 
-def measure(generator: torch.nn.Module, speech: np.ndarray, rate: int) -> list[float]:
+def measure(vocode: Callable[[torch.Tensor], torch.Tensor], speech: np.ndarray, rate: int) -> list[float]:
     """The table's columns for one rendering."""
-    synth = copy_synthesis(generator, speech).astype(np.float64)
+    synth = copy_synthesis(vocode, speech).astype(np.float64)
     ref = speech.astype(np.float64)
     n = min(len(synth), len(ref))
     synth, ref = np.ascontiguousarray(synth[:n]), np.ascontiguousarray(ref[:n])
@@ -80,20 +82,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("checkpoints", nargs="+", help="checkpoint files; 'default' for the shipped voice")
     p.add_argument("--sentences", type=int, default=10)
+    p.add_argument("--generator-only", action="store_true", help="leave the mel match out")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     torch.set_num_threads(2)
     from tts_triton import audio
 
-    generators = {name: resolve(None if name == "default" else Path(name)).generator.float().eval()
-                  for name in args.checkpoints}
+    vocoders = {name: resolve(None if name == "default" else Path(name)).stages()[contract.VOCODER].float()
+                for name in args.checkpoints}
+    for stage in vocoders.values():
+        stage.mel_match = None if args.generator_only else stage.mel_match
     items = select_items(6 * args.sentences)[::6]  # every sixth: voices and emotions both vary
-    results: dict[str, list[list[float]]] = {name: [] for name in generators}
+    results: dict[str, list[list[float]]] = {name: [] for name in vocoders}
     for i, item in enumerate(items):
         print(f"[{i + 1}/{len(items)}] {item.voice} {item.emotion}: {item.text}", file=sys.stderr, flush=True)
         speech = render(item.text, VOICES[item.voice], EMOTIONS[item.emotion])
-        for name, generator in generators.items():
-            results[name].append(measure(generator, speech, audio.SAMPLE_RATE))
+        for name, stage in vocoders.items():
+            results[name].append(measure(stage.vocode, speech, audio.SAMPLE_RATE))
     columns = ["MCD-DTW dB", *(f"log-STFT {n}" for n in RESOLUTIONS), "F0 RMSE Hz", "voicing diff %",
                "aperiodicity dB"]
     medians = {name: np.nanmedian(np.array(rows), axis=0) for name, rows in results.items()}

@@ -23,10 +23,11 @@ from tts_triton.serving.pipeline import Pipeline
 # 10.x), restricted to the ones a network of this kind can reasonably need. An op outside this list in
 # an exported graph means the TensorRT target would fail to parse it.
 TENSORRT_ONNX_OPS = {
-    "Add", "Cast", "Concat", "Constant", "ConstantOfShape", "Conv", "ConvTranspose", "Div", "Equal", "Erf",
-    "Expand", "Flatten", "Gather", "Gemm", "GRU", "Identity", "LayerNormalization", "LeakyRelu", "LSTM",
-    "MatMul", "Mul", "Neg", "Pow", "Range", "ReduceMean", "ReduceSum", "Relu", "Reshape", "Shape", "Sigmoid",
-    "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze", "Where",
+    "Add", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape", "Conv", "ConvTranspose", "Div", "Equal",
+    "Erf", "Exp", "Expand", "Flatten", "Gather", "Gemm", "GRU", "Identity", "LayerNormalization", "LeakyRelu",
+    "Log", "LSTM", "MatMul", "Mul", "Neg", "Pad", "Pow", "Range", "ReduceMean", "ReduceSum", "Relu", "Reshape",
+    "Shape", "Sigmoid", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze",
+    "Where",
 }
 # Ops TensorRT rejects or that signal a graph the export should not produce (data-dependent loops).
 FORBIDDEN_OPS = {"Loop", "If", "Scan", "NonZero", "RandomUniform", "RandomNormal", "Dropout"}

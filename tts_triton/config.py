@@ -95,10 +95,13 @@ LEGACY_N_MELS, LEGACY_MEL_FMAX = 80, 8000.0
 
 @dataclass(frozen=True)
 class VocoderConfig:
-    """HiFi-GAN generator; ``variant`` picks one of :data:`HIFIGAN_VARIANTS`."""
+    """HiFi-GAN generator; ``variant`` picks one of :data:`HIFIGAN_VARIANTS`. ``mel_match``: the largest
+    |log gain| by which :class:`tts_triton.models.mel_match.MelMatch` rescales the generator's output
+    towards its input mel at inference (0 turns it off); training never uses it."""
 
     variant: str = "v2"
     n_mels: int = audio.N_MELS
+    mel_match: float = 4.0
 
     def __post_init__(self) -> None:
         if self.variant not in HIFIGAN_VARIANTS:

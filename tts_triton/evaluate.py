@@ -308,12 +308,13 @@ async def synthesize(backend: RecordingBackend, cfg: Any, text: str, style: np.n
     return Synthesis(samples, mel, alignment, any(s.hit_max_steps for s in pipeline.stats))
 
 
-def copy_synthesis(generator: Any, samples: np.ndarray) -> np.ndarray:
-    """``samples`` -> log-mel -> the HiFi-GAN generator alone (no acoustic model, no postnet)."""
+def copy_synthesis(vocode: Any, samples: np.ndarray) -> np.ndarray:
+    """``samples`` -> log-mel -> ``vocode`` (``[1, frames, n_mels] -> [1, samples]``, e.g.
+    ``VocoderStage.vocode``: no acoustic model, no postnet)."""
     import torch
 
     with torch.inference_mode():
-        return generator(torch.from_numpy(audio.mel_spectrogram(samples)).T[None]).reshape(-1).numpy()
+        return vocode(torch.from_numpy(audio.mel_spectrogram(samples))[None]).reshape(-1).numpy()
 
 
 def voice_bank_for(checkpoint: Path | None, explicit: Path | None, ckpt: Any) -> tuple[Any, str]:
@@ -471,7 +472,7 @@ def evaluate(args: argparse.Namespace, command: str) -> Evaluation:
 
     start = time.monotonic()
     emotion_audio = {item: render(item.text, VOICES[item.voice], EMOTIONS[item.emotion]) for item in by_emotion}
-    copies = {item: copy_synthesis(stages[contract.VOCODER].generator, x) for item, x in emotion_audio.items()}
+    copies = {item: copy_synthesis(stages[contract.VOCODER].vocode, x) for item, x in emotion_audio.items()}
     timings["vocoder copy-synthesis"] = time.monotonic() - start
 
     targets = {item: [reference(item, v) for v in VOICES] for item in items}
@@ -678,7 +679,8 @@ def report(ev: Evaluation) -> str:
         f"{np.percentile(target_mcd, 10):.2f}-{np.percentile(target_mcd, 90):.2f} dB. " + _scale(ev),
         "",
         "**Vocoder alone** (diagnostic, no target): espeak-ng's log-mel of the emotion sentences (below) through "
-        f"the checkpoint's HiFi-GAN generator, without the acoustic model, measures a median MCD-DTW of "
+        "the checkpoint's vocoder (HiFi-GAN generator and mel match), without the acoustic model, measures a "
+        "median MCD-DTW of "
         f"{np.median(ev.copy_mcd):.2f} dB against the rendering itself, and its F0 follows the emotion order for "
         f"{percent(orders['vocoder copy']):.0f} % of the voices. The full system cannot do better than its vocoder.",
         "",
@@ -790,7 +792,8 @@ def _method_section() -> list[str]:
         "the voiced frames of those sentences rises strictly along `prosody.PITCH_ORDER`. (With one sentence per "
         "voice, espeak-ng's own renderings failed for f1 on the default 50 sentences.)",
         "- **Vocoder alone**: `audio.mel_spectrogram` of espeak-ng's rendering of each emotion sentence through the "
-        "checkpoint's HiFi-GAN generator (no acoustic model, no postnet), measured like the synthesized audio.",
+        "checkpoint's vocoder (`VocoderStage.vocode`: HiFi-GAN generator and mel match; no acoustic model, no "
+        "postnet), measured like the synthesized audio.",
         f"- **Cache**: features of espeak-ng renderings are stored in `{_home(DEFAULT_CACHE)}` keyed by text, "
         "espeak-ng voice, prosody, the espeak-ng version and the feature settings.",
         "",

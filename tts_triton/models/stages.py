@@ -13,6 +13,7 @@ from tts_triton import contract
 from tts_triton.models.acoustic import AcousticModel
 from tts_triton.models.decoder import Decoder, DecoderState, Postnet
 from tts_triton.models.hifigan import Generator
+from tts_triton.models.mel_match import MelMatch
 from tts_triton.models.style_encoder import StyleEncoder
 from tts_triton.models.text_encoder import TextEncoder
 
@@ -57,15 +58,21 @@ class DecoderStage(nn.Module):
 
 
 class VocoderStage(nn.Module):
-    """(mel ``[B, frames, n_mels]``,) -> (audio ``[B, frames * hop]``,): the postnet, then HiFi-GAN."""
+    """(mel ``[B, frames, n_mels]``,) -> (audio ``[B, frames * hop]``,): the postnet, then :meth:`vocode`."""
 
-    def __init__(self, postnet: Postnet, generator: Generator) -> None:
+    def __init__(self, postnet: Postnet, generator: Generator, mel_match: float) -> None:
         super().__init__()
         self.postnet = postnet
         self.generator = generator
+        self.mel_match = MelMatch(mel_match) if mel_match > 0 else None
+
+    def vocode(self, mel: Tensor) -> Tensor:
+        """Log-mel ``[B, frames, n_mels]`` -> audio ``[B, frames * hop]``: HiFi-GAN, then the mel match."""
+        samples = self.generator(mel.transpose(1, 2)).squeeze(1)
+        return samples if self.mel_match is None else self.mel_match(samples, mel)
 
     def forward(self, mel: Tensor) -> tuple[Tensor]:
-        return (self.generator(self.postnet(mel).transpose(1, 2)).squeeze(1),)
+        return (self.vocode(self.postnet(mel)),)
 
 
 def build_stages(acoustic: AcousticModel, generator: Generator) -> dict[str, nn.Module]:
@@ -74,6 +81,6 @@ def build_stages(acoustic: AcousticModel, generator: Generator) -> dict[str, nn.
         contract.TEXT_ENCODER: TextEncoderStage(acoustic.text_encoder, acoustic.decoder),
         contract.STYLE_ENCODER: StyleEncoderStage(acoustic.style_encoder),
         contract.DECODER: DecoderStage(acoustic.decoder),
-        contract.VOCODER: VocoderStage(acoustic.decoder.postnet, generator),
+        contract.VOCODER: VocoderStage(acoustic.decoder.postnet, generator, acoustic.cfg.vocoder.mel_match),
     }
     return {name: stage.eval() for name, stage in stages.items()}
