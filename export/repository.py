@@ -263,17 +263,22 @@ def repository_is_current(
     voice_bank: Path,
     target: str = "onnxruntime-python",
     settings: RepositorySettings | None = None,
+    onnx_dir: Path | None = None,
 ) -> bool:
-    """Whether ``out_dir`` was built from this checkpoint, voice bank, config, target and settings.
-
-    The ONNX files and engines are taken to follow from the checkpoint, so they are not compared.
-    """
+    """Whether ``out_dir`` was built from this checkpoint, voice bank, config, target and settings, and, for
+    an ONNX target given ``onnx_dir``, from these ONNX files (same content: a re-export changes them)."""
     manifest = read_manifest(out_dir)
     if manifest is None:
         return False
     expected = json.loads(json.dumps(_fingerprint(target, Path(checkpoint), Path(voice_bank), model_config,
                                                   settings or RepositorySettings())))
-    return all(manifest.get(key) == value for key, value in expected.items())
+    if not all(manifest.get(key) == value for key, value in expected.items()):
+        return False
+    if onnx_dir is None or RUNTIME_TARGETS[target].source != "onnx":
+        return True
+    artifacts = manifest.get("artifacts_sha256", {})
+    return all((Path(onnx_dir) / f"{name}.onnx").is_file() and digest == _sha256(Path(onnx_dir) / f"{name}.onnx")
+               for name in network_specs(model_config) for digest in [artifacts.get(name)])
 
 
 def _fingerprint(

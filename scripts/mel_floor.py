@@ -1,7 +1,7 @@
 """How far the acoustic model's mels can take the system: Griffin-Lim from them, beside the HiFi-GAN.
 
     .venv/bin/python scripts/mel_floor.py [--checkpoint PATH] [--sentences 10] [--iterations 64] [--prenet-dropout]
-        [--own-style] [--out PATH]
+        [--own-style] [--figure PNG] [--out PATH]
 
 For every sixth of the evaluation's first ``6 x --sentences`` test sentences (voices and emotions both
 vary, as in ``scripts/vocoder_check.py``) and the checkpoint's voice bank, four clips are compared with
@@ -25,8 +25,10 @@ acoustic model's mels allow a vocoder that keeps their spectral envelope, and th
 column is what the HiFi-GAN adds. ``--prenet-dropout`` keeps the decoder prenet's dropout on while
 synthesizing, as Tacotron 2 does at inference (seeded; the shipped synthesizer leaves it off).
 ``--own-style`` styles the teacher-forced decodes by the style encoder's reading of espeak-ng's mel of
-the sentence itself instead of the voice bank's preset: whether the preset is what holds them back. Prints a
-markdown table; ``--out`` also writes it with the command line.
+the sentence itself instead of the voice bank's preset: whether the preset is what holds them back.
+``--figure`` draws the spectrograms of the first sentence: espeak-ng's rendering, the HiFi-GAN generator's
+output alone and the system's (generator, then the mel match). Prints a markdown table; ``--out`` also
+writes it with the command line.
 """
 
 from __future__ import annotations
@@ -94,6 +96,30 @@ def band_hybrids(predicted: np.ndarray, target: np.ndarray) -> tuple[np.ndarray,
     return below, above
 
 
+def spectrograms(path: Path, title: str, espeak: np.ndarray, alone: np.ndarray, system: np.ndarray) -> None:
+    """Log-magnitude spectrograms (0-6 kHz) of the three clips, one above the other, to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from scipy.signal import stft
+
+    fig, axes = plt.subplots(3, 1, figsize=(10, 9), sharex=True)
+    clips = (("espeak-ng", espeak), ("HiFi-GAN generator alone", alone),
+             ("system: generator, then the mel match", system))
+    for ax, (name, x) in zip(axes, clips, strict=True):
+        f, t, z = stft(x, audio.SAMPLE_RATE, nperseg=audio.N_FFT, noverlap=audio.N_FFT - audio.HOP_LENGTH)
+        keep = f <= 6000
+        ax.pcolormesh(t, f[keep], 20 * np.log10(np.abs(z[keep]) + 1e-6), vmin=-100, vmax=-20, shading="auto")
+        ax.set_title(name)
+        ax.set_ylabel("Hz")
+    axes[-1].set_xlabel("s")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=70)
+    plt.close(fig)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", type=Path, help="default: the shipped voice")
@@ -101,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=64)
     p.add_argument("--prenet-dropout", action="store_true", help="keep the prenet's dropout on at inference")
     p.add_argument("--own-style", action="store_true", help="teacher-forced decodes styled by their own target mel")
+    p.add_argument("--figure", type=Path, help="PNG of spectrograms of the first sentence")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     torch.set_num_threads(2)
@@ -134,6 +161,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         clips = (synth.audio, griffin_lim_of(post, args.iterations), *forced,
                  copy_synthesis(vocoder.vocode, speech), griffin_lim_of(mel, args.iterations))
         target = features(speech).speech
+        if args.figure and i == 0:
+            with torch.inference_mode():
+                alone = vocoder.generator(torch.from_numpy(post).T[None])
+            spectrograms(args.figure, f"{item.voice} {item.emotion}: {item.text}", speech,
+                         alone.reshape(-1).numpy(), synth.audio)
         rows.append([item.voice, item.emotion,
                      *(np.nan if c is None else mcd(features(c).speech, target) for c in clips)])
     medians = np.nanmedian(np.array([r[2:] for r in rows], dtype=np.float64), axis=0)

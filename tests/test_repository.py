@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -248,6 +249,11 @@ def test_manifest_decides_rebuilds(sources, tmp_path: Path) -> None:
     other.write_bytes(b"other weights")
     assert not repository_is_current(out, **{**kwargs, "checkpoint": other})
     assert not repository_is_current(tmp_path, **kwargs)
+    reexported = shutil.copytree(sources.onnx_dir, tmp_path / "onnx")
+    assert repository_is_current(out, **kwargs, onnx_dir=reexported)
+    with (reexported / f"{VOCODER}.onnx").open("ab") as f:  # new export code, new graph
+        f.write(b"\0")
+    assert not repository_is_current(out, **kwargs, onnx_dir=reexported)
 
 
 def test_rebuild_replaces_only_repositories(sources, tmp_path: Path) -> None:

@@ -1,12 +1,14 @@
 """From a checkpoint to a served model repository, rebuilding only what changed.
 
 :func:`ensure_repository` exports the ONNX files and the voice bank into a cache folder keyed by
-the checkpoint's content, then (re)writes the repository when its manifest says it is stale.
+the checkpoint's content and the exporting code, then (re)writes the repository when its manifest says
+it is stale (another checkpoint, voice bank, config, target, settings or ONNX content).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import shutil
 from pathlib import Path
 
@@ -16,6 +18,21 @@ from tts_triton.checkpoint import DEFAULT_CHECKPOINT, UNTRAINED_LABEL, Checkpoin
 DEFAULT_REPOSITORY = Path("model_repository")
 DEFAULT_CACHE = Path.home() / ".cache" / "tts-triton"
 SHIPPED_VOICE_BANK = DEFAULT_CHECKPOINT.with_name("voice_bank.json")
+
+
+def exporter_fingerprint() -> str:
+    """sha256 of the sources that shape the exported graphs (the networks, the audio constants, the
+    configs, the contract, the exporter): part of the ONNX cache's key, so new code exports anew."""
+    root = Path(__file__).resolve().parent
+    exporter = importlib.util.find_spec("tts_triton.export.onnx_export")
+    assert exporter is not None and exporter.origin is not None
+    sources = [*sorted((root / "models").glob("*.py")), root / "audio.py", root / "config.py", root / "contract.py",
+               Path(exporter.origin)]
+    h = hashlib.sha256()
+    for path in sources:
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
 
 
 def _sha256(path: Path) -> str:
@@ -55,7 +72,7 @@ def ensure_repository(out: Path = DEFAULT_REPOSITORY, *, checkpoint: Path | None
     ckpt_path, ckpt = materialize_checkpoint(checkpoint, cache)
     if not ckpt.trained:
         say(f"warning: {UNTRAINED_LABEL}")
-    work = cache / _sha256(ckpt_path)[:16]
+    work = cache / f"{_sha256(ckpt_path)[:16]}-{exporter_fingerprint()[:8]}"
     bank = work / "voice_bank.json"
     if not bank.exists():
         if ckpt_path == DEFAULT_CHECKPOINT and SHIPPED_VOICE_BANK.exists():
@@ -65,11 +82,11 @@ def ensure_repository(out: Path = DEFAULT_REPOSITORY, *, checkpoint: Path | None
             say("building the voice bank from espeak-ng reference clips ...")
             work.mkdir(parents=True, exist_ok=True)
             build_voice_bank(ckpt, espeak_references()).save(bank)
+    onnx_dir = work / "onnx"
     if not force and repository_is_current(out, model_config=ckpt.config, checkpoint=ckpt_path, voice_bank=bank,
-                                           target=target):
+                                           target=target, onnx_dir=onnx_dir):
         say(f"{out} is up to date ({target}, {ckpt.name})")
         return out
-    onnx_dir = work / "onnx"
     if not all((onnx_dir / f"{name}.onnx").exists() for name in contract.network_specs(ckpt.config)):
         say(f"exporting ONNX to {onnx_dir} ...")
         export_checkpoint(ckpt, onnx_dir, progress=progress)

@@ -1,9 +1,8 @@
 """Mel match: rescale a vocoder's output, band by band and frame by frame, to the mel it was asked for.
 
 A GAN vocoder gets the fine structure right (harmonics, phase, noise) but not exactly the energy of
-each mel band: the small HiFi-GAN here misses espeak-ng's spectral envelope by 4.9 dB of MCD on
-espeak-ng's own mels, where Griffin-Lim from the same mels comes within 3.0 dB
-(``docs/mel_floor.md``). :class:`MelMatch` takes the generator's audio, computes its log-mel exactly
+each mel band, which is what a spectral-envelope measure like MCD sees (docs/model_card.md, "The mel
+match", has the numbers). :class:`MelMatch` takes the generator's audio, computes its log-mel exactly
 as :func:`tts_triton.audio.mel_spectrogram` does, and scales its STFT by the ratio of the requested to
 the measured mel (per frame; per mel band, spread over the FFT bins through the filterbank's weights,
 in the log domain, clipped to ``±max_log_gain``), then inverts the STFT by weighted overlap-add. The
@@ -22,6 +21,10 @@ from torch import Tensor, nn
 
 from tts_triton import audio
 
+#: The analysis runs on the STFT times this power of two (exact in floating point), so that squared
+#: magnitudes of loud frames stay far inside fp16's range when an engine builds this graph in fp16.
+SCALE = 2.0**-8
+
 
 class MelMatch(nn.Module):
     """``(audio [B, frames * hop], log_mel [B, frames, n_mels]) -> audio [B, frames * hop]``."""
@@ -33,11 +36,11 @@ class MelMatch(nn.Module):
         window = torch.from_numpy(audio._hann()).double()
         angle = 2 * math.pi * torch.outer(torch.arange(bins, dtype=torch.float64), torch.arange(n_fft) * 1.0) / n_fft
         # analysis: real and imaginary parts of the windowed rFFT as one convolution
-        analysis = torch.cat([torch.cos(angle), -torch.sin(angle)]) * window
+        analysis = torch.cat([torch.cos(angle), -torch.sin(angle)]) * window * SCALE
         # synthesis: the inverse rFFT of each frame (bins 0 and n_fft / 2 once, the others twice), windowed again
         weight = torch.full((bins, 1), 2.0, dtype=torch.float64)
         weight[0] = weight[-1] = 1.0
-        synthesis = torch.cat([weight * torch.cos(angle), -weight * torch.sin(angle)]) * window / n_fft
+        synthesis = torch.cat([weight * torch.cos(angle), -weight * torch.sin(angle)]) * window / (n_fft * SCALE)
         fb = torch.from_numpy(np.asarray(audio.mel_filterbank(), dtype=np.float64))  # [n_mels, bins]
         spread = fb / fb.sum(dim=0, keepdim=True).clamp(min=1e-12)  # bin gain = weighted mean of its bands'
         self.register_buffer("analysis", analysis.float().unsqueeze(1), persistent=False)
@@ -51,8 +54,9 @@ class MelMatch(nn.Module):
         x = nn.functional.pad(samples.unsqueeze(1), (pad, pad), mode="reflect")
         spec = nn.functional.conv1d(x, self.analysis, stride=hop)  # [B, 2 * bins, frames]
         real, imag = spec[:, :bins], spec[:, bins:]
-        magnitude = torch.sqrt(real * real + imag * imag + 1e-9)
-        measured = torch.log(torch.clamp(torch.matmul(self.filterbank, magnitude), min=audio.LOG_CLAMP))
+        magnitude = torch.sqrt(real * real + imag * imag + 1e-9 * SCALE**2)  # audio.mel_spectrogram's, x SCALE
+        mel = torch.clamp(torch.matmul(self.filterbank, magnitude), min=audio.LOG_CLAMP * SCALE)
+        measured = torch.log(mel) - math.log(SCALE)
         log_gain = torch.clamp(log_mel.transpose(1, 2) - measured, -self.max_log_gain, self.max_log_gain)
         gain = torch.exp(torch.matmul(self.spread.t(), log_gain))  # [B, bins, frames]
         out = nn.functional.conv_transpose1d(torch.cat([real * gain, imag * gain], dim=1), self.synthesis, stride=hop)
