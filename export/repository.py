@@ -277,8 +277,8 @@ def repository_is_current(
     if onnx_dir is None or RUNTIME_TARGETS[target].source != "onnx":
         return True
     artifacts = manifest.get("artifacts_sha256", {})
-    return all((Path(onnx_dir) / f"{name}.onnx").is_file() and digest == _sha256(Path(onnx_dir) / f"{name}.onnx")
-               for name in network_specs(model_config) for digest in [artifacts.get(name)])
+    files = {name: Path(onnx_dir) / f"{name}.onnx" for name in network_specs(model_config)}
+    return all(path.is_file() and artifacts.get(name) == _sha256(path) for name, path in files.items())
 
 
 def _fingerprint(

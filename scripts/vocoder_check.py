@@ -90,8 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     vocoders = {name: resolve(None if name == "default" else Path(name)).stages()[contract.VOCODER].float()
                 for name in args.checkpoints}
-    for stage in vocoders.values():
-        stage.mel_match = None if args.generator_only else stage.mel_match
+    if args.generator_only:
+        for stage in vocoders.values():
+            stage.mel_match = None
     items = select_items(6 * args.sentences)[::6]  # every sixth: voices and emotions both vary
     results: dict[str, list[list[float]]] = {name: [] for name in vocoders}
     for i, item in enumerate(items):

@@ -215,12 +215,12 @@ def test_weight_normed_conv_pre_carries_its_effective_weight(old: Checkpoint, ca
 
 def _log_mel(samples: np.ndarray, n_mels: int, fmax: float) -> np.ndarray:
     """:func:`audio.mel_spectrogram`'s framing and STFT magnitude, through the filterbank of another layout."""
-    pad = (audio.N_FFT - audio.HOP_LENGTH) // 2
+    pad = audio.FRAME_PAD
     padded = np.pad(np.asarray(samples, np.float32), (pad, pad), mode="reflect")
     n_frames = 1 + (padded.shape[0] - audio.N_FFT) // audio.HOP_LENGTH
     frames = np.lib.stride_tricks.sliding_window_view(padded, audio.N_FFT)[:: audio.HOP_LENGTH][:n_frames]
-    spec = np.fft.rfft(frames * audio._hann(), axis=-1)
-    magnitude = np.sqrt(spec.real.astype(np.float32) ** 2 + spec.imag.astype(np.float32) ** 2 + 1e-9)
+    spec = np.fft.rfft(frames * audio.hann_window(), axis=-1)
+    magnitude = np.sqrt(spec.real.astype(np.float32) ** 2 + spec.imag.astype(np.float32) ** 2 + audio.MAGNITUDE_EPS)
     mel = magnitude @ audio.mel_filterbank(n_mels=n_mels, fmax=fmax).T
     return np.log(np.maximum(mel, audio.LOG_CLAMP)).astype(np.float32)
 

@@ -35,6 +35,10 @@ N_MELS = 128
 FMIN = 0.0
 FMAX = SAMPLE_RATE / 2.0
 LOG_CLAMP = 1e-5
+#: Reflect padding on each side of the signal before framing (frames are not centred on the hop grid).
+FRAME_PAD = (N_FFT - HOP_LENGTH) // 2
+#: Added to the squared STFT magnitude before its square root.
+MAGNITUDE_EPS = 1e-9
 #: Log-mel value of digital silence (``log(LOG_CLAMP)``).
 SILENCE_LOG_MEL = float(np.log(LOG_CLAMP))
 
@@ -83,7 +87,8 @@ def mel_filterbank(
 
 
 @functools.lru_cache(maxsize=1)
-def _hann() -> np.ndarray:
+def hann_window() -> np.ndarray:
+    """The analysis window: periodic Hann of ``WIN_LENGTH`` (as ``torch.hann_window``), float32."""
     n = np.arange(WIN_LENGTH)
     return (0.5 - 0.5 * np.cos(2.0 * np.pi * n / WIN_LENGTH)).astype(np.float32)  # periodic, like torch
 
@@ -93,7 +98,7 @@ def mel_spectrogram(audio: np.ndarray) -> np.ndarray:
     audio = np.asarray(audio, dtype=np.float32)
     if audio.ndim != 1:
         raise ValueError(f"expected mono audio of shape [samples], got {audio.shape}")
-    pad = (N_FFT - HOP_LENGTH) // 2
+    pad = FRAME_PAD
     if audio.shape[0] <= pad:
         audio = np.pad(audio, (0, pad + 1 - audio.shape[0]))
     padded = np.pad(audio, (pad, pad), mode="reflect")
@@ -101,8 +106,8 @@ def mel_spectrogram(audio: np.ndarray) -> np.ndarray:
     frames = np.lib.stride_tricks.as_strided(
         padded, shape=(n_frames, N_FFT), strides=(padded.strides[0] * HOP_LENGTH, padded.strides[0])
     )
-    spec = np.fft.rfft(frames * _hann(), axis=-1)
-    magnitude = np.sqrt(spec.real.astype(np.float32) ** 2 + spec.imag.astype(np.float32) ** 2 + 1e-9)
+    spec = np.fft.rfft(frames * hann_window(), axis=-1)
+    magnitude = np.sqrt(spec.real.astype(np.float32) ** 2 + spec.imag.astype(np.float32) ** 2 + MAGNITUDE_EPS)
     mel = magnitude @ mel_filterbank().T
     return np.log(np.maximum(mel, LOG_CLAMP)).astype(np.float32)
 
@@ -111,11 +116,11 @@ def mel_spectrogram_torch(audio: torch.Tensor) -> torch.Tensor:
     """Differentiable twin of :func:`mel_spectrogram`: ``[B, samples] -> [B, frames, N_MELS]``."""
     import torch
 
-    pad = (N_FFT - HOP_LENGTH) // 2
+    pad = FRAME_PAD
     x = torch.nn.functional.pad(audio.unsqueeze(1), (pad, pad), mode="reflect").squeeze(1)
     window = torch.hann_window(WIN_LENGTH, device=audio.device, dtype=audio.dtype)
     spec = torch.stft(x, N_FFT, HOP_LENGTH, WIN_LENGTH, window, center=False, return_complex=True)
-    magnitude = torch.sqrt(spec.real.pow(2) + spec.imag.pow(2) + 1e-9)
+    magnitude = torch.sqrt(spec.real.pow(2) + spec.imag.pow(2) + MAGNITUDE_EPS)
     basis = torch.from_numpy(np.asarray(mel_filterbank())).to(audio.device, audio.dtype)
     mel = torch.matmul(basis, magnitude).transpose(1, 2)
     return torch.log(torch.clamp(mel, min=LOG_CLAMP))

@@ -33,7 +33,7 @@ class MelMatch(nn.Module):
         super().__init__()
         self.max_log_gain = max_log_gain
         n_fft, bins = audio.N_FFT, audio.N_FFT // 2 + 1
-        window = torch.from_numpy(audio._hann()).double()
+        window = torch.from_numpy(audio.hann_window()).double()
         angle = 2 * math.pi * torch.outer(torch.arange(bins, dtype=torch.float64), torch.arange(n_fft) * 1.0) / n_fft
         # analysis: real and imaginary parts of the windowed rFFT as one convolution
         analysis = torch.cat([torch.cos(angle), -torch.sin(angle)]) * window * SCALE
@@ -50,11 +50,11 @@ class MelMatch(nn.Module):
         self.register_buffer("window_square", (window**2).float().view(1, 1, -1), persistent=False)
 
     def forward(self, samples: Tensor, log_mel: Tensor) -> Tensor:
-        hop, pad, bins = audio.HOP_LENGTH, (audio.N_FFT - audio.HOP_LENGTH) // 2, audio.N_FFT // 2 + 1
+        hop, pad, bins = audio.HOP_LENGTH, audio.FRAME_PAD, audio.N_FFT // 2 + 1
         x = nn.functional.pad(samples.unsqueeze(1), (pad, pad), mode="reflect")
         spec = nn.functional.conv1d(x, self.analysis, stride=hop)  # [B, 2 * bins, frames]
         real, imag = spec[:, :bins], spec[:, bins:]
-        magnitude = torch.sqrt(real * real + imag * imag + 1e-9 * SCALE**2)  # audio.mel_spectrogram's, x SCALE
+        magnitude = torch.sqrt(real * real + imag * imag + audio.MAGNITUDE_EPS * SCALE**2)  # x SCALE
         mel = torch.clamp(torch.matmul(self.filterbank, magnitude), min=audio.LOG_CLAMP * SCALE)
         measured = torch.log(mel) - math.log(SCALE)
         log_gain = torch.clamp(log_mel.transpose(1, 2) - measured, -self.max_log_gain, self.max_log_gain)
