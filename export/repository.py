@@ -37,8 +37,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import onnxruntime as ort
-
 from tts_triton import __version__
 from tts_triton.config import ModelConfig
 from tts_triton.contract import (
@@ -54,7 +52,7 @@ from tts_triton.contract import (
     network_specs,
     tts_spec,
 )
-from tts_triton.serving.onnx_model import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE, io_mismatches
+from tts_triton.onnx_io import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE, io_mismatches
 
 from .pbtxt import EnumValue, render, string_parameters, tensor
 
@@ -76,7 +74,7 @@ VERSION = "1"
 #: Top-level files of an existing repository that a rebuild keeps (Triton ignores top-level files).
 KEPT_FILES = ("README.md",)
 VOICE_BANK_KEYS = ("voices", "emotions", "default_voice", "default_emotion", "presets")
-BLS_MODULE = "tts_triton.serving.tts_model"
+BLS_MODULE = "tts_triton.triton.bls"
 #: Ensembles of the repository: name -> member networks, run side by side.
 ENSEMBLES = {ENCODE: (TEXT_ENCODER, STYLE_ENCODER)}
 KIND_CPU, KIND_GPU = "KIND_CPU", "KIND_GPU"
@@ -111,7 +109,7 @@ RUNTIME_TARGETS: dict[str, RuntimeTarget] = {
     t.name: t
     for t in (
         RuntimeTarget("onnxruntime-python", KIND_CPU, ONNX_FILE, "onnx",
-                      python_model="tts_triton.serving.onnx_model", onnxruntime_threads=True),
+                      python_model="tts_triton.triton.onnx_model", onnxruntime_threads=True),
         RuntimeTarget("onnxruntime", KIND_GPU, ONNX_FILE, "onnx",
                       platform="onnxruntime_onnx", onnxruntime_threads=True),
         RuntimeTarget("tensorrt", KIND_GPU, "model.plan", "plan", platform="tensorrt_plan"),
@@ -390,6 +388,8 @@ def _install_artifact(
 
 
 def _check_onnx(path: Path, spec: ModelSpec) -> None:
+    import onnxruntime as ort  # optional heavy dependency: only the ONNX targets need it
+
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])

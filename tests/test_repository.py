@@ -48,9 +48,10 @@ from tts_triton.export.repository import (
     read_manifest,
     repository_is_current,
 )
+from tts_triton.onnx_io import io_mismatches
 from tts_triton.server import TritonServer
-from tts_triton.serving import onnx_model
-from tts_triton.serving.onnx_model import batch_groups, io_mismatches, run_batch
+from tts_triton.triton import onnx_model
+from tts_triton.triton.onnx_model import batch_groups, run_batch
 
 CFG = ModelConfig()
 SPECS = network_specs(CFG)
@@ -204,7 +205,7 @@ def test_bls_models_carry_config_voice_bank_and_adapter(built, sources) -> None:
         assert params["checkpoint_name"] == sources.checkpoint.name
         assert json.loads((out / name / repo_mod.VOICE_BANK_FILE).read_text(encoding="utf-8")) == VOICE_BANK
         adapter = (out / name / "1" / "model.py").read_text()
-        assert "from tts_triton.serving.tts_model import TritonPythonModel  # noqa: F401" in adapter
+        assert "from tts_triton.triton.bls import TritonPythonModel  # noqa: F401" in adapter
 
 
 def test_artifacts_per_target(built) -> None:
@@ -219,7 +220,7 @@ def test_artifacts_per_target(built) -> None:
             assert files == (["model.onnx", "model.py"] if runtime.python_model else ["model.onnx"])
     if runtime.python_model:
         adapter = (out / DECODER / "1" / "model.py").read_text()
-        assert "from tts_triton.serving.onnx_model import TritonPythonModel  # noqa: F401" in adapter
+        assert "from tts_triton.triton.onnx_model import TritonPythonModel  # noqa: F401" in adapter
 
 
 def test_tensorrt_copies_engines(sources, tmp_path: Path) -> None:

@@ -1,1 +1,1 @@
-"""Triton-side code: the Python-backend adapters and the Triton-free decode pipeline they drive."""
+"""The Triton-free synthesis core: request validation, the decode pipeline and in-process backends."""

@@ -2,7 +2,7 @@
 
 ``TorchBackend`` runs the PyTorch stages (the reference synthesizer); ``OnnxBackend`` runs the
 exported ONNX files with ONNX Runtime (to prove the export equal to PyTorch). The Triton BLS
-backend lives in :mod:`tts_triton.serving.bls`.
+backend lives in :mod:`tts_triton.triton.bls`.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from tts_triton import audio, contract
 from tts_triton.config import ModelConfig
 from tts_triton.serving.pipeline import Cancelled, Chunk
 from tts_triton.serving.service import InvalidInput, TTSService, parse_request
-from tts_triton.serving.triton_utils import parameters
+from tts_triton.triton.utils import parameters
 from tts_triton.voices import VoiceBank
 
 
