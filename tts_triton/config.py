@@ -191,6 +191,15 @@ class StreamingConfig:
     right_context: int = 12
     #: Encoder memory is padded to the smallest bucket that fits so that streams share batches.
     token_buckets: tuple[int, ...] = (32, 64, 128, 256, 512)
+    #: Every vocoder call holds one of these frame counts (context included): the planner widens a final
+    #: chunk's left context, or pads a short sentence's mel on the right, to reach the smallest that fits.
+    #: Streams then share vocoder batches and every shape has its CUDA graph or engine profile.
+    vocoder_frames: tuple[int, ...] = (24, 48, 72, 96, 120, 144, 168, 192, 216, 240)
+
+    def __post_init__(self) -> None:
+        longest = self.left_context + max(self.chunk_frames) + self.right_context
+        if sorted(self.vocoder_frames) != list(self.vocoder_frames) or self.vocoder_frames[-1] < longest:
+            raise ValueError(f"vocoder_frames must ascend and reach {longest} frames: {self.vocoder_frames}")
 
     @property
     def max_tokens(self) -> int:
@@ -207,5 +216,32 @@ class StreamingConfig:
         """Frames in the ``index``-th chunk of a sentence."""
         return self.chunk_frames[min(index, len(self.chunk_frames) - 1)]
 
+    def vocoder_bucket(self, frames: int) -> int:
+        """Smallest vocoder frame count holding ``frames``."""
+        for size in self.vocoder_frames:
+            if frames <= size:
+                return size
+        raise ValueError(f"{frames} frames exceed the largest vocoder call {self.vocoder_frames[-1]}")
+
 
 STREAMING = StreamingConfig()
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """What one ``tts`` request may ask for; the service rejects more with INVALID_ARG."""
+
+    max_text_chars: int = 20_000
+    min_reference_seconds: float = 0.5
+    max_reference_seconds: float = 30.0
+    reference_rates: tuple[int, int] = (8_000, 96_000)
+
+    def reference_frames(self) -> tuple[int, int]:
+        """The fewest and most mel frames of a reference clip (after resampling to the model's rate)."""
+        rate, hop = audio.SAMPLE_RATE, audio.HOP_LENGTH
+        # one mel frame per hop (tts_triton.audio); one frame of slack for the resampler's rounding
+        return int(self.min_reference_seconds * rate) // hop, int(self.max_reference_seconds * rate) // hop + 1
+
+
+LIMITS = RequestLimits()
+

@@ -20,6 +20,9 @@ import numpy as np
 from tts_triton import audio, contract
 from tts_triton.config import STREAMING, ModelConfig, StreamingConfig
 
+#: Log-mel of silence (the floor of :func:`tts_triton.audio.mel_spectrogram`): pads a short final chunk.
+SILENCE = float(np.log(audio.LOG_CLAMP))
+
 
 class InferBackend(Protocol):
     """Runs one network on a batch of one: numpy inputs by contract name -> outputs by contract name."""
@@ -51,12 +54,20 @@ class SentenceStats:
 
 @dataclass
 class ChunkWindow:
-    """Frames ``[start, end)`` are emitted by vocoding ``[ctx_start, ctx_end)`` and trimming the context."""
+    """Frames ``[start, end)`` are emitted by vocoding ``[ctx_start, ctx_end)`` and trimming the context.
+
+    ``length`` is the frame count of the vocoder call, one of ``StreamingConfig.vocoder_frames``: the mel
+    ``[ctx_start, ctx_end)`` followed by ``length - (ctx_end - ctx_start)`` frames of silence.
+    """
 
     ctx_start: int
     start: int
     end: int
     ctx_end: int
+    length: int = 0
+
+    def __post_init__(self) -> None:
+        self.length = self.length or self.ctx_end - self.ctx_start
 
     def trim(self, samples: np.ndarray, hop: int = audio.HOP_LENGTH) -> np.ndarray:
         lo = (self.start - self.ctx_start) * hop
@@ -67,7 +78,9 @@ class ChunkPlanner:
     """Decides when the growing mel of one sentence is ready for the next vocoder call.
 
     Chunk ``i`` holds ``streaming.chunk_size(i)`` frames and waits for ``right_context`` frames of
-    lookahead; once the sentence is finished, everything left goes out in one final chunk.
+    lookahead; once the sentence is finished, everything left goes out in one final chunk. Every window
+    spans one of ``streaming.vocoder_frames``: a final chunk takes more left context to fill its bucket,
+    and only a sentence shorter than the bucket is padded with silence on the right.
     """
 
     def __init__(self, streaming: StreamingConfig = STREAMING) -> None:
@@ -89,7 +102,8 @@ class ChunkPlanner:
                 return None
         self.emitted = end
         self.index += 1
-        return ChunkWindow(max(0, start - s.left_context), start, end, ctx_end)
+        length = s.vocoder_bucket(ctx_end - max(0, start - s.left_context))
+        return ChunkWindow(max(0, ctx_end - length), start, end, ctx_end, length)
 
 
 def first_stop(gate: np.ndarray) -> int | None:
@@ -171,7 +185,10 @@ class Pipeline:
                 return
 
     async def vocode(self, mel: np.ndarray, window: ChunkWindow) -> np.ndarray:
-        out = await self.backend.infer(contract.VOCODER, {"mel": mel[None, window.ctx_start : window.ctx_end]})
+        frames = mel[window.ctx_start : window.ctx_end]
+        if pad := window.length - len(frames):
+            frames = np.concatenate([frames, np.full((pad, mel.shape[1]), SILENCE, np.float32)])
+        out = await self.backend.infer(contract.VOCODER, {"mel": frames[None]})
         return window.trim(out["audio"][0])
 
     async def stream(self, sentences: list[list[int]], style: np.ndarray | None = None,

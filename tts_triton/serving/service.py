@@ -16,15 +16,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from tts_triton import audio
-from tts_triton.config import STREAMING, ModelConfig, StreamingConfig
+from tts_triton.config import LIMITS, STREAMING, ModelConfig, StreamingConfig
 from tts_triton.serving.pipeline import Chunk, InferBackend, Pipeline
 from tts_triton.text import FrontendError, text_to_sequences
 from tts_triton.voices import VoiceBank
 
-MAX_TEXT_CHARS = 20_000
-MIN_REFERENCE_SECONDS = 0.5
-MAX_REFERENCE_SECONDS = 30.0
-REFERENCE_RATES = (8_000, 96_000)
+MAX_TEXT_CHARS = LIMITS.max_text_chars
+MIN_REFERENCE_SECONDS = LIMITS.min_reference_seconds
+MAX_REFERENCE_SECONDS = LIMITS.max_reference_seconds
+REFERENCE_RATES = LIMITS.reference_rates
 
 
 class InvalidInput(ValueError):
