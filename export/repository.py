@@ -75,6 +75,9 @@ VERSION = "1"
 KEPT_FILES = ("README.md",)
 VOICE_BANK_KEYS = ("voices", "emotions", "default_voice", "default_emotion", "presets")
 BLS_MODULE = "tts_triton.triton.bls"
+TORCH_MODULE = "tts_triton.triton.torch_model"
+#: File name of the checkpoint in a ``torch-cuda`` network's version directory (read by TORCH_MODULE).
+CHECKPOINT_FILE = "model.pt"
 #: Ensembles of the repository: name -> member networks, run side by side.
 ENSEMBLES = {ENCODE: (TEXT_ENCODER, STYLE_ENCODER)}
 KIND_CPU, KIND_GPU = "KIND_CPU", "KIND_GPU"
@@ -85,14 +88,10 @@ class RuntimeTarget:
     """How the four networks are served on one runtime; the ensemble and the BLS models never change.
 
     ``source`` says where a network's artifact comes from: ``"onnx"``, ``<onnx_dir>/<name>.onnx``
-    (checked against the contract); ``"plan"``, ``<engines_dir>/<name>.plan`` (may be built later).
+    (checked against the contract); ``"plan"``, ``<engines_dir>/<name>.plan`` (may be built later);
+    ``"checkpoint"``, the checkpoint file itself (the PyTorch stages are built from it at load).
     ``python_model`` set means ``backend: "python"`` with a version-dir ``model.py`` that re-exports
     that module's ``TritonPythonModel``; otherwise ``platform`` names a Triton backend.
-
-    Extension point: ``"torch-cuda"`` (Python-backend models running the PyTorch modules with CUDA
-    graphs) is one more entry in :data:`RUNTIME_TARGETS`: ``instance_kind=KIND_GPU``,
-    ``python_model="tts_triton.serving.torch_model"`` and a ``"checkpoint"`` source handled in
-    ``_install_artifact``.
     """
 
     name: str
@@ -113,6 +112,7 @@ RUNTIME_TARGETS: dict[str, RuntimeTarget] = {
         RuntimeTarget("onnxruntime", KIND_GPU, ONNX_FILE, "onnx",
                       platform="onnxruntime_onnx", onnxruntime_threads=True),
         RuntimeTarget("tensorrt", KIND_GPU, "model.plan", "plan", platform="tensorrt_plan"),
+        RuntimeTarget("torch-cuda", KIND_GPU, CHECKPOINT_FILE, "checkpoint", python_model=TORCH_MODULE),
     )
 }
 
@@ -143,6 +143,17 @@ def _default_networks() -> dict[str, NetworkSettings]:
     }
 
 
+def _gpu_networks() -> dict[str, NetworkSettings]:
+    """The ``torch-cuda`` defaults: a CUDA graph replay costs about the same at any batch size, so batches
+    are large and the queue delays short (they bound what a lone stream waits)."""
+    return {
+        TEXT_ENCODER: NetworkSettings(max_batch_size=32, max_queue_delay_us=100),
+        STYLE_ENCODER: NetworkSettings(max_batch_size=8, max_queue_delay_us=0, response_cache=True),
+        DECODER: NetworkSettings(max_batch_size=128, max_queue_delay_us=200),
+        VOCODER: NetworkSettings(max_batch_size=32, max_queue_delay_us=200),
+    }
+
+
 @dataclass(frozen=True)
 class RepositorySettings:
     """Per-model serving knobs of a repository build."""
@@ -152,6 +163,25 @@ class RepositorySettings:
     instance_kind: str | None = None
     #: Instances of ``tts`` and of ``tts_offline`` (the BLS is async: one instance serves many streams).
     bls_instances: int = 1
+    #: ``torch-cuda`` only: fp16 weights (the vocoder's mel match stays fp32), CUDA graphs, and the decoder
+    #: steps per call when serving should differ from the checkpoint's (``None`` keeps it).
+    fp16: bool = True
+    cuda_graphs: bool = True
+    steps_per_call: int | None = None
+
+    @classmethod
+    def for_target(cls, target: str, **overrides: Any) -> RepositorySettings:
+        """The default settings of ``target`` (GPU-sized batches for ``torch-cuda``), with ``overrides``."""
+        if target == "torch-cuda":
+            overrides = {"networks": _gpu_networks(), "bls_instances": 2, **overrides}
+        return cls(**overrides)
+
+    def serving_config(self, model_config: ModelConfig) -> ModelConfig:
+        """``model_config`` as served: with :attr:`steps_per_call` applied."""
+        if self.steps_per_call is None:
+            return model_config
+        decoder = dataclasses.replace(model_config.decoder, steps_per_call=self.steps_per_call)
+        return dataclasses.replace(model_config, decoder=decoder)
 
     def validate(self, network_names: Sequence[str]) -> None:
         """Raise ``ValueError`` unless every network has sane settings and nothing else is configured."""
@@ -163,6 +193,8 @@ class RepositorySettings:
             raise ValueError(f"instance_kind must be {KIND_CPU} or {KIND_GPU}, got {self.instance_kind!r}")
         if self.bls_instances < 1:
             raise ValueError(f"bls_instances must be >= 1, got {self.bls_instances}")
+        if self.steps_per_call is not None and self.steps_per_call < 1:
+            raise ValueError(f"steps_per_call must be >= 1, got {self.steps_per_call}")
         for name, net in self.networks.items():
             if net.max_batch_size < 1 or net.instances < 1 or net.max_queue_delay_us < 0:
                 raise ValueError(f"{name}: need max_batch_size >= 1, instances >= 1, max_queue_delay_us >= 0: {net}")
@@ -171,7 +203,7 @@ class RepositorySettings:
 def build_repository(
     out_dir: Path,
     *,
-    onnx_dir: Path,
+    onnx_dir: Path | None = None,
     model_config: ModelConfig,
     checkpoint: Path,
     voice_bank: Path,
@@ -194,8 +226,15 @@ def build_repository(
     if target not in RUNTIME_TARGETS:
         raise ValueError(f"unknown runtime target {target!r}; choose from {sorted(RUNTIME_TARGETS)}")
     runtime = RUNTIME_TARGETS[target]
-    settings = settings or RepositorySettings()
-    out_dir, onnx_dir, checkpoint, voice_bank = map(Path, (out_dir, onnx_dir, checkpoint, voice_bank))
+    settings = settings or RepositorySettings.for_target(target)
+    out_dir, checkpoint, voice_bank = map(Path, (out_dir, checkpoint, voice_bank))
+    if runtime.source == "onnx" and onnx_dir is None:
+        raise ValueError(f"target {target!r} needs onnx_dir (the exported <network>.onnx files)")
+    fingerprint = _fingerprint(runtime.name, checkpoint, voice_bank, model_config, settings)
+    if settings.steps_per_call is not None and runtime.source != "checkpoint":
+        raise ValueError(f"steps_per_call applies to targets that run the checkpoint, not {target!r} (the "
+                         "exported graphs fix the checkpoint's steps per call)")
+    model_config = settings.serving_config(model_config)
     specs = network_specs(model_config)
     settings.validate(list(specs))
     bank = _load_voice_bank(voice_bank)
@@ -208,8 +247,9 @@ def build_repository(
         artifacts: dict[str, str] = {}
         pending: list[str] = []
         for name, spec in specs.items():
-            version_dir = _model_dir(staging, name, _network_config(spec, runtime, settings))
-            digest = _install_artifact(runtime, spec, version_dir, onnx_dir=onnx_dir, engines_dir=engines_dir)
+            version_dir = _model_dir(staging, name, _network_config(spec, runtime, settings, model_config))
+            digest = _install_artifact(runtime, spec, version_dir, onnx_dir=onnx_dir, engines_dir=engines_dir,
+                                       checkpoint=checkpoint)
             if digest is None:
                 pending.append(f"{name}/{VERSION}/{runtime.artifact}")
             else:
@@ -232,7 +272,7 @@ def build_repository(
             if (out_dir / kept).is_file():
                 shutil.copyfile(out_dir / kept, staging / kept)
         manifest = {
-            **_fingerprint(runtime.name, checkpoint, voice_bank, model_config, settings),
+            **fingerprint,
             "checkpoint_name": checkpoint_name or checkpoint.name,
             "models": sorted(p.name for p in staging.iterdir() if p.is_dir()),
             "artifacts_sha256": artifacts,
@@ -269,7 +309,7 @@ def repository_is_current(
     if manifest is None:
         return False
     expected = json.loads(json.dumps(_fingerprint(target, Path(checkpoint), Path(voice_bank), model_config,
-                                                  settings or RepositorySettings())))
+                                                  settings or RepositorySettings.for_target(target))))
     if not all(manifest.get(key) == value for key, value in expected.items()):
         return False
     if onnx_dir is None or RUNTIME_TARGETS[target].source != "onnx":
@@ -293,7 +333,8 @@ def _fingerprint(
     }
 
 
-def _network_config(spec: ModelSpec, runtime: RuntimeTarget, settings: RepositorySettings) -> dict[str, Any]:
+def _network_config(spec: ModelSpec, runtime: RuntimeTarget, settings: RepositorySettings,
+                    model_config: ModelConfig) -> dict[str, Any]:
     net = settings.networks[spec.name]
     config: dict[str, Any] = {"name": spec.name}
     if runtime.python_model:
@@ -311,6 +352,12 @@ def _network_config(spec: ModelSpec, runtime: RuntimeTarget, settings: Repositor
         config["parameters"] = string_parameters(
             {INTRA_OP_THREADS: str(net.intra_op_threads), INTER_OP_THREADS: str(net.inter_op_threads)}
         )
+    if runtime.source == "checkpoint":
+        config["parameters"] = string_parameters({
+            "model_config": json.dumps(model_config.to_dict(), separators=(",", ":")),
+            "fp16": "true" if settings.fp16 else "false",
+            "cuda_graphs": "true" if settings.cuda_graphs else "false",
+        })
     if net.response_cache:
         config["response_cache"] = {"enable": True}
     return config
@@ -365,13 +412,14 @@ def _model_dir(root: Path, name: str, config: Mapping[str, Any]) -> Path:
 
 
 def _install_artifact(
-    runtime: RuntimeTarget, spec: ModelSpec, version_dir: Path, *, onnx_dir: Path, engines_dir: Path | None
+    runtime: RuntimeTarget, spec: ModelSpec, version_dir: Path, *, onnx_dir: Path | None,
+    engines_dir: Path | None, checkpoint: Path,
 ) -> str | None:
     """Put the network's artifact (and adapter) into ``version_dir``; its sha256, or ``None`` if still to be built."""
     if runtime.python_model:
         _write_adapter(version_dir, spec.name, runtime.python_model)
     if runtime.source == "onnx":
-        source = onnx_dir / f"{spec.name}.onnx"
+        source = Path(onnx_dir) / f"{spec.name}.onnx"
         if not source.is_file():
             raise FileNotFoundError(f"{source} not found: export the ONNX networks first")
         _check_onnx(source, spec)
@@ -381,6 +429,8 @@ def _install_artifact(
         source = Path(engines_dir) / f"{spec.name}.plan"
         if not source.is_file():
             raise FileNotFoundError(f"{source} not found: build the TensorRT engines first")
+    elif runtime.source == "checkpoint":
+        source = checkpoint
     else:
         raise ValueError(f"target {runtime.name!r}: unknown artifact source {runtime.source!r}")
     shutil.copyfile(source, version_dir / runtime.artifact)
@@ -462,7 +512,7 @@ def _checkpoint_config(path: Path) -> ModelConfig:
 def main(argv: list[str] | None = None) -> int:
     """CLI: build a model repository; exit status 0 on success, 1 with a message on stderr otherwise."""
     parser = argparse.ArgumentParser(prog="python -m tts_triton.export.repository", description=__doc__.split("\n")[0])
-    parser.add_argument("--onnx-dir", type=Path, required=True, help="folder of <network>.onnx from the ONNX export")
+    parser.add_argument("--onnx-dir", type=Path, help="folder of <network>.onnx from the ONNX export (ONNX targets)")
     parser.add_argument("--checkpoint", type=Path, required=True, help="the checkpoint the networks were exported from")
     parser.add_argument("--voice-bank", type=Path, required=True, help="voice bank JSON (voices, emotions, presets)")
     parser.add_argument("--target", choices=sorted(RUNTIME_TARGETS), default="onnxruntime-python")
@@ -471,9 +521,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-config", type=Path,
                         help="JSON of ModelConfig.to_dict() (default: the config stored in the checkpoint)")
     parser.add_argument("--instance-kind", choices=(KIND_CPU, KIND_GPU), help="override the target's instance kind")
-    parser.add_argument("--bls-instances", type=int, default=1, help="instances of tts and tts_offline")
+    parser.add_argument("--bls-instances", type=int, help="instances of tts and tts_offline (default: the target's)")
+    parser.add_argument("--steps-per-call", type=int,
+                        help="decoder steps per call (torch-cuda only; default: the checkpoint's)")
     args = parser.parse_args(argv)
-    settings = RepositorySettings(instance_kind=args.instance_kind, bls_instances=args.bls_instances)
+    overrides = {"instance_kind": args.instance_kind, "steps_per_call": args.steps_per_call}
+    if args.bls_instances is not None:
+        overrides["bls_instances"] = args.bls_instances
+    settings = RepositorySettings.for_target(args.target, **overrides)
     try:
         model_config = (ModelConfig.from_dict(json.loads(args.model_config.read_text())) if args.model_config
                         else _checkpoint_config(args.checkpoint))

@@ -153,7 +153,7 @@ def test_every_config_matches_the_contract(built) -> None:
 
 def test_networks_batch_dynamically_with_explicit_delay(built) -> None:
     target, out, configs = built
-    runtime, settings = RUNTIME_TARGETS[target], RepositorySettings()
+    runtime, settings = RUNTIME_TARGETS[target], RepositorySettings.for_target(target)
     for name in SPECS:
         config, net = configs[name], settings.networks[name]
         assert config.HasField("dynamic_batching")
@@ -194,11 +194,13 @@ def test_encode_ensemble_wires_existing_tensors(built) -> None:
 
 
 def test_bls_models_carry_config_voice_bank_and_adapter(built, sources) -> None:
-    _, out, configs = built
+    target, out, configs = built
+    instances = RepositorySettings.for_target(target).bls_instances
     for name in (TTS, TTS_OFFLINE):
         config = configs[name]
         assert config.backend == "python" and config.max_batch_size == 0
-        assert [(mc.ModelInstanceGroup.Kind.Name(g.kind), g.count) for g in config.instance_group] == [("KIND_CPU", 1)]
+        assert [(mc.ModelInstanceGroup.Kind.Name(g.kind), g.count) for g in config.instance_group] == [
+            ("KIND_CPU", instances)]
         params = {k: v.string_value for k, v in config.parameters.items()}
         assert json.loads(params["voice_bank"]) == VOICE_BANK
         assert ModelConfig.from_dict(json.loads(params["model_config"])) == CFG
@@ -217,10 +219,10 @@ def test_artifacts_per_target(built) -> None:
         if runtime.source == "plan":
             assert files == [] and f"{name}/1/model.plan" in manifest["pending"]
         else:
-            assert files == (["model.onnx", "model.py"] if runtime.python_model else ["model.onnx"])
+            assert files == sorted([runtime.artifact, *(["model.py"] if runtime.python_model else [])])
     if runtime.python_model:
         adapter = (out / DECODER / "1" / "model.py").read_text()
-        assert "from tts_triton.triton.onnx_model import TritonPythonModel  # noqa: F401" in adapter
+        assert f"from {runtime.python_model} import TritonPythonModel  # noqa: F401" in adapter
 
 
 def test_tensorrt_copies_engines(sources, tmp_path: Path) -> None:
@@ -288,8 +290,8 @@ def test_onnx_that_breaks_the_contract_fails_the_build_and_keeps_the_old_reposit
 
 
 def test_bad_inputs_are_rejected(sources, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="unknown runtime target 'torch-cuda'"):
-        build(sources, tmp_path / "a", target="torch-cuda")
+    with pytest.raises(ValueError, match="unknown runtime target 'jax-tpu'"):
+        build(sources, tmp_path / "a", target="jax-tpu")
     bank = tmp_path / "bank.json"
     bank.write_text(json.dumps({"voices": []}))
     with pytest.raises(ValueError, match="lacks"):

@@ -61,7 +61,7 @@ def ensure_repository(out: Path = DEFAULT_REPOSITORY, *, checkpoint: Path | None
                       progress: bool = True) -> Path:
     """Build ``out`` for ``target`` unless it is already current; returns ``out``."""
     from tts_triton.export.onnx_export import export_checkpoint
-    from tts_triton.export.repository import build_repository, repository_is_current
+    from tts_triton.export.repository import RUNTIME_TARGETS, build_repository, repository_is_current
     from tts_triton.export.voice_bank import build_voice_bank, espeak_references
 
     def say(message: str) -> None:
@@ -87,7 +87,8 @@ def ensure_repository(out: Path = DEFAULT_REPOSITORY, *, checkpoint: Path | None
                                            target=target, onnx_dir=onnx_dir):
         say(f"{out} is up to date ({target}, {ckpt.name})")
         return out
-    if not all((onnx_dir / f"{name}.onnx").exists() for name in contract.network_specs(ckpt.config)):
+    needs_onnx = RUNTIME_TARGETS[target].source == "onnx"
+    if needs_onnx and not all((onnx_dir / f"{name}.onnx").exists() for name in contract.network_specs(ckpt.config)):
         say(f"exporting ONNX to {onnx_dir} ...")
         export_checkpoint(ckpt, onnx_dir, progress=progress)
     build_repository(out, onnx_dir=onnx_dir, model_config=ckpt.config, checkpoint=ckpt_path, voice_bank=bank,

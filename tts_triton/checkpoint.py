@@ -46,15 +46,18 @@ class Checkpoint:
     def name(self) -> str:
         return str(self.info.get("name", "default" if self.trained else "untrained-seeded"))
 
-    def stages(self) -> dict[str, nn.Module]:
+    def stages(self, config: ModelConfig | None = None) -> dict[str, nn.Module]:
         """Inference stages (eval mode, fp32, weight norm folded) keyed by Triton model name.
 
-        Works on copies, so the checkpoint itself stays trainable.
+        ``config`` (default: the checkpoint's) may change what serving chooses, such as the decoder
+        steps per call; its networks must have the checkpoint's weights' shapes. Works on copies, so the
+        checkpoint itself stays trainable.
         """
-        generator = Generator(self.config.vocoder)
+        config = config or self.config
+        generator = Generator(config.vocoder)
         load_generator_state(generator, {k: v.float() for k, v in self.generator.state_dict().items()})
         generator.remove_weight_norm()
-        acoustic = AcousticModel(self.config)
+        acoustic = AcousticModel(config)
         acoustic.load_state_dict({k: v.float() for k, v in self.acoustic.state_dict().items()})
         return build_stages(acoustic, generator)
 

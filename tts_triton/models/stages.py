@@ -84,3 +84,17 @@ def build_stages(acoustic: AcousticModel, generator: Generator) -> dict[str, nn.
         contract.VOCODER: VocoderStage(acoustic.decoder.postnet, generator, acoustic.cfg.vocoder.mel_match),
     }
     return {name: stage.eval() for name, stage in stages.items()}
+
+
+def half_precision(stage: nn.Module) -> nn.Module:
+    """``stage`` with fp16 weights, in place, except the mel match, rebuilt in fp32 (it is not fp16-safe).
+
+    The stage then takes fp16 inputs; its outputs are fp16, or fp32 where the mel match produced them.
+    """
+    stage.half()
+    for module in stage.modules():
+        if isinstance(module, VocoderStage) and module.mel_match is not None:
+            device = module.mel_match.analysis.device
+            module.mel_match = MelMatch(module.mel_match.max_log_gain).to(device)
+    return stage
+

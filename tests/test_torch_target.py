@@ -1,0 +1,223 @@
+"""The ``torch-cuda`` target on the CPU: bucket padding, fp16 numerics, generated configs, a real Triton serving it.
+
+CI has no GPU, so CUDA graphs are not captured here; the runner's padded eager path computes what a
+graph computes (same padded batch), and the served test runs the target's models with KIND_CPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import tritonclient.grpc as grpcclient
+from conftest import SENTENCE_IDS
+
+from tts_triton import contract, shapes
+from tts_triton.checkpoint import ASSETS, DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
+from tts_triton.config import STREAMING
+from tts_triton.export.pbtxt import parse
+from tts_triton.export.repository import CHECKPOINT_FILE, RepositorySettings, build_repository
+from tts_triton.models.stages import half_precision
+from tts_triton.serving.backends import TorchBackend
+from tts_triton.serving.graphs import StageRunner
+from tts_triton.serving.pipeline import Pipeline, first_stop
+from tts_triton.text import text_to_sequences
+from tts_triton.triton.torch_model import instance_device
+from tts_triton.voices import VoiceBank
+
+SENTENCES = ("Please turn left at the next corner.", "The train to the airport leaves at noon.",
+             "Thanks for calling; we will be with you in a moment.", "Is it ready yet?")
+
+
+def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
+    return float(10 * np.log10(np.sum(reference**2) / max(np.sum((test - reference) ** 2), 1e-20)))
+
+
+@pytest.fixture(scope="module")
+def default_voice() -> Checkpoint:
+    return load_checkpoint(DEFAULT_CHECKPOINT)
+
+
+def decoder_feed(checkpoint: Checkpoint, ids: list[int], seed: int) -> dict[str, np.ndarray]:
+    """A decoder request of batch 1 in the smallest token bucket: real encoder memory, a random style and state."""
+    stages = checkpoint.stages()
+    tokens = STREAMING.bucket(len(ids))
+    phonemes = np.zeros((1, tokens), np.int32)
+    phonemes[0, : len(ids)] = ids
+    mask = (phonemes > 0).astype(np.float32)
+    with torch.inference_mode():
+        memory, processed = stages[contract.TEXT_ENCODER](torch.from_numpy(phonemes), torch.from_numpy(mask))
+    rng = np.random.default_rng(seed)
+    feed = {"memory": memory.numpy(), "processed_memory": processed.numpy(), "mask": mask,
+            "style": rng.standard_normal((1, checkpoint.config.style.dim)).astype(np.float32) * 0.3}
+    for spec in contract.decoder_states(checkpoint.config):
+        dims = [tokens if d == contract.TOKENS else d for d in spec.dims]
+        feed[spec.name] = rng.standard_normal((1, *dims)).astype(np.float32) * 0.1
+    return feed
+
+
+def test_padded_batches_give_each_row_its_own_result(checkpoint: Checkpoint) -> None:
+    spec = contract.decoder_spec(checkpoint.config)
+    runner = StageRunner(checkpoint.stages()[contract.DECODER], spec, max_batch_size=8)
+    feeds = [decoder_feed(checkpoint, SENTENCE_IDS[: 10 + 5 * i], seed=i) for i in range(3)]
+    batched = runner.run(feeds)  # three rows padded to the batch bucket 4
+    alone = StageRunner(checkpoint.stages()[contract.DECODER], spec, max_batch_size=1)
+    for feed, result in zip(feeds, batched, strict=True):
+        single = alone.run([feed])[0]
+        assert sorted(result) == sorted(spec.output_names)
+        for name in spec.output_names:
+            assert result[name].shape == single[name].shape
+            np.testing.assert_allclose(result[name], single[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_requests_of_other_shapes_run_apart_in_arrival_order(checkpoint: Checkpoint) -> None:
+    spec = contract.vocoder_spec(checkpoint.config)
+    runner = StageRunner(checkpoint.stages()[contract.VOCODER], spec, max_batch_size=4)
+    rng = np.random.default_rng(3)
+    feeds = [{"mel": rng.standard_normal((rows, frames, checkpoint.config.n_mels)).astype(np.float32) - 5}
+             for rows, frames in ((1, 24), (2, 48), (3, 24))]
+    results = runner.run(feeds)  # 1 + 3 rows of 24 frames merge into 4; the 48-frame request runs alone
+    with torch.inference_mode():
+        for feed, result in zip(feeds, results, strict=True):
+            expected = checkpoint.stages()[contract.VOCODER](torch.from_numpy(feed["mel"]))[0].numpy()
+            assert result["audio"].shape == expected.shape
+            np.testing.assert_allclose(result["audio"], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_graphs_cover_every_shape_the_decode_loop_sends(checkpoint: Checkpoint) -> None:
+    axes = shapes.axis_values()
+    stages = checkpoint.stages()
+    specs = contract.network_specs(checkpoint.config)
+    decoder = StageRunner(stages[contract.DECODER], specs[contract.DECODER], max_batch_size=128)
+    assert decoder.batch_sizes == (1, 2, 4, 8, 16, 32, 64, 128)
+    assert len(decoder.graph_shapes()) == len(axes[contract.TOKENS].buckets)
+    vocoder = StageRunner(stages[contract.VOCODER], specs[contract.VOCODER], max_batch_size=32)
+    assert sorted(s[0][0] for s in vocoder.graph_shapes()) == list(STREAMING.vocoder_frames)
+    # reference mels take any length in a range: the style encoder runs eagerly
+    assert StageRunner(stages[contract.STYLE_ENCODER], specs[contract.STYLE_ENCODER]).graph_shapes() == []
+
+
+def test_fp16_vocoder_stage_keeps_quality_on_real_decoder_mels(default_voice: Checkpoint) -> None:
+    cfg = default_voice.config
+    bank = VoiceBank.load(ASSETS / "voice_bank.json")
+    pipeline = Pipeline(TorchBackend(default_voice.stages(), cfg), cfg)
+    _, mel = asyncio.run(pipeline.synthesize(text_to_sequences(" ".join(SENTENCES[:2])), bank.style("f1")))
+    vocoder = default_voice.stages()[contract.VOCODER]
+    half = half_precision(copy.deepcopy(vocoder))
+    assert half.mel_match.analysis.dtype == torch.float32 and half.generator.conv_pre.weight.dtype == torch.float16
+    with torch.inference_mode():
+        for start in range(0, len(mel) - 216, 150):
+            window = torch.from_numpy(mel[None, start : start + 216].copy())
+            reference = vocoder(window)[0].numpy()
+            test = half(window.half())[0].float().numpy()
+            assert snr_db(reference, test) >= 30.0, start
+
+
+def test_fp16_decoder_stops_at_the_same_step(default_voice: Checkpoint) -> None:
+    cfg = default_voice.config
+    bank = VoiceBank.load(ASSETS / "voice_bank.json")
+    half_stages = {**default_voice.stages()}
+    half_stages[contract.DECODER] = half_precision(default_voice.stages()[contract.DECODER])
+
+    class HalfDecoder(TorchBackend):
+        async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            if model != contract.DECODER:
+                return await super().infer(model, inputs)
+            spec = self.specs[model]
+            with torch.inference_mode():
+                outputs = self.stages[model](*(torch.from_numpy(inputs[n]).half() if inputs[n].dtype == np.float32
+                                               else torch.from_numpy(inputs[n]) for n in spec.input_names))
+            return {name: out.float().numpy() for name, out in zip(spec.output_names, outputs, strict=True)}
+
+    for sentence in SENTENCES:
+        ids = text_to_sequences(sentence)
+        steps = []
+        for backend in (TorchBackend(default_voice.stages(), cfg), HalfDecoder(half_stages, cfg)):
+            pipeline = Pipeline(backend, cfg)
+            asyncio.run(pipeline.synthesize(ids, bank.style("m1")))
+            steps.append([s.steps for s in pipeline.stats])
+        assert steps[0] == steps[1], sentence
+        assert not any(s.hit_max_steps for s in pipeline.stats)
+    assert first_stop(np.array([-1.0, 0.5])) == 1
+
+
+def test_instance_device_follows_the_instance_kind() -> None:
+    assert instance_device({"model_instance_kind": "CPU", "model_instance_device_id": "0"}).type == "cpu"
+    assert instance_device({"model_instance_kind": "GPU", "model_instance_device_id": "1"}) == torch.device("cuda", 1)
+
+
+# --- generated repository ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def torch_repository(checkpoint_file: Path, model_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The torch-cuda repository of the test checkpoint, its networks on the CPU (fp32: compared to the reference)."""
+    from tts_triton.checkpoint import load_checkpoint
+
+    cfg = load_checkpoint(checkpoint_file).config
+    settings = RepositorySettings.for_target("torch-cuda", instance_kind="KIND_CPU", fp16=False)
+    out = tmp_path_factory.mktemp("torch") / "model_repository"
+    return build_repository(out, model_config=cfg, checkpoint=checkpoint_file,
+                            voice_bank=model_repository / contract.TTS / "voice_bank.json", target="torch-cuda",
+                            settings=settings)
+
+
+def test_torch_cuda_configs(checkpoint_file: Path, model_repository: Path, tmp_path: Path) -> None:
+    cfg = load_checkpoint(checkpoint_file).config
+    bank = model_repository / contract.TTS / "voice_bank.json"
+    out = build_repository(tmp_path / "repo", model_config=cfg, checkpoint=checkpoint_file, voice_bank=bank,
+                           target="torch-cuda", settings=RepositorySettings.for_target("torch-cuda", steps_per_call=16))
+    for name in contract.network_specs(cfg):
+        config = parse((out / name / "config.pbtxt").read_text())
+        assert config.backend == "python"
+        assert [g.kind for g in config.instance_group] == [config.instance_group[0].KIND_GPU]
+        assert config.parameters["fp16"].string_value == "true"
+        assert (out / name / "1" / CHECKPOINT_FILE).read_bytes() == checkpoint_file.read_bytes()
+        assert "tts_triton.triton.torch_model" in (out / name / "1" / "model.py").read_text()
+        served = contract.network_specs(RepositorySettings(steps_per_call=16).serving_config(cfg))[name]
+        assert [list(t.dims) for t in config.output] == [t.triton_dims for t in served.outputs]
+    decoder = parse((out / contract.DECODER / "config.pbtxt").read_text())
+    assert [list(t.dims) for t in decoder.output if t.name == "gate"] == [[16]]
+    assert decoder.max_batch_size == 128
+    with pytest.raises(ValueError, match="steps_per_call"):
+        build_repository(tmp_path / "onnx", onnx_dir=tmp_path, model_config=cfg, checkpoint=checkpoint_file,
+                         voice_bank=bank, settings=RepositorySettings(steps_per_call=16))
+
+
+def test_served_torch_target_matches_the_reference(torch_repository: Path, start_triton, checkpoint: Checkpoint,
+                                                   test_style: np.ndarray) -> None:
+    from tts_triton.client import TTSClient
+
+    server = start_triton(torch_repository)
+    text = "The quick brown fox jumps over the lazy dog."
+    with TTSClient(server.grpc_url, timeout=120) as client:
+        streamed = client.synthesize(text, voice="f2", return_mel=True)
+    bank = VoiceBank.load(torch_repository / contract.TTS / "voice_bank.json")
+    reference = Pipeline(TorchBackend(checkpoint.stages(), checkpoint.config), checkpoint.config)
+    ref_audio, ref_mel = asyncio.run(reference.synthesize(text_to_sequences(text), bank.style("f2")))
+    assert streamed.mel.shape == ref_mel.shape
+    assert np.abs(streamed.mel - ref_mel).max() <= 1e-3
+    assert snr_db(ref_audio, streamed.audio) >= 30.0
+
+    # a direct call outside the shapes the decode loop sends is refused before any work
+    with grpcclient.InferenceServerClient(server.grpc_url) as direct:
+        mel = grpcclient.InferInput("mel", [1, 25, checkpoint.config.n_mels], "FP32")
+        mel.set_data_from_numpy(np.zeros((1, 25, checkpoint.config.n_mels), np.float32))
+        with pytest.raises(grpcclient.InferenceServerException, match="frames = 25") as err:
+            direct.infer(contract.VOCODER, [mel])
+        assert "INVALID_ARG" in str(err.value.status()) or "400" in str(err.value.status())
+
+
+def test_steps_per_call_changes_only_the_served_config(checkpoint: Checkpoint) -> None:
+    settings = RepositorySettings(steps_per_call=4)
+    served = settings.serving_config(checkpoint.config)
+    assert served.decoder.steps_per_call == 4 and served.decoder.frames_per_call == 4 * served.decoder.frames_per_step
+    assert dataclasses.replace(served.decoder, steps_per_call=checkpoint.config.decoder.steps_per_call) == \
+        checkpoint.config.decoder
+    stage = checkpoint.stages(served)[contract.DECODER]
+    assert stage.steps == 4

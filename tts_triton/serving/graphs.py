@@ -1,0 +1,161 @@
+"""Run one network stage on a device for a batch of requests; on CUDA, as captured CUDA graphs.
+
+:class:`StageRunner` takes the requests of one dynamic batch as numpy feeds (the tensors of the
+stage's contract spec, batch axis first), merges those whose shapes agree, pads the batch to a
+:func:`~tts_triton.shapes.batch_buckets` size and runs the stage once per group. On CUDA, every
+combination of batch bucket and bucketed axis size that the decode loop sends (:mod:`tts_triton.shapes`)
+is captured once as a CUDA graph by :meth:`StageRunner.warm_up`; a call is then a copy into pinned host
+memory, one host-to-device copy per input, one graph replay and one copy back. A shape with no graph
+(the style encoder's reference mels, or any stage off CUDA) runs eagerly on its real batch.
+
+Numerics: inputs and outputs are the contract's dtypes (fp32, int32). With ``half=True`` the stage's
+weights are fp16 (:func:`~tts_triton.models.stages.half_precision`; the mel match stays fp32) and the
+casts happen inside the graph. Padding rows are zeros and are cut away before anything is returned;
+every network is row-independent, so padding never changes a real row's result.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from tts_triton import shapes
+from tts_triton.contract import ModelSpec
+from tts_triton.models.stages import half_precision
+from tts_triton.serving.batching import Feed, batch_groups, merge, pad_rows, rows, split
+
+TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "int32": torch.int32, "int64": torch.int64,
+                "bool": torch.bool}
+
+
+@dataclass
+class CapturedCall:
+    """One CUDA graph with its static device tensors and their pinned host mirrors."""
+
+    graph: torch.cuda.CUDAGraph
+    inputs: list[Tensor]
+    outputs: list[Tensor]
+    host_inputs: list[Tensor]
+    host_outputs: list[Tensor]
+
+
+class StageRunner:
+    """Runs ``stage`` (a :mod:`tts_triton.models.stages` module) on ``device`` for batches of requests.
+
+    ``max_batch_size`` bounds the rows of one call (Triton's ``max_batch_size``); ``axes`` gives the
+    values each dynamic axis takes (default :func:`tts_triton.shapes.axis_values`).
+    """
+
+    def __init__(self, stage: nn.Module, spec: ModelSpec, *, device: str | torch.device = "cpu", half: bool = False,
+                 max_batch_size: int = 1, axes: Mapping[str, shapes.AxisValues] | None = None) -> None:
+        self.device = torch.device(device)
+        self.stage = stage.to(self.device).eval()
+        if half:
+            half_precision(self.stage)
+        self.dtype = torch.float16 if half else torch.float32
+        self.spec = spec
+        self.batch_sizes = shapes.batch_buckets(max_batch_size)
+        self.axes = dict(axes or shapes.axis_values())
+        self.calls: dict[tuple, CapturedCall] = {}
+        self.bucketed = set(self.graph_shapes())
+        self._pool = torch.cuda.graph_pool_handle() if self.device.type == "cuda" else None
+
+    def graph_shapes(self) -> list[tuple[tuple[int, ...], ...]]:
+        """The non-batch shapes of the inputs, one tuple per captured combination of bucketed axis sizes;
+        empty when an input has a dynamic axis without buckets (such a stage always runs eagerly)."""
+        names = sorted({d for t in self.spec.inputs for d in t.dims if isinstance(d, str)})
+        if any(not self.axes[name].buckets for name in names):
+            return []
+        combos = itertools.product(*(self.axes[name].buckets for name in names))
+        return [tuple(tuple(sizes.get(d, d) for d in t.dims) for t in self.spec.inputs)
+                for sizes in (dict(zip(names, combo, strict=True)) for combo in combos)]
+
+    def warm_up(self, progress: Callable[[str], None] | None = None) -> int:
+        """Capture every (batch bucket, input shapes) as a CUDA graph; the number captured (0 off CUDA).
+
+        Later calls must run with ``self.device`` as the current CUDA device."""
+        if self._pool is None:
+            return 0
+        with torch.cuda.device(self.device):
+            for input_shapes in self.graph_shapes():
+                for batch in self.batch_sizes:
+                    self.calls[(batch, input_shapes)] = self._capture(batch, input_shapes)
+                if progress:
+                    progress(f"{self.spec.name}: {len(self.calls)} CUDA graphs captured (inputs {input_shapes})")
+            torch.cuda.synchronize(self.device)
+        return len(self.calls)
+
+    def run(self, feeds: Sequence[Feed]) -> list[dict[str, np.ndarray]]:
+        """The outputs of every request (by contract name, batch axis first, contract dtypes), in order."""
+        results: list[dict[str, np.ndarray]] = [{} for _ in feeds]
+        for group in batch_groups(feeds):
+            sizes = [rows(feeds[i]) for i in group]
+            merged = merge([feeds[i] for i in group])
+            outputs = self._run_rows(merged, sum(sizes))
+            for i, result in zip(group, split(outputs, sizes), strict=True):
+                results[i] = result
+        return results
+
+    def _run_rows(self, feed: Feed, n: int) -> dict[str, np.ndarray]:
+        """One merged feed of ``n`` rows, in calls of at most the largest batch bucket."""
+        step = self.batch_sizes[-1]
+        if n > step:
+            parts = [self._run_rows({k: v[i : i + step] for k, v in feed.items()}, min(step, n - i))
+                     for i in range(0, n, step)]
+            return {name: np.concatenate([p[name] for p in parts]) for name in self.spec.output_names}
+        batch = shapes.bucket_for(n, self.batch_sizes)
+        input_shapes = tuple(feed[name].shape[1:] for name in self.spec.input_names)
+        call = self.calls.get((batch, input_shapes))
+        if call is not None:
+            return self._replay(call, feed, n)
+        if input_shapes in self.bucketed:  # what a graph would compute, eagerly: the same padded batch
+            padded = self._eager({name: pad_rows(array, batch) for name, array in feed.items()})
+            return {name: array[:n] for name, array in padded.items()}
+        return self._eager(feed)
+
+    def _replay(self, call: CapturedCall, feed: Feed, n: int) -> dict[str, np.ndarray]:
+        for name, host, device in zip(self.spec.input_names, call.host_inputs, call.inputs, strict=True):
+            target = host.numpy()
+            target[:n] = feed[name]
+            target[n:] = 0
+            device.copy_(host, non_blocking=True)
+        call.graph.replay()
+        for host, device in zip(call.host_outputs, call.outputs, strict=True):
+            host.copy_(device, non_blocking=True)
+        torch.cuda.current_stream(self.device).synchronize()
+        return {name: host.numpy()[:n].copy() for name, host in zip(self.spec.output_names, call.host_outputs,
+                                                                    strict=True)}
+
+    def _eager(self, feed: Feed) -> dict[str, np.ndarray]:
+        with torch.inference_mode():
+            inputs = [torch.from_numpy(np.ascontiguousarray(feed[name])).to(self.device) for name in
+                      self.spec.input_names]
+            outputs = self._forward(*inputs)
+            return {name: out.cpu().numpy() for name, out in zip(self.spec.output_names, outputs, strict=True)}
+
+    def _forward(self, *inputs: Tensor) -> tuple[Tensor, ...]:
+        cast = [x.to(self.dtype) if x.is_floating_point() else x for x in inputs]
+        return tuple(out.float() for out in self.stage(*cast))
+
+    def _capture(self, batch: int, input_shapes: tuple[tuple[int, ...], ...]) -> CapturedCall:
+        inputs = [torch.zeros((batch, *shape), dtype=TORCH_DTYPES[t.dtype], device=self.device)
+                  for t, shape in zip(self.spec.inputs, input_shapes, strict=True)]
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.inference_mode(), torch.cuda.stream(side):
+            for _ in range(2):  # kernels and workspaces are chosen outside the capture
+                self._forward(*inputs)
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.inference_mode(), torch.cuda.graph(graph, pool=self._pool):
+            outputs = list(self._forward(*inputs))
+        return CapturedCall(graph, inputs, outputs, [_pinned(x) for x in inputs], [_pinned(x) for x in outputs])
+
+
+def _pinned(like: Tensor) -> Tensor:
+    return torch.empty(like.shape, dtype=like.dtype, device="cpu", pin_memory=True)

@@ -1,0 +1,122 @@
+"""Triton Python-backend model running one network's PyTorch stage on a GPU (the ``torch-cuda`` target).
+
+Generic over the network: the model's name picks the stage of the version directory's checkpoint
+(``model.pt``, see :mod:`tts_triton.checkpoint`), built with the repository's ``model_config``. The
+instance runs on the GPU Triton gives it (``KIND_GPU``; one instance per listed GPU) and captures a
+CUDA graph for every batch bucket and axis size the decode loop sends before the model reports ready
+(:class:`~tts_triton.serving.graphs.StageRunner`). Each ``execute`` checks every request's shapes
+against :mod:`tts_triton.shapes` (anything else gets INVALID_ARG, before any work), runs the requests
+that agree in shape as one padded call, and answers with CPU tensors (a GPU tensor returned across the
+BLS boundary costs far more than the copy).
+
+Config parameters (strings): ``model_config`` (ModelConfig JSON), ``fp16`` (``"true"``: fp16 weights;
+the vocoder's mel match stays fp32), ``cuda_graphs`` (``"false"`` runs eagerly, for comparison).
+
+The version directory's ``model.py`` only re-exports :class:`TritonPythonModel`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from tts_triton import shapes
+from tts_triton.checkpoint import load_checkpoint
+from tts_triton.config import ModelConfig
+from tts_triton.contract import network_specs
+from tts_triton.serving.graphs import StageRunner
+from tts_triton.triton.utils import config_tensors, parameters
+
+try:
+    import triton_python_backend_utils as pb_utils
+except ImportError:  # imported outside Triton: for documentation and for tests of the pure helpers
+    pb_utils = None
+
+CHECKPOINT_FILE = "model.pt"
+FP16 = "fp16"
+CUDA_GRAPHS = "cuda_graphs"
+
+
+def instance_device(args: dict[str, str]) -> torch.device:
+    """The device Triton assigned this instance: ``cuda:<id>`` for KIND_GPU, else the CPU."""
+    if args.get("model_instance_kind") == "GPU":
+        return torch.device("cuda", int(args["model_instance_device_id"]))
+    return torch.device("cpu")
+
+
+class TritonPythonModel:
+    """One network stage on one device; see the module docstring."""
+
+    def initialize(self, args: dict[str, str]) -> None:
+        """Build the stage, check it against the model config, capture its CUDA graphs (fail fast)."""
+        config = json.loads(args["model_config"])
+        params = parameters(config)
+        self._name = args["model_name"]
+        cfg = ModelConfig.from_dict(json.loads(params["model_config"]))
+        self._spec = network_specs(cfg)[self._name]
+        declared = [t.name for t in config_tensors(config, "input")], [t.name for t in config_tensors(config, "output")]
+        if declared != (self._spec.input_names, self._spec.output_names):
+            raise ValueError(f"model {self._name!r}: config.pbtxt tensors {declared} differ from the contract")
+        device = instance_device(args)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        torch.backends.cudnn.benchmark = False  # per-shape autotuning: seconds per new shape, GBs of workspace
+        path = os.path.join(args["model_repository"], args["model_version"], CHECKPOINT_FILE)
+        stage = load_checkpoint(path).stages(cfg)[self._name]
+        self._max_batch = int(config["max_batch_size"])
+        self._axes = shapes.axis_values()
+        self._runner = StageRunner(stage, self._spec, device=device, half=params.get(FP16) == "true",
+                                   max_batch_size=self._max_batch, axes=self._axes)
+        if params.get(CUDA_GRAPHS, "true") == "true":
+            graphs = self._runner.warm_up()
+            pb_utils.Logger.log_info(f"{self._name}: {graphs} CUDA graphs captured on {device}")
+
+    def execute(self, requests: list[Any]) -> list[Any]:
+        """One response per request, in order; a request with a bad shape gets INVALID_ARG alone."""
+        responses: list[Any] = [None] * len(requests)
+        feeds, accepted = [], []
+        for i, request in enumerate(requests):
+            feed, problems = self._feed(request)
+            if problems:
+                responses[i] = _error(f"{self._name}: " + "; ".join(problems), pb_utils.TritonError.INVALID_ARG)
+            else:
+                feeds.append(feed)
+                accepted.append(i)
+        try:
+            results = self._runner.run(feeds) if feeds else []
+        except Exception as exc:  # the whole batch failed on the device: every accepted request is told
+            for i in accepted:
+                responses[i] = _error(f"{self._name}: {type(exc).__name__}: {exc}", pb_utils.TritonError.INTERNAL)
+            return responses
+        for i, result in zip(accepted, results, strict=True):
+            wanted = list(requests[i].requested_output_names()) or self._spec.output_names
+            tensors = [pb_utils.Tensor(name, np.ascontiguousarray(result[name])) for name in wanted]
+            responses[i] = pb_utils.InferenceResponse(output_tensors=tensors)
+        return responses
+
+    def finalize(self) -> None:
+        """Release the graphs and the device memory they hold."""
+        self._runner = None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def _feed(self, request: Any) -> tuple[dict[str, np.ndarray], list[str]]:
+        feed, problems = {}, []
+        for spec in self._spec.inputs:
+            tensor = pb_utils.get_input_tensor_by_name(request, spec.name)
+            if tensor is None:
+                problems.append(f"input {spec.name!r} is missing")
+                continue
+            array = tensor.as_numpy()
+            problems += shapes.shape_problems(spec, array.shape, self._axes, batched=True,
+                                              max_batch_size=self._max_batch)
+            feed[spec.name] = array
+        return feed, problems
+
+
+def _error(message: str, code: int) -> Any:
+    return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(message, code))
