@@ -16,7 +16,7 @@ from .audio_io import ReferenceAudio, load_reference_audio, save_wav
 from .errors import InvalidInputError, ServerUnavailableError, TTSError, TTSTimeoutError
 from .grpc_client import DEFAULT_GRPC_URL, AsyncTTSClient, TTSClient
 from .http_client import DEFAULT_HTTP_URL, HttpTTSClient
-from .request import TTSRequest, build_request
+from .request import RequestOptions, TTSRequest, build_request
 from .results import AudioChunk, Synthesis, VoiceBank
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "HttpTTSClient",
     "InvalidInputError",
     "ReferenceAudio",
+    "RequestOptions",
     "ServerUnavailableError",
     "Synthesis",
     "TTSClient",

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import time
+from typing import Unpack
 
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tts_triton.contract import TTS, TTS_OFFLINE
 
-from .audio_io import ReferenceAudio
 from .errors import translated_errors
-from .request import build_request, chunk_from_result, parse_url
+from .request import RequestOptions, build_request, chunk_from_result, parse_url
 from .results import Synthesis, VoiceBank
 
 __all__ = ["DEFAULT_HTTP_URL", "HttpTTSClient"]
@@ -48,23 +48,10 @@ class HttpTTSClient:
         # tritonclient.http fixes timeouts per client object: keep one per distinct timeout.
         self._clients: dict[float | None, httpclient.InferenceServerClient] = {}
 
-    def synthesize(
-        self,
-        text: str,
-        *,
-        voice: str | None = None,
-        emotion: str | None = None,
-        reference_audio: ReferenceAudio | None = None,
-        reference_sample_rate: int | None = None,
-        timeout: float | None = None,
-        return_mel: bool = False,
-    ) -> Synthesis:
+    def synthesize(self, text: str, **options: Unpack[RequestOptions]) -> Synthesis:
         """Synthesize ``text`` in one request. Raises :class:`TTSError` subclasses."""
-        request = build_request(
-            text, voice=voice, emotion=emotion, reference_audio=reference_audio,
-            reference_sample_rate=reference_sample_rate, return_mel=return_mel,
-        )
-        client = self._http(timeout)
+        request = build_request(text, **options)
+        client = self._http(request.timeout)
         start = time.perf_counter()
         with translated_errors():
             result = client.infer(
