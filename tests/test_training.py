@@ -90,6 +90,7 @@ def test_acoustic_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path)
     assert load_checkpoint(tmp_path / "a" / "checkpoint.pt").info["acoustic"]["steps"] == 4
 
 
+@pytest.mark.slow
 @needs_espeak
 def test_vocoder_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
     flags = ["--data", str(corpus), "--batch-size", "2", "--segment-frames", "8", "--workers", "0",
@@ -114,6 +115,7 @@ def test_vocoder_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path) 
     assert load_checkpoint(tmp_path / "v" / "checkpoint.pt").info["vocoder"]["steps"] == 4
 
 
+@pytest.mark.slow
 @needs_espeak
 def test_vocoder_data_parallel_ranks_agree(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
     """Two CPU ranks (gloo) under torch.distributed.run: both stop at the same step, rank 0 writes, resume works."""
