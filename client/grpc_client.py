@@ -28,6 +28,7 @@ from tritonclient.utils import InferenceServerException
 
 from tts_triton.contract import TTS
 
+from .closing import Closing
 from .errors import TTSError, translate_error, translated_errors
 from .request import RequestOptions, TTSRequest, build_request, chunk_from_result, is_final_response, parse_url
 from .results import AudioChunk, Synthesis, VoiceBank
@@ -39,7 +40,7 @@ DEFAULT_GRPC_URL = "localhost:8001"
 _CAUSE_WAIT = 5.0
 
 
-class TTSClient:
+class TTSClient(Closing):
     """Blocking gRPC client of ``tts``; ``url`` is ``host:port`` or ``grpc://host:port``.
 
     ``timeout`` (seconds, None for no limit) bounds every call; a method's own ``timeout`` overrides
@@ -97,12 +98,6 @@ class TTSClient:
             clients, self._idle = [self._client, *self._idle], []
         for client in clients:
             client.close()
-
-    def __enter__(self) -> TTSClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def _timeout(self, timeout: float | None) -> float | None:
         return self.timeout if timeout is None else timeout

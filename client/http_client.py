@@ -10,6 +10,7 @@ from tritonclient.utils import InferenceServerException
 
 from tts_triton.contract import TTS, TTS_OFFLINE
 
+from .closing import Closing
 from .errors import translated_errors
 from .request import RequestOptions, build_request, chunk_from_result, parse_url
 from .results import Synthesis, VoiceBank
@@ -19,7 +20,7 @@ __all__ = ["DEFAULT_HTTP_URL", "HttpTTSClient"]
 DEFAULT_HTTP_URL = "localhost:8000"
 
 
-class HttpTTSClient:
+class HttpTTSClient(Closing):
     """Blocking HTTP client: :meth:`synthesize` calls ``tts_offline`` (one response with the whole audio).
 
     The API matches :class:`~tts_triton.client.TTSClient` without ``stream``; a :class:`Synthesis`
@@ -80,12 +81,6 @@ class HttpTTSClient:
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             client.close()
-
-    def __enter__(self) -> HttpTTSClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def _http(self, timeout: float | None) -> httpclient.InferenceServerClient:
         seconds = self.timeout if timeout is None else timeout

@@ -10,16 +10,8 @@ import pytest
 
 from tts_triton.config import STREAMING
 from tts_triton.errors import InvalidInput
-from tts_triton.text import (
-    FrontendError,
-    check_text,
-    normalize,
-    phonemize,
-    sequence_to_text,
-    split_sentences,
-    text_to_sequences,
-)
-from tts_triton.text.frontend import _split
+from tts_triton.text import FrontendError, normalize, phonemize, sequence_to_text, split_sentences, text_to_sequences
+from tts_triton.text.frontend import _split, check_text
 from tts_triton.text.numbers import cardinal, ordinal, year
 from tts_triton.text.symbols import BOS_ID, EOS_ID, N_SYMBOLS, PAD_ID, PUNCTUATION, SYMBOL_TO_ID, TONES
 

@@ -25,7 +25,7 @@ from tts_triton.checkpoint import Checkpoint, init_checkpoint, load_checkpoint
 from tts_triton.config import DecoderConfig, ModelConfig
 from tts_triton.data.dataset import AcousticDataset, Corpus, VocoderDataset
 from tts_triton.models.style_encoder import StyleEncoder
-from tts_triton.training import common, gta, loop, train_acoustic, train_vocoder
+from tts_triton.training import common, gta, hifigan_losses, loop, train_acoustic, train_vocoder
 
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
 
@@ -203,13 +203,13 @@ def test_training_skeleton_stops_when_the_budget_is_spent(tiny_init: Path, tmp_p
 def test_frozen_discriminators_give_the_same_generator_gradients() -> None:
     torch.manual_seed(0)
     # eval: spectral norm's power iteration would otherwise move between the two passes
-    mpd, msd = train_vocoder.MultiPeriodDiscriminator().eval(), train_vocoder.MultiScaleDiscriminator().eval()
+    mpd, msd = hifigan_losses.MultiPeriodDiscriminator().eval(), hifigan_losses.MultiScaleDiscriminator().eval()
     real, raw = torch.randn(2, 1, 2048), torch.randn(2, 1, 2048, requires_grad=True)
     grads = []
     for freeze in (False, True):
         raw.grad = None
         with train_vocoder.frozen(mpd, msd) if freeze else contextlib.nullcontext():
-            train_vocoder.generator_step_losses(real, raw * 0.5, mpd, msd, True, contextlib.nullcontext(),
+            hifigan_losses.generator_step_losses(real, raw * 0.5, mpd, msd, True, contextlib.nullcontext(),
                                                 stft_weight=1.0)["total"].backward()
         grads.append(raw.grad.clone())
     assert all(p.grad is not None for p in mpd.parameters())  # from the unfrozen pass only

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from tts_triton.checkpoint import Checkpoint
+from tts_triton.config import DecoderConfig, VocoderConfig
 from tts_triton.training.common import (
     CHECKPOINT_FILE,
     Budget,
@@ -47,9 +48,32 @@ from tts_triton.training.common import (
 MAX_NONFINITE_STEPS = 20
 
 
+def run_parser(module: str, description: str, *, resumed: str, amp: str, val_every: int,
+               val_utterances: int) -> argparse.ArgumentParser:
+    """The command line of a trainer with the flags :class:`TrainingRun` reads; the trainer adds its own.
+    ``resumed`` says what ``--resume`` restores besides the checkpoint; the rest are defaults."""
+    p = argparse.ArgumentParser(prog=f"python -m {module}", description=description)
+    p.add_argument("--data", type=Path, required=True, help="corpus directory (tts_triton.data.corpus build)")
+    p.add_argument("--out", type=Path, required=True, help="run directory (created)")
+    p.add_argument("--init", type=Path, help="checkpoint to start from (weights, config, step count)")
+    p.add_argument("--resume", action="store_true",
+                   help=f"continue the run in --out (checkpoint and {resumed}) when it has one; else --init")
+    p.add_argument("--minutes", type=float, help="wall-clock budget; saves and exits when it runs out")
+    p.add_argument("--steps", type=int, help="stop at this global step")
+    p.add_argument("--frames-per-step", type=int, default=DecoderConfig.frames_per_step,
+                   help="decoder r of a fresh model (ignored with --init)")
+    p.add_argument("--vocoder-variant", default=VocoderConfig.variant, help="HiFi-GAN variant of a fresh model")
+    p.add_argument("--amp", choices=("off", "bf16"), default=amp, help="autocast on CUDA (see the module docstring)")
+    p.add_argument("--val-every", type=int, default=val_every, help="steps between validations and checkpoints")
+    p.add_argument("--val-utterances", type=int, default=val_utterances)
+    p.add_argument("--workers", type=int, default=4, help="data loader processes")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--device", help="torch device (default: CUDA if available, else CPU)")
+    return p
+
+
 class TrainingRun(ABC):
-    """One run of a trainer from parsed ``args`` (the flags both trainers share: ``--data --out --init
-    --resume --minutes --steps --val-every --seed --device --frames-per-step --vocoder-variant``).
+    """One run of a trainer from parsed ``args`` (the flags of :func:`run_parser`).
 
     Subclasses set :attr:`part` (``acoustic`` or ``vocoder``), :attr:`module`, :attr:`log_every` and
     :attr:`loss_keys`, build their data and models after ``super().__init__`` and set :attr:`corpus_summary`.

@@ -44,12 +44,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tts_triton.checkpoint import Checkpoint
-from tts_triton.config import DecoderConfig, VocoderConfig
 from tts_triton.data.dataset import AcousticDataset, collate_acoustic
 from tts_triton.models.acoustic import AcousticModel, AcousticOutput
 from tts_triton.models.style_encoder import StyleEncoder
 from tts_triton.training.common import Mean, autocast, both_trained, lr_factor, plot_panels
-from tts_triton.training.loop import TrainingRun
+from tts_triton.training.loop import TrainingRun, run_parser
 
 MODULE = "tts_triton.training.train_acoustic"
 
@@ -271,14 +270,8 @@ def validate(model: AcousticModel, batches: list[dict[str, Any]], device: torch.
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.split("\n")[0])
-    p.add_argument("--data", type=Path, required=True, help="corpus directory (tts_triton.data.corpus build)")
-    p.add_argument("--out", type=Path, required=True, help="run directory (created)")
-    p.add_argument("--init", type=Path, help="checkpoint to start from (weights, config, step count)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue the run in --out (checkpoint and optimizer state) when it has one; else --init")
-    p.add_argument("--minutes", type=float, help="wall-clock budget; saves and exits when it runs out")
-    p.add_argument("--steps", type=int, help="stop at this global step")
+    p = run_parser(MODULE, __doc__.split("\n")[0], resumed="optimizer state", amp="off", val_every=250,
+                   val_utterances=256)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--warmup", type=int, default=200, help="warmup steps (also after resuming)")
@@ -288,15 +281,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--guided-weight", type=float, default=LossWeights.guided)
     p.add_argument("--guided-g", type=float, default=LossWeights.guided_g)
     p.add_argument("--gate-pos-weight", type=float, default=LossWeights.gate_pos_weight)
-    p.add_argument("--frames-per-step", type=int, default=DecoderConfig.frames_per_step,
-                   help="decoder r for a fresh model (ignored with --init)")
-    p.add_argument("--vocoder-variant", default=VocoderConfig.variant, help="HiFi-GAN variant of a fresh model")
-    p.add_argument("--amp", choices=("off", "bf16"), default="off", help="autocast on CUDA (see the docstring)")
-    p.add_argument("--val-every", type=int, default=250)
-    p.add_argument("--val-utterances", type=int, default=256)
-    p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--device")
     return p.parse_args(argv)
 
 

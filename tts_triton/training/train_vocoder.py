@@ -53,7 +53,6 @@ from torch.nn.parallel import DistributedDataParallel
 
 from tts_triton import audio
 from tts_triton.checkpoint import Checkpoint
-from tts_triton.config import DecoderConfig, VocoderConfig
 from tts_triton.data.dataset import VocoderDataset
 from tts_triton.models.hifigan import Generator
 from tts_triton.training.common import autocast, both_trained, join_ranks, lr_factor, plot_panels, save_wav
@@ -62,13 +61,10 @@ from tts_triton.training.hifigan_losses import (
     STFT_WEIGHT,
     MultiPeriodDiscriminator,
     MultiScaleDiscriminator,
-    discriminator_loss,
-    feature_loss,
-    generator_loss,
-    mel_loss,
-    stft_loss,
+    discriminator_step_loss,
+    generator_step_losses,
 )
-from tts_triton.training.loop import TrainingRun
+from tts_triton.training.loop import TrainingRun, run_parser
 
 MODULE = "tts_triton.training.train_vocoder"
 
@@ -98,39 +94,6 @@ def frozen(*modules: nn.Module) -> Iterator[None]:
     finally:
         for p in params:
             p.requires_grad_(True)
-
-
-def generator_step_losses(real: Tensor, fake: Tensor, mpd: MultiPeriodDiscriminator, msd: MultiScaleDiscriminator,
-                          adversarial: bool, amp: contextlib.AbstractContextManager,
-                          mel_weight: float = MEL_WEIGHT, stft_weight: float = STFT_WEIGHT) -> dict[str, Tensor]:
-    """The generator's loss terms (``total`` included): mel, the STFT term when ``stft_weight`` > 0, and the
-    adversarial and feature-matching terms when ``adversarial`` (call it with the discriminators frozen)."""
-    terms = {"mel": mel_loss(real.float(), fake.float(), mel_weight)}
-    if stft_weight > 0:
-        terms["stft"] = stft_weight * stft_loss(real.float(), fake.float())
-    if adversarial:
-        with amp:
-            _, p_fake, p_real_maps, p_fake_maps = mpd(real, fake)
-            _, s_fake, s_real_maps, s_fake_maps = msd(real, fake)
-        terms["adv"] = generator_loss([x.float() for x in p_fake]) + generator_loss([x.float() for x in s_fake])
-        terms["fm"] = feature_loss(_floats(p_real_maps), _floats(p_fake_maps)) + feature_loss(
-            _floats(s_real_maps), _floats(s_fake_maps))
-    terms["total"] = sum(terms.values())  # type: ignore[assignment]
-    return terms
-
-
-def discriminator_step_loss(real: Tensor, fake: Tensor, mpd: nn.Module, msd: nn.Module,
-                            amp: contextlib.AbstractContextManager) -> Tensor:
-    """LSGAN discriminator loss of both discriminators on ``fake`` (detached by the caller)."""
-    with amp:
-        p_real, p_fake, _, _ = mpd(real, fake)
-        s_real, s_fake, _, _ = msd(real, fake)
-    return discriminator_loss([x.float() for x in p_real], [x.float() for x in p_fake]) + discriminator_loss(
-        [x.float() for x in s_real], [x.float() for x in s_fake])
-
-
-def _floats(maps: list[list[Tensor]]) -> list[list[Tensor]]:
-    return [[m.float() for m in group] for group in maps]
 
 
 @torch.no_grad()
@@ -165,14 +128,8 @@ def validate(generator: Generator, dataset: VocoderDataset, device: torch.device
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.split("\n")[0])
-    p.add_argument("--data", type=Path, required=True, help="corpus directory (tts_triton.data.corpus build)")
-    p.add_argument("--out", type=Path, required=True, help="run directory (created)")
-    p.add_argument("--init", type=Path, help="checkpoint to start from (weights, config, step count)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out (checkpoint, optimizers and "
-                   "discriminators) when it has one; else --init")
-    p.add_argument("--minutes", type=float, help="wall-clock budget; saves and exits when it runs out")
-    p.add_argument("--steps", type=int, help="stop at this global step")
+    p = run_parser(MODULE, __doc__.split("\n")[0], resumed="optimizers and discriminators", amp="bf16",
+                   val_every=1000, val_utterances=8)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--segment-frames", type=int, default=32, help="mel frames per segment (x256 samples)")
     p.add_argument("--lr", type=float, default=2e-4)
@@ -182,15 +139,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=100, help="warmup steps of fresh optimizers (also after resuming)")
     p.add_argument("--gan-start", type=int, default=1000, help="global step at which the discriminators start")
     p.add_argument("--d-warmup", type=int, default=200, help="discriminator-only steps before adversarial G terms")
-    p.add_argument("--frames-per-step", type=int, default=DecoderConfig.frames_per_step,
-                   help="decoder r of a fresh model (ignored with --init; only recorded in the config here)")
-    p.add_argument("--vocoder-variant", default=VocoderConfig.variant, help="HiFi-GAN variant of a fresh model")
-    p.add_argument("--amp", choices=("off", "bf16"), default="bf16", help="autocast on CUDA")
-    p.add_argument("--val-every", type=int, default=1000)
-    p.add_argument("--val-utterances", type=int, default=8)
-    p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--device")
     return p.parse_args(argv)
 
 
