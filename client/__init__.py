@@ -3,7 +3,9 @@
 - :class:`TTSClient` / :class:`AsyncTTSClient`: gRPC, streaming ``tts`` (blocking / asyncio), mirrored APIs.
 - :class:`HttpTTSClient`: HTTP, ``tts_offline`` (one response; decoupled models cannot be served over HTTP).
 
-Results are :class:`AudioChunk` and :class:`Synthesis`; every failure is a :class:`TTSError`
+Every method that sends a request takes the same keyword options, :class:`RequestOptions` (voice, emotion,
+reference audio, timeout, MEL). Results are :class:`AudioChunk` and :class:`Synthesis`; every failure is a
+:class:`TTSError`
 (:class:`InvalidInputError`, :class:`ServerUnavailableError`, :class:`TTSTimeoutError`).
 
     with TTSClient("localhost:8001", timeout=30) as tts:
