@@ -5,8 +5,7 @@
 
 Every method that sends a request takes the same keyword options, :class:`RequestOptions` (voice, emotion,
 reference audio, timeout, MEL). Results are :class:`AudioChunk` and :class:`Synthesis`; every failure is a
-:class:`TTSError`
-(:class:`InvalidInputError`, :class:`ServerUnavailableError`, :class:`TTSTimeoutError`).
+:class:`TTSError` (:class:`InvalidInputError`, :class:`ServerUnavailableError`, :class:`TTSTimeoutError`).
 
     with TTSClient("localhost:8001", timeout=30) as tts:
         for chunk in tts.stream("Hello there.", voice="alice", emotion="happy"):
