@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -123,6 +125,12 @@ def test_text_errors_are_invalid_input_naming_text() -> None:
     with pytest.raises(InvalidInput, match=r"^TEXT: has 4 characters; the limit is 3") as caught:
         check_text("Hi!!", max_chars=3)
     assert caught.value.input_name == "TEXT" and isinstance(caught.value, FrontendError)
+
+
+def test_front_end_does_not_reach_up_into_config() -> None:
+    code = "import sys, tts_triton.text; print(sorted(m for m in sys.modules if m.startswith('tts_triton.config')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 def test_without_max_tokens_a_sentence_stays_whole() -> None:
