@@ -3,8 +3,9 @@
 - :class:`TTSClient` / :class:`AsyncTTSClient`: gRPC, streaming ``tts`` (blocking / asyncio), mirrored APIs.
 - :class:`HttpTTSClient`: HTTP, ``tts_offline`` (one response; decoupled models cannot be served over HTTP).
 
-Results are :class:`AudioChunk` and :class:`Synthesis`; every failure is a :class:`TTSError`
-(:class:`InvalidInputError`, :class:`ServerUnavailableError`, :class:`TTSTimeoutError`).
+Every method that sends a request takes the same keyword options, :class:`RequestOptions` (voice, emotion,
+reference audio, timeout, MEL). Results are :class:`AudioChunk` and :class:`Synthesis`; every failure is a
+:class:`TTSError` (:class:`InvalidInputError`, :class:`ServerUnavailableError`, :class:`TTSTimeoutError`).
 
     with TTSClient("localhost:8001", timeout=30) as tts:
         for chunk in tts.stream("Hello there.", voice="alice", emotion="happy"):
@@ -16,7 +17,7 @@ from .audio_io import ReferenceAudio, load_reference_audio, save_wav
 from .errors import InvalidInputError, ServerUnavailableError, TTSError, TTSTimeoutError
 from .grpc_client import DEFAULT_GRPC_URL, AsyncTTSClient, TTSClient
 from .http_client import DEFAULT_HTTP_URL, HttpTTSClient
-from .request import TTSRequest, build_request
+from .request import RequestOptions, TTSRequest, build_request
 from .results import AudioChunk, Synthesis, VoiceBank
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "HttpTTSClient",
     "InvalidInputError",
     "ReferenceAudio",
+    "RequestOptions",
     "ServerUnavailableError",
     "Synthesis",
     "TTSClient",

@@ -1,9 +1,9 @@
 """Typed errors of the client, and their classification from what the server sent.
 
 Non-streaming calls carry a status (gRPC ``StatusCode.*`` or an HTTP code) and are classified by
-it. Over a gRPC stream Triton delivers an error as a message only, so stream errors are
-classified by their text: the server's contract is that a bad-input message names the input
-tensor (``TEXT``, ``VOICE``, ``EMOTION``, ``REFERENCE_AUDIO`` or ``REFERENCE_SAMPLE_RATE``).
+it alone. Over a gRPC stream Triton delivers an error as a message only, so stream errors (no
+status) are classified by their text: the server's contract is that a bad-input message names the
+input tensor (:data:`tts_triton.contract.TTS_INPUTS`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from collections.abc import Iterator
 import grpc
 from tritonclient.utils import InferenceServerException
 
-from tts_triton.config import ModelConfig
-from tts_triton.contract import tts_spec
+from tts_triton.contract import TTS_INPUTS
 
 __all__ = [
     "InvalidInputError",
@@ -54,30 +53,26 @@ class TTSTimeoutError(TTSError, TimeoutError):
     """The request did not complete within its ``timeout``."""
 
 
-_INVALID_STATUSES = {"INVALID_ARGUMENT", "400"}
-_UNAVAILABLE_STATUSES = {"UNAVAILABLE", "NOT_FOUND", "404", "502", "503"}
-_TIMEOUT_STATUSES = {"DEADLINE_EXCEEDED", "408", "504"}
+_STATUS_KINDS: dict[str, type[TTSError]] = {
+    **dict.fromkeys(("INVALID_ARGUMENT", "400"), InvalidInputError),
+    **dict.fromkeys(("UNAVAILABLE", "NOT_FOUND", "404", "502", "503"), ServerUnavailableError),
+    **dict.fromkeys(("DEADLINE_EXCEEDED", "408", "504"), TTSTimeoutError),
+}
 
 _TIMEOUT_TEXT = re.compile(r"deadline exceeded|timed out", re.IGNORECASE)
 _UNAVAILABLE_TEXT = re.compile(
     r"unknown model|not ready|no available versions|failed to connect|connection refused", re.IGNORECASE
 )
 # An input name counts in upper case only ("text" is too common a word).
-_INVALID_TEXT = re.compile(rf"\b({'|'.join(tts_spec(ModelConfig()).input_names)})\b|(?i:invalid (argument|input))")
+_INVALID_TEXT = re.compile(rf"\b({'|'.join(t.name for t in TTS_INPUTS)})\b|(?i:invalid (argument|input))")
 
 
 def classify_error(message: str, status: str | None = None) -> type[TTSError]:
-    """The error class for a server error. A known status decides; without one (stream errors,
-    unknown statuses) the message does: timeouts, then unavailability, then a named input."""
+    """The error class for a server error. With a status (non-stream calls) the status alone
+    decides, an unlisted one giving :class:`TTSError`; without one (stream errors) the message
+    does: timeouts, then unavailability, then a named input."""
     if status is not None:
-        status = status.removeprefix("StatusCode.")
-        for statuses, kind in (
-            (_INVALID_STATUSES, InvalidInputError),
-            (_UNAVAILABLE_STATUSES, ServerUnavailableError),
-            (_TIMEOUT_STATUSES, TTSTimeoutError),
-        ):
-            if status in statuses:
-                return kind
+        return _STATUS_KINDS.get(status.removeprefix("StatusCode."), TTSError)
     if _TIMEOUT_TEXT.search(message):
         return TTSTimeoutError
     if _UNAVAILABLE_TEXT.search(message):

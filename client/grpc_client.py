@@ -20,7 +20,7 @@ import queue
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Generator
-from typing import Any
+from typing import Any, Unpack
 
 import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as grpcclient_aio
@@ -28,9 +28,9 @@ from tritonclient.utils import InferenceServerException
 
 from tts_triton.contract import TTS
 
-from .audio_io import ReferenceAudio
+from .closing import Closing
 from .errors import TTSError, translate_error, translated_errors
-from .request import TTSRequest, build_request, chunk_from_result, is_final_response, parse_url
+from .request import RequestOptions, TTSRequest, build_request, chunk_from_result, is_final_response, parse_url
 from .results import AudioChunk, Synthesis, VoiceBank
 
 __all__ = ["DEFAULT_GRPC_URL", "AsyncTTSClient", "TTSClient"]
@@ -40,7 +40,7 @@ DEFAULT_GRPC_URL = "localhost:8001"
 _CAUSE_WAIT = 5.0
 
 
-class TTSClient:
+class TTSClient(Closing):
     """Blocking gRPC client of ``tts``; ``url`` is ``host:port`` or ``grpc://host:port``.
 
     ``timeout`` (seconds, None for no limit) bounds every call; a method's own ``timeout`` overrides
@@ -58,47 +58,22 @@ class TTSClient:
         self._lock = threading.Lock()
         self._closed = False
 
-    def stream(
-        self,
-        text: str,
-        *,
-        voice: str | None = None,
-        emotion: str | None = None,
-        reference_audio: ReferenceAudio | None = None,
-        reference_sample_rate: int | None = None,
-        timeout: float | None = None,
-        return_mel: bool = False,
-    ) -> Generator[AudioChunk, None, None]:
+    def stream(self, text: str, **options: Unpack[RequestOptions]) -> Generator[AudioChunk, None, None]:
         """Synthesize ``text``, yielding audio chunks as the server sends them.
 
         Arguments are checked now (:class:`InvalidInputError`); the request is sent on the first
         ``next()``. Closing the generator early cancels the request (see the module docstring).
-        ``timeout`` bounds the whole request. Raises :class:`TTSError` subclasses while iterating.
+        ``options``: :class:`~tts_triton.client.RequestOptions`; ``timeout`` bounds the whole request.
+        Raises :class:`TTSError` subclasses while iterating.
         """
-        request = build_request(
-            text, voice=voice, emotion=emotion, reference_audio=reference_audio,
-            reference_sample_rate=reference_sample_rate, return_mel=return_mel,
-        )
-        return self._stream(request, self._timeout(timeout))
+        request = build_request(text, **options)
+        return self._stream(request)
 
-    def synthesize(
-        self,
-        text: str,
-        *,
-        voice: str | None = None,
-        emotion: str | None = None,
-        reference_audio: ReferenceAudio | None = None,
-        reference_sample_rate: int | None = None,
-        timeout: float | None = None,
-        return_mel: bool = False,
-    ) -> Synthesis:
+    def synthesize(self, text: str, **options: Unpack[RequestOptions]) -> Synthesis:
         """Synthesize ``text`` over the stream and return the whole utterance with its timing."""
-        request = build_request(
-            text, voice=voice, emotion=emotion, reference_audio=reference_audio,
-            reference_sample_rate=reference_sample_rate, return_mel=return_mel,
-        )
+        request = build_request(text, **options)
         start = time.perf_counter()
-        chunks = list(self._stream(request, self._timeout(timeout)))
+        chunks = list(self._stream(request))
         return Synthesis.from_chunks(chunks, time.perf_counter() - start)
 
     def voices(self, *, timeout: float | None = None) -> VoiceBank:
@@ -124,16 +99,11 @@ class TTSClient:
         for client in clients:
             client.close()
 
-    def __enter__(self) -> TTSClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def _timeout(self, timeout: float | None) -> float | None:
         return self.timeout if timeout is None else timeout
 
-    def _stream(self, request: TTSRequest, timeout: float | None) -> Generator[AudioChunk, None, None]:
+    def _stream(self, request: TTSRequest) -> Generator[AudioChunk, None, None]:
+        timeout = self._timeout(request.timeout)
         with self._lock:
             if self._closed:
                 raise TTSError("the client is closed")
@@ -192,42 +162,16 @@ class AsyncTTSClient:
         self.timeout = timeout
         self._client: grpcclient_aio.InferenceServerClient | None = None
 
-    def stream(
-        self,
-        text: str,
-        *,
-        voice: str | None = None,
-        emotion: str | None = None,
-        reference_audio: ReferenceAudio | None = None,
-        reference_sample_rate: int | None = None,
-        timeout: float | None = None,
-        return_mel: bool = False,
-    ) -> AsyncGenerator[AudioChunk, None]:
+    def stream(self, text: str, **options: Unpack[RequestOptions]) -> AsyncGenerator[AudioChunk, None]:
         """Synthesize ``text``, yielding audio chunks as they arrive (``async for``); see :meth:`TTSClient.stream`."""
-        request = build_request(
-            text, voice=voice, emotion=emotion, reference_audio=reference_audio,
-            reference_sample_rate=reference_sample_rate, return_mel=return_mel,
-        )
-        return self._stream(request, self._timeout(timeout))
+        request = build_request(text, **options)
+        return self._stream(request)
 
-    async def synthesize(
-        self,
-        text: str,
-        *,
-        voice: str | None = None,
-        emotion: str | None = None,
-        reference_audio: ReferenceAudio | None = None,
-        reference_sample_rate: int | None = None,
-        timeout: float | None = None,
-        return_mel: bool = False,
-    ) -> Synthesis:
+    async def synthesize(self, text: str, **options: Unpack[RequestOptions]) -> Synthesis:
         """Synthesize ``text`` over the stream and return the whole utterance with its timing."""
-        request = build_request(
-            text, voice=voice, emotion=emotion, reference_audio=reference_audio,
-            reference_sample_rate=reference_sample_rate, return_mel=return_mel,
-        )
+        request = build_request(text, **options)
         start = time.perf_counter()
-        chunks = [chunk async for chunk in self._stream(request, self._timeout(timeout))]
+        chunks = [chunk async for chunk in self._stream(request)]
         return Synthesis.from_chunks(chunks, time.perf_counter() - start)
 
     async def voices(self, *, timeout: float | None = None) -> VoiceBank:
@@ -268,7 +212,8 @@ class AsyncTTSClient:
             self._client = grpcclient_aio.InferenceServerClient(self.url)
         return self._client
 
-    async def _stream(self, request: TTSRequest, timeout: float | None) -> AsyncGenerator[AudioChunk, None]:
+    async def _stream(self, request: TTSRequest) -> AsyncGenerator[AudioChunk, None]:
+        timeout = self._timeout(request.timeout)
         async def requests() -> AsyncIterator[dict[str, Any]]:
             # One request, then the request side closes; Triton ends the stream after the final response.
             yield {

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import time
+from typing import Unpack
 
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tts_triton.contract import TTS, TTS_OFFLINE
 
-from .audio_io import ReferenceAudio
+from .closing import Closing
 from .errors import translated_errors
-from .request import build_request, chunk_from_result, parse_url
+from .request import RequestOptions, build_request, chunk_from_result, parse_url
 from .results import Synthesis, VoiceBank
 
 __all__ = ["DEFAULT_HTTP_URL", "HttpTTSClient"]
@@ -19,7 +20,7 @@ __all__ = ["DEFAULT_HTTP_URL", "HttpTTSClient"]
 DEFAULT_HTTP_URL = "localhost:8000"
 
 
-class HttpTTSClient:
+class HttpTTSClient(Closing):
     """Blocking HTTP client: :meth:`synthesize` calls ``tts_offline`` (one response with the whole audio).
 
     The API matches :class:`~tts_triton.client.TTSClient` without ``stream``; a :class:`Synthesis`
@@ -48,23 +49,10 @@ class HttpTTSClient:
         # tritonclient.http fixes timeouts per client object: keep one per distinct timeout.
         self._clients: dict[float | None, httpclient.InferenceServerClient] = {}
 
-    def synthesize(
-        self,
-        text: str,
-        *,
-        voice: str | None = None,
-        emotion: str | None = None,
-        reference_audio: ReferenceAudio | None = None,
-        reference_sample_rate: int | None = None,
-        timeout: float | None = None,
-        return_mel: bool = False,
-    ) -> Synthesis:
+    def synthesize(self, text: str, **options: Unpack[RequestOptions]) -> Synthesis:
         """Synthesize ``text`` in one request. Raises :class:`TTSError` subclasses."""
-        request = build_request(
-            text, voice=voice, emotion=emotion, reference_audio=reference_audio,
-            reference_sample_rate=reference_sample_rate, return_mel=return_mel,
-        )
-        client = self._http(timeout)
+        request = build_request(text, **options)
+        client = self._http(request.timeout)
         start = time.perf_counter()
         with translated_errors():
             result = client.infer(
@@ -93,12 +81,6 @@ class HttpTTSClient:
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             client.close()
-
-    def __enter__(self) -> HttpTTSClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def _http(self, timeout: float | None) -> httpclient.InferenceServerClient:
         seconds = self.timeout if timeout is None else timeout

@@ -9,37 +9,66 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 import numpy as np
 
-from tts_triton.config import ModelConfig
-from tts_triton.contract import tts_spec
+from tts_triton.contract import (
+    AUDIO,
+    EMOTION,
+    MEL,
+    REFERENCE_AUDIO,
+    REFERENCE_SAMPLE_RATE,
+    SAMPLE_RATE,
+    TEXT,
+    TTS_INPUTS,
+    VOICE,
+    TensorSpec,
+)
 
 from .audio_io import ReferenceAudio, load_reference_audio
 from .errors import InvalidInputError, TTSError
 from .results import AudioChunk
 
-__all__ = ["TTSRequest", "build_request", "chunk_from_result", "is_final_response", "parse_url"]
+__all__ = ["RequestOptions", "TTSRequest", "build_request", "chunk_from_result", "is_final_response", "parse_url"]
 
-#: The public tensor contract; the MEL width it names comes from the response, not from here.
-SPEC = tts_spec(ModelConfig())
+#: The inputs of ``tts`` / ``tts_offline`` by name (the outputs are read by name from the response).
+INPUTS: dict[str, TensorSpec] = {t.name: t for t in TTS_INPUTS}
 #: Parameter Triton sets on each streamed response when the request enables empty final responses.
 FINAL_RESPONSE_PARAMETER = "triton_final_response"
 
 
+class RequestOptions(TypedDict, total=False):
+    """The keyword arguments of every method that sends a request (``stream``, ``synthesize``; gRPC,
+    asyncio and HTTP alike). All are optional; left out, the server's defaults apply.
+
+    ``voice`` / ``emotion``: a preset of the server's voice bank. ``reference_audio`` (with
+    ``reference_sample_rate`` unless it is a file): audio whose style to copy instead of a preset.
+    ``timeout``: seconds for this request, overriding the client's. ``return_mel``: ask for MEL too.
+    """
+
+    voice: str | None
+    emotion: str | None
+    reference_audio: ReferenceAudio | None
+    reference_sample_rate: int | None
+    timeout: float | None
+    return_mel: bool
+
+
 @dataclass(frozen=True)
 class TTSRequest:
-    """Validated input tensors (``name -> array`` in the contract's dtype and shape) and the outputs to ask for."""
+    """Validated input tensors (``name -> array`` in the contract's dtype and shape), the outputs to
+    ask for and the request's own timeout (None: the client's)."""
 
     tensors: dict[str, np.ndarray]
     outputs: tuple[str, ...]
+    timeout: float | None = None
 
     def infer_inputs(self, tritonclient_module: ModuleType) -> list[Any]:
         """``InferInput`` objects of ``tritonclient.grpc``, ``tritonclient.grpc.aio`` or ``tritonclient.http``."""
         inputs = []
         for name, array in self.tensors.items():
-            infer_input = tritonclient_module.InferInput(name, list(array.shape), SPEC.input(name).wire_dtype)
+            infer_input = tritonclient_module.InferInput(name, list(array.shape), INPUTS[name].wire_dtype)
             infer_input.set_data_from_numpy(array)
             inputs.append(infer_input)
         return inputs
@@ -50,33 +79,30 @@ class TTSRequest:
 
     @property
     def return_mel(self) -> bool:
-        return "MEL" in self.outputs
+        return MEL in self.outputs
 
 
-def build_request(
-    text: str,
-    *,
-    voice: str | None = None,
-    emotion: str | None = None,
-    reference_audio: ReferenceAudio | None = None,
-    reference_sample_rate: int | None = None,
-    return_mel: bool = False,
-) -> TTSRequest:
-    """Build the tensors of one request; optional inputs left as None are not sent (the server
-    then uses its defaults). Raises :class:`InvalidInputError` naming the input for arguments that
-    cannot be encoded; what the server accepts (known voices, non-empty text...) it checks itself."""
-    tensors = {"TEXT": _string("TEXT", text)}
-    for name, value in (("VOICE", voice), ("EMOTION", emotion)):
+def build_request(text: str, **options: Unpack[RequestOptions]) -> TTSRequest:
+    """Build one request from ``text`` and :class:`RequestOptions`; optional inputs left as None are
+    not sent (the server then uses its defaults). Raises ``TypeError`` for an unknown option and
+    :class:`InvalidInputError` naming the input for arguments that cannot be encoded; what the
+    server accepts (known voices, non-empty text...) it checks itself."""
+    unknown = options.keys() - RequestOptions.__optional_keys__
+    if unknown:
+        raise TypeError(f"unknown request option(s): {', '.join(sorted(unknown))}")
+    tensors = {TEXT: _string(TEXT, text)}
+    for name, value in ((VOICE, options.get("voice")), (EMOTION, options.get("emotion"))):
         if value is not None:
             tensors[name] = _string(name, value)
-    if reference_audio is not None:
-        samples, rate = load_reference_audio(reference_audio, reference_sample_rate)
-        tensors["REFERENCE_AUDIO"] = samples
-        tensors["REFERENCE_SAMPLE_RATE"] = np.array([rate], dtype=np.int32)
-    elif reference_sample_rate is not None:
-        raise InvalidInputError("REFERENCE_SAMPLE_RATE: given without REFERENCE_AUDIO")
-    outputs = ("AUDIO", "SAMPLE_RATE", "MEL") if return_mel else ("AUDIO", "SAMPLE_RATE")
-    return TTSRequest(tensors, outputs)
+    reference, rate = options.get("reference_audio"), options.get("reference_sample_rate")
+    if reference is not None:
+        samples, rate = load_reference_audio(reference, rate)
+        tensors[REFERENCE_AUDIO] = samples
+        tensors[REFERENCE_SAMPLE_RATE] = np.array([rate], dtype=np.int32)
+    elif rate is not None:
+        raise InvalidInputError(f"{REFERENCE_SAMPLE_RATE}: given without {REFERENCE_AUDIO}")
+    outputs = (AUDIO, SAMPLE_RATE, MEL) if options.get("return_mel") else (AUDIO, SAMPLE_RATE)
+    return TTSRequest(tensors, outputs, options.get("timeout"))
 
 
 def _string(name: str, value: str) -> np.ndarray:
@@ -94,13 +120,13 @@ class InferResultLike(Protocol):
 def chunk_from_result(result: InferResultLike, *, index: int, elapsed: float, return_mel: bool) -> AudioChunk | None:
     """The chunk a response carries; None for one with neither audio samples nor mel frames
     (Triton's empty final response). Raises :class:`TTSError` if audio comes without SAMPLE_RATE."""
-    audio = result.as_numpy("AUDIO")
-    mel = result.as_numpy("MEL") if return_mel else None
+    audio = result.as_numpy(AUDIO)
+    mel = result.as_numpy(MEL) if return_mel else None
     if (audio is None or audio.size == 0) and (mel is None or mel.size == 0):
         return None
-    rate = result.as_numpy("SAMPLE_RATE")
+    rate = result.as_numpy(SAMPLE_RATE)
     if rate is None:
-        raise TTSError("the server sent a response without SAMPLE_RATE")
+        raise TTSError(f"the server sent a response without {SAMPLE_RATE}")
     return AudioChunk(
         # Copies: tritonclient's arrays are read-only views of the response buffer.
         audio=np.zeros(0, np.float32) if audio is None else np.array(audio, dtype=np.float32).reshape(-1),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from tts_triton.client import (
     save_wav,
 )
 from tts_triton.client.errors import classify_error, translate_error, translated_errors
-from tts_triton.client.request import SPEC, chunk_from_result, is_final_response, parse_url
+from tts_triton.client.request import INPUTS, chunk_from_result, is_final_response, parse_url
 
 NUMPY_DTYPES = {"bytes": np.object_, "float32": np.float32, "int32": np.int32}
 SR = 22050
@@ -47,7 +48,7 @@ SR = 22050
 
 def assert_matches_contract(tensors: dict[str, np.ndarray]) -> None:
     for name, array in tensors.items():
-        spec = SPEC.input(name)
+        spec = INPUTS[name]
         assert array.dtype == NUMPY_DTYPES[spec.dtype], name
         assert array.ndim == len(spec.dims), name
         assert all(d == -1 or d == n for d, n in zip(spec.triton_dims, array.shape, strict=True)), name
@@ -66,7 +67,7 @@ def test_full_request_matches_contract() -> None:
     stereo = np.random.default_rng(0).uniform(-1, 1, (4000, 2))  # float64
     request = build_request("hi", voice="alice", emotion="happy", reference_audio=stereo,
                             reference_sample_rate=16000, return_mel=True)
-    assert set(request.tensors) == set(SPEC.input_names)
+    assert set(request.tensors) == set(INPUTS)
     assert_matches_contract(request.tensors)
     np.testing.assert_allclose(request.tensors["REFERENCE_AUDIO"], stereo.mean(axis=1), rtol=1e-6)
     assert request.tensors["REFERENCE_SAMPLE_RATE"].tolist() == [16000]
@@ -80,7 +81,7 @@ def test_infer_inputs_carry_contract_wire_types(module: Any) -> None:
     inputs = {i.name(): i for i in request.infer_inputs(module)}
     assert set(inputs) == set(request.tensors)
     for name, infer_input in inputs.items():
-        assert infer_input.datatype() == SPEC.input(name).wire_dtype
+        assert infer_input.datatype() == INPUTS[name].wire_dtype
         assert infer_input.shape() == list(request.tensors[name].shape)
     assert [o.name() for o in request.requested_outputs(module)] == ["AUDIO", "SAMPLE_RATE", "MEL"]
 
@@ -104,6 +105,17 @@ def test_unencodable_arguments_raise_invalid_input_naming_it(kwargs: dict[str, A
     with pytest.raises(InvalidInputError, match=names) as info:
         build_request(**kwargs)
     assert isinstance(info.value, ValueError)
+
+
+def test_request_options_are_one_set_for_every_method() -> None:
+    request = build_request("hi", voice="f1", timeout=2.5)
+    assert request.timeout == 2.5 and list(request.tensors) == ["TEXT", "VOICE"]
+    assert build_request("hi").timeout is None
+    with pytest.raises(TypeError, match="unknown request option"):
+        build_request("hi", speed=2.0)  # type: ignore[call-arg]
+    methods = (TTSClient.stream, TTSClient.synthesize, AsyncTTSClient.stream, AsyncTTSClient.synthesize,
+               HttpTTSClient.synthesize)
+    assert all(list(inspect.signature(m).parameters) == ["self", "text", "options"] for m in methods)
 
 
 def test_clients_validate_eagerly_without_connecting() -> None:
@@ -138,6 +150,8 @@ def test_parse_url() -> None:
         ("Deadline Exceeded", "StatusCode.DEADLINE_EXCEEDED", TTSTimeoutError),
         ("anything", "504", TTSTimeoutError),
         ("decoder failed", "StatusCode.INTERNAL", TTSError),
+        ("VOICE: 'x' is unknown", "StatusCode.INTERNAL", TTSError),  # a status is not second-guessed by text
+        ("Deadline Exceeded", "500", TTSError),
         # stream errors: the message alone (real Triton 2.51 texts)
         ("invalid input VOICE: unknown voice 'zed'", None, InvalidInputError),
         ("[request id: <id_unknown>] inference input 'TEXT' data-type is 'INT32', but model 'tts' expects 'BYTES'",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -147,3 +148,9 @@ def test_espeak_variants_order_as_expected() -> None:
     base, rate, m3, f3 = (evaluate.features(render(text, voice, emotion)).speech for voice, emotion in (
         (evaluate.EN_US, evaluate.ESPEAK_DEFAULT), others["en-us"], others["en-us+m3"], others["en-us+f3"]))
     assert evaluate.mcd(base, rate) < evaluate.mcd(base, m3) < evaluate.mcd(base, f3)
+
+
+def test_run_groups_returns_each_group_by_name_in_order() -> None:
+    groups = {"a": [(1,), (2,)], "none": [], "b": [(3,)]}
+    with ThreadPoolExecutor(2) as pool:
+        assert evaluate.run_groups(pool, "square", lambda x: x * x, groups) == {"a": [1, 4], "none": [], "b": [9]}

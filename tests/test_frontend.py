@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from tts_triton.config import STREAMING
+from tts_triton.errors import InvalidInput
 from tts_triton.text import FrontendError, normalize, phonemize, sequence_to_text, split_sentences, text_to_sequences
-from tts_triton.text.frontend import _split
+from tts_triton.text.frontend import _split, check_text
 from tts_triton.text.numbers import cardinal, ordinal, year
 from tts_triton.text.symbols import BOS_ID, EOS_ID, N_SYMBOLS, PAD_ID, PUNCTUATION, SYMBOL_TO_ID, TONES
+
+MAX_TOKENS = STREAMING.max_tokens
 
 
 @pytest.mark.parametrize(
@@ -105,18 +110,37 @@ def test_year(n: int, words: str) -> None:
 @pytest.mark.parametrize("text", ["", " ", "\n\t  ", "🍕🍕", "...", "!!!", "\u200b", "\x00\x01", "«»", "\ufe0f"])
 def test_empty_text_is_a_clear_error(text: str) -> None:
     for function in (normalize, text_to_sequences):
-        with pytest.raises(FrontendError, match=r"^TEXT is empty"):
+        with pytest.raises(FrontendError, match=r"^TEXT: is empty"):
             function(text)
 
 
 @pytest.mark.parametrize("text", [None, b"bytes", 42])
 def test_text_must_be_a_string(text: object) -> None:
-    with pytest.raises(FrontendError, match="TEXT must be a string"):
+    with pytest.raises(FrontendError, match="TEXT: must be a string"):
         text_to_sequences(text)  # type: ignore[arg-type]
 
 
+def test_text_errors_are_invalid_input_naming_text() -> None:
+    assert check_text("Hi.", max_chars=3) == "Hi."
+    with pytest.raises(InvalidInput, match=r"^TEXT: has 4 characters; the limit is 3") as caught:
+        check_text("Hi!!", max_chars=3)
+    assert caught.value.input_name == "TEXT" and isinstance(caught.value, FrontendError)
+
+
+def test_front_end_does_not_reach_up_into_config() -> None:
+    code = "import sys, tts_triton.text; print(sorted(m for m in sys.modules if m.startswith('tts_triton.config')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_without_max_tokens_a_sentence_stays_whole() -> None:
+    sentence = " ".join(["the quick brown fox jumps over the lazy dog"] * 40) + "."
+    [whole] = text_to_sequences(sentence)
+    assert len(whole) > MAX_TOKENS and len(text_to_sequences(sentence, MAX_TOKENS)) > 1
+
+
 def test_unsupported_script_alone_is_an_error_and_is_dropped_in_company(caplog: pytest.LogCaptureFixture) -> None:
-    with pytest.raises(FrontendError, match="TEXT has nothing pronounceable"):
+    with pytest.raises(FrontendError, match="TEXT: has nothing pronounceable"):
         text_to_sequences("ሰላም")  # Ethiopic: espeak-ng has no voice for it
     with caplog.at_level(logging.WARNING):
         [symbols] = phonemize(["ሰላም hello"])
@@ -201,7 +225,7 @@ MIXED = [
 
 @pytest.mark.parametrize("text", MIXED)
 def test_mixed_scripts_give_valid_sequences(text: str) -> None:
-    sequences = text_to_sequences(text)
+    sequences = text_to_sequences(text, MAX_TOKENS)
     for ids in sequences:
         assert ids[0] == BOS_ID and ids[-1] == EOS_ID
         assert 2 < len(ids) <= STREAMING.max_tokens
@@ -233,7 +257,7 @@ def _unsplit(pieces: list[list[int]]) -> list[int]:
     ],
 )
 def test_long_sentence_is_split_below_max_tokens(sentence: str, cut_after: str | None) -> None:
-    pieces = text_to_sequences(sentence)
+    pieces = text_to_sequences(sentence, MAX_TOKENS)
     [symbols] = phonemize([normalize(sentence)])
     assert len(pieces) > 1
     assert all(len(ids) <= STREAMING.max_tokens for ids in pieces)
@@ -255,12 +279,12 @@ def test_ten_thousand_characters() -> None:
     ]
     text = " ".join(sentences)[:10_000]
     start = time.perf_counter()
-    sequences = text_to_sequences(text)
+    sequences = text_to_sequences(text, MAX_TOKENS)
     elapsed = time.perf_counter() - start
     assert elapsed < 5, f"{elapsed:.1f} s for 10,000 characters"
     assert all(len(ids) <= STREAMING.max_tokens for ids in sequences)
     # In order: the whole text gives the same sequences as its sentences one by one.
-    expected = [ids for sentence in split_sentences(normalize(text)) for ids in text_to_sequences(sentence)]
+    expected = [ids for sentence in split_sentences(normalize(text)) for ids in text_to_sequences(sentence, MAX_TOKENS)]
     assert sequences == expected
     assert len(sequences) == text.count("Lee.") + text.count("。") + 1  # every sentence, and the cut-off tail
 

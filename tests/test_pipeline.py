@@ -11,9 +11,11 @@ import torch
 from tts_triton import audio, contract
 from tts_triton.checkpoint import Checkpoint
 from tts_triton.config import STREAMING, ModelConfig, StreamingConfig
+from tts_triton.errors import InvalidInput
 from tts_triton.serving.backends import TorchBackend
 from tts_triton.serving.pipeline import Cancelled, ChunkPlanner, Pipeline, first_stop
-from tts_triton.serving.service import InvalidInput, StyleCache, parse_request
+from tts_triton.serving.service import StyleCache, parse_request
+from tts_triton.voices import from_styles
 
 
 def plan(available_steps: list[int], streaming: StreamingConfig = STREAMING) -> list:
@@ -149,6 +151,15 @@ def test_parse_request_names_the_bad_input(inputs: dict, name: str) -> None:
     with pytest.raises(InvalidInput) as caught:
         parse_request(inputs)
     assert caught.value.input_name == name and str(caught.value).startswith(name)
+
+
+def test_voice_bank_names_an_unknown_preset() -> None:
+    bank = from_styles({("f1", "neutral"): np.zeros(4), ("f1", "sad"): np.ones(4)}, "f1", "neutral")
+    assert bank.style(None, "sad")[0] == 1.0
+    for args, name in ((("zed", None), "VOICE"), (("f1", "bored"), "EMOTION")):
+        with pytest.raises(InvalidInput, match=rf"^{name}: '\w+' is unknown; available") as caught:
+            bank.style(*args)
+        assert caught.value.input_name == name
 
 
 def test_parse_request_accepts_a_reference() -> None:

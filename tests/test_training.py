@@ -2,27 +2,30 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from conftest import TINY
 
-from tts_triton import audio
+from tts_triton import audio, release
 from tts_triton.checkpoint import Checkpoint, init_checkpoint, load_checkpoint
 from tts_triton.config import DecoderConfig, ModelConfig
 from tts_triton.data.dataset import AcousticDataset, Corpus, VocoderDataset
 from tts_triton.models.style_encoder import StyleEncoder
-from tts_triton.training import common, gta, train_acoustic, train_vocoder
+from tts_triton.training import common, gta, hifigan_losses, loop, train_acoustic, train_vocoder
 
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
 
@@ -87,6 +90,7 @@ def test_acoustic_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path)
     assert load_checkpoint(tmp_path / "a" / "checkpoint.pt").info["acoustic"]["steps"] == 4
 
 
+@pytest.mark.slow
 @needs_espeak
 def test_vocoder_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
     flags = ["--data", str(corpus), "--batch-size", "2", "--segment-frames", "8", "--workers", "0",
@@ -111,6 +115,7 @@ def test_vocoder_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path) 
     assert load_checkpoint(tmp_path / "v" / "checkpoint.pt").info["vocoder"]["steps"] == 4
 
 
+@pytest.mark.slow
 @needs_espeak
 def test_vocoder_data_parallel_ranks_agree(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
     """Two CPU ranks (gloo) under torch.distributed.run: both stop at the same step, rank 0 writes, resume works."""
@@ -130,16 +135,81 @@ def test_vocoder_data_parallel_ranks_agree(corpus: Path, tiny_init: Path, tmp_pa
     assert int(torch.load(out / "state.pt")["opt_d"]["state"][0]["step"]) == 4  # D trained from step 1, resumed
 
 
+class ScalarRun(loop.TrainingRun):
+    """The skeleton driving one scalar weight towards 1; ``scales`` multiply the loss (NaN: a non-finite step)."""
+
+    part, module, log_every, loss_keys = "vocoder", "scalar", 2, ("total",)
+
+    def __init__(self, args: argparse.Namespace, scales: list[float]) -> None:
+        super().__init__(args, ["--scalar"])
+        self.weight = torch.nn.Parameter(torch.zeros(()))
+        self.optimizer = torch.optim.SGD([self.weight], lr=0.1)
+        self.scales, self.calls = iter(scales), 0
+
+    def forward_backward(self) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        self.calls += 1
+        loss = (self.weight - 1) ** 2 * next(self.scales)
+        self.optimizer.zero_grad()
+        loss.backward()
+        return {"total": loss}, loss
+
+    def optimizer_step(self) -> None:
+        self.optimizer.step()
+
+    def validate(self, plot: Path) -> dict[str, float]:
+        plot.parent.mkdir(parents=True, exist_ok=True)
+        plot.write_bytes(b"plot")
+        return {"distance": abs(1 - float(self.weight.detach()))}
+
+    def record(self) -> dict[str, Any]:
+        return {"lr": 0.1}
+
+    def checkpoint(self, info: dict[str, Any]) -> Checkpoint:
+        return Checkpoint(self.ckpt.config, self.ckpt.acoustic, self.ckpt.generator, False, info)
+
+    def training_state(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict()}
+
+
+def scalar_args(init: Path, out: Path, steps: int | None, minutes: float | None = None) -> argparse.Namespace:
+    return argparse.Namespace(out=out, init=init, resume=False, minutes=minutes, steps=steps, val_every=2, seed=0,
+                              device="cpu", frames_per_step=3, vocoder_variant="v2")
+
+
+def test_training_skeleton_logs_validates_saves_and_skips(tiny_init: Path, tmp_path: Path) -> None:
+    run = ScalarRun(scalar_args(tiny_init, tmp_path, steps=5), [1.0, math.nan, 1.0, 1.0, 1.0, 1.0])
+    assert run.run() == 0 and run.step == 5 and run.skipped == 1 and run.calls == 6
+    rows = [json.loads(line) for line in (tmp_path / "losses.jsonl").read_text().splitlines()]
+    assert [(r["kind"], r["step"]) for r in rows] == [("train", 2), ("val", 2), ("train", 4), ("val", 4), ("val", 5)]
+    record = load_checkpoint(tmp_path / "checkpoint.pt").info["vocoder"]
+    assert record["steps"] == 5 and record["lr"] == 0.1 and [h["step"] for h in record["history"]] == [2, 4, 5]
+    assert [(r["from_step"], r["to_step"]) for r in record["runs"]] == [(0, 5)]
+    assert record["last_val"]["distance"] < 1 and torch.load(tmp_path / "state.pt")["optimizer_start"] == 0
+
+
+def test_training_skeleton_gives_up_after_the_nonfinite_limit(tiny_init: Path, tmp_path: Path) -> None:
+    run = ScalarRun(scalar_args(tiny_init, tmp_path, steps=100), [math.nan] * 100)
+    with pytest.raises(RuntimeError, match="non-finite"):
+        run.run()
+    assert run.calls == loop.MAX_NONFINITE_STEPS + 1 and run.step == 0
+
+
+def test_training_skeleton_stops_when_the_budget_is_spent(tiny_init: Path, tmp_path: Path) -> None:
+    run = ScalarRun(scalar_args(tiny_init, tmp_path, steps=None, minutes=0.0), [])
+    assert run.run() == 0 and run.calls == 0
+    assert load_checkpoint(tmp_path / "checkpoint.pt").info["vocoder"]["history"] == [{"step": 0, "distance": 1.0}]
+
+
 def test_frozen_discriminators_give_the_same_generator_gradients() -> None:
     torch.manual_seed(0)
     # eval: spectral norm's power iteration would otherwise move between the two passes
-    mpd, msd = train_vocoder.MultiPeriodDiscriminator().eval(), train_vocoder.MultiScaleDiscriminator().eval()
+    mpd, msd = hifigan_losses.MultiPeriodDiscriminator().eval(), hifigan_losses.MultiScaleDiscriminator().eval()
     real, raw = torch.randn(2, 1, 2048), torch.randn(2, 1, 2048, requires_grad=True)
     grads = []
     for freeze in (False, True):
         raw.grad = None
         with train_vocoder.frozen(mpd, msd) if freeze else contextlib.nullcontext():
-            train_vocoder.generator_step_losses(real, raw * 0.5, mpd, msd, True, contextlib.nullcontext(),
+            hifigan_losses.generator_step_losses(real, raw * 0.5, mpd, msd, True, contextlib.nullcontext(),
                                                 stft_weight=1.0)["total"].backward()
         grads.append(raw.grad.clone())
     assert all(p.grad is not None for p in mpd.parameters())  # from the unfrozen pass only
@@ -217,8 +287,8 @@ def test_ship_writes_default_and_voice_bank(tmp_path: Path) -> None:
 
     out = tmp_path / "assets" / "default_voice.pt"
     with pytest.raises(ValueError, match="not trained"):
-        common.ship(init_checkpoint(TINY), out, 1, None, "ship")
-    bank_path = common.ship(common.merge(*_parts()), out, 1, {"median_mcd_db": 9.0}, "ship")
+        release.ship(init_checkpoint(TINY), out, 1, None, "ship")
+    bank_path = release.ship(common.merge(*_parts()), out, 1, {"median_mcd_db": 9.0}, "ship")
     shipped = load_checkpoint(out)
     assert shipped.trained and shipped.info["metrics"] == {"median_mcd_db": 9.0}
     assert shipped.info["commands"][-1] == "ship"

@@ -153,22 +153,31 @@ def encode_spec(cfg: ModelConfig) -> ModelSpec:
     return ModelSpec(ENCODE, inputs=te.inputs + se.inputs, outputs=te.outputs + se.outputs)
 
 
+# Tensor names of the public ``tts`` / ``tts_offline`` contract.
+TEXT, VOICE, EMOTION = "TEXT", "VOICE", "EMOTION"
+REFERENCE_AUDIO, REFERENCE_SAMPLE_RATE = "REFERENCE_AUDIO", "REFERENCE_SAMPLE_RATE"
+AUDIO, SAMPLE_RATE, MEL = "AUDIO", "SAMPLE_RATE", "MEL"
+
+#: The inputs of ``tts`` / ``tts_offline``; they do not depend on the model config (clients use them as is).
+TTS_INPUTS = (
+    TensorSpec(TEXT, "bytes", (1,)),
+    TensorSpec(VOICE, "bytes", (1,), optional=True),
+    TensorSpec(EMOTION, "bytes", (1,), optional=True),
+    TensorSpec(REFERENCE_AUDIO, "float32", (-1,), optional=True),
+    TensorSpec(REFERENCE_SAMPLE_RATE, "int32", (1,), optional=True),
+)
+
+
 def tts_spec(cfg: ModelConfig, name: str = TTS) -> ModelSpec:
     """The public contract of ``tts`` (streaming) and ``tts_offline`` (one response)."""
     return ModelSpec(
         name,
-        inputs=(
-            TensorSpec("TEXT", "bytes", (1,)),
-            TensorSpec("VOICE", "bytes", (1,), optional=True),
-            TensorSpec("EMOTION", "bytes", (1,), optional=True),
-            TensorSpec("REFERENCE_AUDIO", "float32", (-1,), optional=True),
-            TensorSpec("REFERENCE_SAMPLE_RATE", "int32", (1,), optional=True),
-        ),
+        inputs=TTS_INPUTS,
         outputs=(
-            f32("AUDIO", -1),
-            TensorSpec("SAMPLE_RATE", "int32", (1,)),
+            f32(AUDIO, -1),
+            TensorSpec(SAMPLE_RATE, "int32", (1,)),
             # Sent only when the client asks for it: decoder mel frames (before the postnet).
-            f32("MEL", -1, cfg.n_mels),
+            f32(MEL, -1, cfg.n_mels),
         ),
         batched=False,
     )

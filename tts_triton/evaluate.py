@@ -36,7 +36,7 @@ import sys
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -45,9 +45,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import soundfile
 
-from tts_triton import audio
+from tts_triton import audio, contract
+from tts_triton.config import STREAMING
+from tts_triton.data import espeak
 from tts_triton.data.prosody import EMOTIONS, PITCH_ORDER, VOICES, Emotion, Voice, render
+from tts_triton.data.sentences import generate
+from tts_triton.serving.pipeline import Pipeline
+from tts_triton.text import text_to_sequences
+from tts_triton.voices import VoiceBank
 
 #: WORLD / SPTK analysis: 5 ms frames, harvest F0 search range, 24th-order mel-cepstrum with the
 #: all-pass constant that approximates the mel scale at 22.05 kHz (``pysptk.util.mcepalpha(22050)``).
@@ -110,6 +117,7 @@ def _world() -> tuple[Any, Any]:
     """(pyworld, pysptk), imported without the warning that both give about the deprecated pkg_resources."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # optional heavy dependencies (the eval extra), needed only by the feature workers
         import pysptk
         import pyworld
     return pyworld, pysptk
@@ -250,8 +258,6 @@ def select_items(count: int) -> list[Item]:
 
     Indices wrap around the emotion and voice lists. Raises ``ValueError`` unless 1 <= ``count`` <= test sentences.
     """
-    from tts_triton.data.sentences import generate
-
     tests = [s for s in generate() if s.split == "test"]
     if not 1 <= count <= len(tests):
         raise ValueError(f"--sentences must be in 1..{len(tests)}")
@@ -286,8 +292,6 @@ class RecordingBackend:
         self.alignments: list[np.ndarray] = []
 
     async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from tts_triton import contract
-
         out = await self.inner.infer(model, inputs)
         if model == contract.DECODER:
             self.alignments.append(out["alignment"][0])
@@ -296,11 +300,8 @@ class RecordingBackend:
 
 async def synthesize(backend: RecordingBackend, cfg: Any, text: str, style: np.ndarray) -> Synthesis:
     """One sentence through the reference synthesizer (:class:`~tts_triton.serving.pipeline.Pipeline`)."""
-    from tts_triton.serving.pipeline import Pipeline
-    from tts_triton.text import text_to_sequences
-
-    sequences = text_to_sequences(text)
-    pipeline = Pipeline(backend, cfg)
+    sequences = text_to_sequences(text, STREAMING.max_tokens)
+    pipeline = Pipeline(backend, cfg, STREAMING)
     backend.alignments.clear()
     samples, mel = await pipeline.synthesize(sequences, style)
     first = pipeline.stats[0]
@@ -311,7 +312,7 @@ async def synthesize(backend: RecordingBackend, cfg: Any, text: str, style: np.n
 def copy_synthesis(vocode: Any, samples: np.ndarray) -> np.ndarray:
     """``samples`` -> log-mel -> ``vocode`` (``[1, frames, n_mels] -> [1, samples]``, e.g.
     ``VocoderStage.vocode``: no acoustic model, no postnet)."""
-    import torch
+    import torch  # the model extra: an optional heavy dependency, kept out of the spawned feature workers
 
     with torch.inference_mode():
         return vocode(torch.from_numpy(audio.mel_spectrogram(samples))[None]).reshape(-1).numpy()
@@ -319,9 +320,9 @@ def copy_synthesis(vocode: Any, samples: np.ndarray) -> np.ndarray:
 
 def voice_bank_for(checkpoint: Path | None, explicit: Path | None, ckpt: Any) -> tuple[Any, str]:
     """The voice bank: ``explicit``, else ``voice_bank.json`` beside the checkpoint file, else built from espeak-ng."""
+    # torch (the model extra): an optional heavy dependency, kept out of the spawned feature workers.
     from tts_triton.checkpoint import DEFAULT_CHECKPOINT
     from tts_triton.export.voice_bank import build_voice_bank, espeak_references
-    from tts_triton.voices import VoiceBank
 
     if explicit:
         return VoiceBank.load(explicit), str(explicit)
@@ -373,7 +374,7 @@ class Progress:
               file=sys.stderr, flush=True)
 
 
-def run_parallel(pool: ProcessPoolExecutor, label: str, fn: Any, args: Sequence[tuple[Any, ...]]) -> list[Any]:
+def run_parallel(pool: Executor, label: str, fn: Any, args: Sequence[tuple[Any, ...]]) -> list[Any]:
     """``[fn(*a) for a in args]`` in ``pool``, in order, with progress."""
     progress = Progress(label, len(args))
     futures = [pool.submit(fn, *a) for a in args]
@@ -438,95 +439,140 @@ class Evaluation:
         return percent(emotion_order(self.emotion_f0["synthesized"]))
 
 
+@contextmanager
+def timed(timings: dict[str, float], label: str) -> Iterator[None]:
+    """Record the block's wall-clock seconds as ``timings[label]``."""
+    start = time.monotonic()
+    yield
+    timings[label] = time.monotonic() - start
+
+
+def run_groups(pool: Executor, label: str, fn: Any,
+               groups: Mapping[str, Sequence[tuple[Any, ...]]]) -> dict[str, list[Any]]:
+    """:func:`run_parallel` over every group's arguments at once; the results by group name, in order."""
+    results = iter(run_parallel(pool, label, fn, [a for args in groups.values() for a in args]))
+    return {name: [next(results) for _ in args] for name, args in groups.items()}
+
+
+@dataclass
+class Workload:
+    """What an evaluation synthesizes and renders: ``items`` (MCD, identity, stops), ``by_emotion`` (F0
+    order and copy-synthesis), every target voice's rendering of each item and the sanity renderings."""
+
+    items: list[Item]
+    by_emotion: list[Item]
+    targets: dict[Item, list[Reference]]
+    sanity: list[tuple[Reference, list[Reference]]]
+
+    @classmethod
+    def select(cls, sentences: int) -> Workload:
+        items = select_items(sentences)
+        targets = {item: [target_reference(item, v) for v in VOICES] for item in items}
+        sanity = [(Reference(i.text, EN_US, ESPEAK_DEFAULT), [Reference(i.text, v, e) for _, v, e, _ in SANITY])
+                  for i in items[:SANITY_SENTENCES]]
+        return cls(items, emotion_items(items), targets, sanity)
+
+    def references(self) -> list[Reference]:
+        """Every espeak-ng rendering the evaluation compares with, once each."""
+        return list(dict.fromkeys([*itertools.chain(*self.targets.values()), *map(target_reference, self.by_emotion),
+                                   *(r for base, others in self.sanity for r in (base, *others))]))
+
+
+def target_reference(item: Item, voice: str | None = None) -> Reference:
+    """espeak-ng's rendering of ``item``'s sentence and emotion, in ``voice`` (default: the item's)."""
+    return Reference(item.text, VOICES[voice or item.voice], EMOTIONS[item.emotion])
+
+
+@dataclass
+class Measured:
+    """The features of every clip of a :class:`Workload` and the MCD-DTW distances between them, by name."""
+
+    refs: dict[Reference, Features]
+    synths: dict[Item, Features]
+    copies: dict[Item, Features]
+    #: "own" (per item: its MCD to each voice's rendering), "copy" (per emotion item), "gap" (per item:
+    #: espeak-ng's target rendering to the other voices'), "sanity_loud" and "sanity_all" (per sanity base)
+    distances: dict[str, list[list[float]]]
+
+
+def measure(work: Workload, synths: Mapping[Item, Synthesis], copies: Mapping[Item, np.ndarray],
+            args: argparse.Namespace, timings: dict[str, float]) -> Measured:
+    """Features of the renderings (cached), of the synthesized and copied clips, then MCD-DTW, in ``args.jobs``
+    processes."""
+    refs = work.references()
+    version = espeak.espeak_version()
+    with process_pool(args.jobs) as pool:
+        with timed(timings, "espeak-ng renders + features"):
+            ref_feats = dict(zip(refs, run_parallel(pool, "espeak-ng features", reference_features,
+                                                    [(r, args.cache, version) for r in refs]), strict=True))
+        with timed(timings, "synthesized features"):
+            clips = run_groups(pool, "synthesized features", features,
+                               {"synth": [(c.audio,) for c in synths.values()],
+                                "copy": [(c,) for c in copies.values()]})
+        synth_feats = dict(zip(synths, clips["synth"], strict=True))
+        copy_feats = dict(zip(copies, clips["copy"], strict=True))
+        speech = {r: f.speech for r, f in ref_feats.items()}
+        jobs = {
+            "own": [(synth_feats[i].speech, [speech[r] for r in work.targets[i]]) for i in work.items],
+            "copy": [(copy_feats[i].speech, [speech[target_reference(i)]]) for i in work.by_emotion],
+            "gap": [(speech[target_reference(i)], [speech[r] for r in work.targets[i] if r.voice.name != i.voice])
+                    for i in work.items],
+            "sanity_loud": [(speech[base], [speech[r] for r in others]) for base, others in work.sanity],
+            "sanity_all": [(ref_feats[base].mcep, [ref_feats[r].mcep for r in others]) for base, others in work.sanity],
+        }
+        with timed(timings, "MCD-DTW"):
+            distances = run_groups(pool, "MCD-DTW", _mcds, jobs)
+    return Measured(ref_feats, synth_feats, copy_feats, distances)
+
+
 def evaluate(args: argparse.Namespace, command: str) -> Evaluation:
     """Synthesize, render, measure; write plots and samples beside ``args.out``."""
-    from tts_triton import contract
+    # torch (the model extra): an optional heavy dependency, kept out of the spawned feature workers.
     from tts_triton.checkpoint import UNTRAINED_LABEL, fingerprint, resolve
-    from tts_triton.data import espeak
     from tts_triton.serving.backends import TorchBackend
 
     timings: dict[str, float] = {}
-    start = time.monotonic()
-    items = select_items(args.sentences)
-    by_emotion = emotion_items(items)
-    ckpt = resolve(args.checkpoint)
-    if not ckpt.trained:
-        print(f"warning: {UNTRAINED_LABEL}", file=sys.stderr)
-    bank, bank_source = voice_bank_for(args.checkpoint, args.voice_bank, ckpt)
-    stages = ckpt.stages()
-    backend = RecordingBackend(TorchBackend(stages, ckpt.config))
-    timings["load + voice bank"] = time.monotonic() - start
-
-    start = time.monotonic()
-    to_synthesize = list(dict.fromkeys([*items, *by_emotion]))
-    progress = Progress("synthesize", len(to_synthesize))
-    synths: dict[Item, Synthesis] = {}
-    for item in to_synthesize:
-        style = bank.style(item.voice, item.emotion)
-        synths[item] = asyncio.run(synthesize(backend, ckpt.config, item.text, style))
-        progress.step()
-    timings["synthesis"] = time.monotonic() - start
-
-    def reference(item: Item, voice: str | None = None) -> Reference:
-        return Reference(item.text, VOICES[voice or item.voice], EMOTIONS[item.emotion])
-
-    start = time.monotonic()
-    emotion_audio = {item: render(item.text, VOICES[item.voice], EMOTIONS[item.emotion]) for item in by_emotion}
-    copies = {item: copy_synthesis(stages[contract.VOCODER].vocode, x) for item, x in emotion_audio.items()}
-    timings["vocoder copy-synthesis"] = time.monotonic() - start
-
-    targets = {item: [reference(item, v) for v in VOICES] for item in items}
-    sanity_refs = [(Reference(i.text, EN_US, ESPEAK_DEFAULT), [Reference(i.text, v, e) for _, v, e, _ in SANITY])
-                   for i in items[:SANITY_SENTENCES]]
-    refs = list(dict.fromkeys([*itertools.chain(*targets.values()), *map(reference, by_emotion),
-                               *(r for base, others in sanity_refs for r in (base, *others))]))
-    espeak_version = espeak.espeak_version()
-    with process_pool(args.jobs) as pool:
-        start = time.monotonic()
-        ref_feats = dict(zip(refs, run_parallel(pool, "espeak-ng features", reference_features,
-                                                [(r, args.cache, espeak_version) for r in refs]), strict=True))
-        timings["espeak-ng renders + features"] = time.monotonic() - start
-        start = time.monotonic()
-        clips = [*synths.values(), *copies.values()]
-        feats = run_parallel(pool, "synthesized features", features, [(getattr(c, "audio", c),) for c in clips])
-        synth_feats = dict(zip(synths, feats[: len(synths)], strict=True))
-        copy_feats = dict(zip(copies, feats[len(synths) :], strict=True))
-        timings["synthesized features"] = time.monotonic() - start
-        start = time.monotonic()
-        jobs = [(synth_feats[i].speech, [ref_feats[r].speech for r in targets[i]]) for i in items]
-        jobs += [(copy_feats[i].speech, [ref_feats[reference(i)].speech]) for i in by_emotion]
-        jobs += [(ref_feats[reference(i)].speech, [ref_feats[r].speech for r in targets[i] if r.voice.name != i.voice])
-                 for i in items]
-        jobs += [(ref_feats[base].speech, [ref_feats[r].speech for r in others]) for base, others in sanity_refs]
-        jobs += [(ref_feats[base].mcep, [ref_feats[r].mcep for r in others]) for base, others in sanity_refs]
-        distances = iter(run_parallel(pool, "MCD-DTW", _mcds, jobs))
-        timings["MCD-DTW"] = time.monotonic() - start
-
-    own = [dict(zip(VOICES, next(distances), strict=True)) for _ in items]
-    copy_mcd = [next(distances)[0] for _ in by_emotion]
-    gaps = [min(next(distances)) for _ in items]
-    utterances = [Utterance(i, len(synths[i].audio) / audio.SAMPLE_RATE, synths[i].hit_max_steps, mcds, gap)
-                  for i, mcds, gap in zip(items, own, gaps, strict=True)]
-    loud = [next(distances) for _ in sanity_refs]
-    every = [next(distances) for _ in sanity_refs]
-    sanity = {label: [d[k] for d in loud] for k, (label, *_) in enumerate(SANITY)}
-    sanity_all_frames = {label: [d[k] for d in every] for k, (label, *_) in enumerate(SANITY)}
-
-    contours = {"synthesized": {i: synth_feats[i].f0 for i in by_emotion},
-                "vocoder copy": {i: copy_feats[i].f0 for i in by_emotion},
-                "espeak-ng": {i: ref_feats[reference(i)].f0 for i in by_emotion}}
+    with timed(timings, "load + voice bank"):
+        work = Workload.select(args.sentences)
+        ckpt = resolve(args.checkpoint)
+        if not ckpt.trained:
+            print(f"warning: {UNTRAINED_LABEL}", file=sys.stderr)
+        bank, bank_source = voice_bank_for(args.checkpoint, args.voice_bank, ckpt)
+        stages = ckpt.stages()
+        backend = RecordingBackend(TorchBackend(stages, ckpt.config))
+    with timed(timings, "synthesis"):
+        to_synthesize = list(dict.fromkeys([*work.items, *work.by_emotion]))
+        progress = Progress("synthesize", len(to_synthesize))
+        synths: dict[Item, Synthesis] = {}
+        for item in to_synthesize:
+            style = bank.style(item.voice, item.emotion)
+            synths[item] = asyncio.run(synthesize(backend, ckpt.config, item.text, style))
+            progress.step()
+    with timed(timings, "vocoder copy-synthesis"):
+        emotion_audio = {i: render(i.text, VOICES[i.voice], EMOTIONS[i.emotion]) for i in work.by_emotion}
+        copies = {i: copy_synthesis(stages[contract.VOCODER].vocode, x) for i, x in emotion_audio.items()}
+    m = measure(work, synths, copies, args, timings)
+    utterances = [Utterance(i, len(synths[i].audio) / audio.SAMPLE_RATE, synths[i].hit_max_steps,
+                            dict(zip(VOICES, own, strict=True)), min(gap))
+                  for i, own, gap in zip(work.items, m.distances["own"], m.distances["gap"], strict=True)]
+    sanity = {label: [d[k] for d in m.distances["sanity_loud"]] for k, (label, *_) in enumerate(SANITY)}
+    sanity_all_frames = {label: [d[k] for d in m.distances["sanity_all"]] for k, (label, *_) in enumerate(SANITY)}
+    contours = {"synthesized": {i: m.synths[i].f0 for i in work.by_emotion},
+                "vocoder copy": {i: m.copies[i].f0 for i in work.by_emotion},
+                "espeak-ng": {i: m.refs[target_reference(i)].f0 for i in work.by_emotion}}
     emotion_f0 = {source: emotion_means(c) for source, c in contours.items()}
-
-    start = time.monotonic()
-    focus = next(i for i in items if i.sentence_id == by_emotion[0].sentence_id)  # first voice's shortest sentence
-    focus_contours = {source: {i.emotion: f0 for i, f0 in c.items() if (i.voice, i.text) == (focus.voice, focus.text)}
-                      for source, c in contours.items()}
-    plots = write_plots(args.out.parent / "eval", focus, synths[focus], emotion_audio[focus],
-                        ckpt.config.decoder.frames_per_step, focus_contours)
-    samples = write_samples(args.out.parent / "samples", items, [synths[i] for i in items])
-    timings["plots + samples"] = time.monotonic() - start
-    return Evaluation(command, ckpt.name, ckpt.trained, fingerprint(ckpt)[:16], ckpt.info, bank_source,
-                      utterances, emotion_f0, copy_mcd, sanity, sanity_all_frames, timings, plots, samples)
+    with timed(timings, "plots + samples"):
+        # the first voice's shortest sentence
+        focus = next(i for i in work.items if i.sentence_id == work.by_emotion[0].sentence_id)
+        focus_contours = {source: {i.emotion: f0 for i, f0 in c.items()
+                                   if (i.voice, i.text) == (focus.voice, focus.text)}
+                          for source, c in contours.items()}
+        plots = write_plots(args.out.parent / "eval", focus, synths[focus], emotion_audio[focus],
+                            ckpt.config.decoder.frames_per_step, focus_contours)
+        samples = write_samples(args.out.parent / "samples", work.items, [synths[i] for i in work.items])
+    copy_mcd = [d[0] for d in m.distances["copy"]]
+    return Evaluation(command, ckpt.name, ckpt.trained, fingerprint(ckpt)[:16], ckpt.info, bank_source, utterances,
+                      emotion_f0, copy_mcd, sanity, sanity_all_frames, timings, plots, samples)
 
 
 def emotion_means(contours: Mapping[Item, np.ndarray]) -> EmotionF0:
@@ -546,7 +592,7 @@ def write_plots(folder: Path, item: Item, synth: Synthesis, espeak_audio: np.nda
 
     Returns figure name -> file name in ``folder``.
     """
-    import matplotlib
+    import matplotlib  # optional heavy dependency (the eval extra): imported only to plot
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -592,7 +638,7 @@ def write_plots(folder: Path, item: Item, synth: Synthesis, espeak_audio: np.nda
 
 def _save(fig: Any, path: Path) -> None:
     """Write ``fig`` as a 256-colour PNG (a third of the size of matplotlib's RGBA one) and close it."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # optional heavy dependency (the eval extra), with its PIL
     from PIL import Image
 
     buffer = io.BytesIO()
@@ -607,8 +653,6 @@ def write_samples(folder: Path, items: Sequence[Item], synths: Sequence[Synthesi
 
     Earlier samples of this naming pattern in ``folder`` are removed.
     """
-    import soundfile
-
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("s[0-9]*-*-*.wav"):
         old.unlink()
@@ -645,7 +689,7 @@ def _hz(value: float | None) -> str:
 
 def report(ev: Evaluation) -> str:
     """The Markdown report of an evaluation."""
-    from tts_triton.checkpoint import UNTRAINED_LABEL
+    from tts_triton.checkpoint import UNTRAINED_LABEL  # imports torch (the model extra), see evaluate()
 
     utts = ev.utterances
     n = len(utts)

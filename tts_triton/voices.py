@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from tts_triton.errors import InvalidInput
+
 
 @dataclass
 class VoiceBank:
@@ -32,13 +34,14 @@ class VoiceBank:
             raise ValueError(f"voice bank lacks presets for {missing[:5]}")
 
     def style(self, voice: str | None = None, emotion: str | None = None) -> np.ndarray:
-        """The style vector of a preset; None picks the default. KeyError names what is unknown."""
+        """The style vector of a preset; None picks the default. An unknown name raises
+        :class:`~tts_triton.errors.InvalidInput` naming VOICE or EMOTION."""
         voice = voice or self.default_voice
         emotion = emotion or self.default_emotion
         if voice not in self.presets:
-            raise KeyError(f"VOICE {voice!r} is unknown; available voices: {', '.join(self.voices)}")
+            raise InvalidInput("VOICE", f"{voice!r} is unknown; available voices: {', '.join(self.voices)}")
         if emotion not in self.presets[voice]:
-            raise KeyError(f"EMOTION {emotion!r} is unknown; available emotions: {', '.join(self.emotions)}")
+            raise InvalidInput("EMOTION", f"{emotion!r} is unknown; available emotions: {', '.join(self.emotions)}")
         return np.asarray(self.presets[voice][emotion], dtype=np.float32)
 
     def to_json(self) -> str:

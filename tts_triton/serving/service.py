@@ -1,8 +1,9 @@
 """Request handling of the ``tts`` / ``tts_offline`` models, free of Triton.
 
-:func:`parse_request` validates the raw input tensors (every failure is an :class:`InvalidInput`
-naming the input), :class:`TTSService` turns a request into sentences and a style, then streams
-audio through the :class:`~tts_triton.serving.pipeline.Pipeline`. Reference-audio styles are
+:func:`parse_request` validates the raw input tensors, :class:`TTSService` turns a request into
+sentences (the front end) and a style (the voice bank or the reference audio), then streams audio
+through the :class:`~tts_triton.serving.pipeline.Pipeline`. Bad input raises
+:class:`~tts_triton.errors.InvalidInput` naming the input, from whichever of these finds it. Reference-audio styles are
 cached by the SHA-256 of the audio and its rate.
 """
 
@@ -17,8 +18,10 @@ import numpy as np
 
 from tts_triton import audio
 from tts_triton.config import LIMITS, STREAMING, ModelConfig, StreamingConfig
+from tts_triton.contract import EMOTION, REFERENCE_AUDIO, REFERENCE_SAMPLE_RATE, TEXT, VOICE
+from tts_triton.errors import InvalidInput
 from tts_triton.serving.pipeline import Chunk, InferBackend, Pipeline
-from tts_triton.text import FrontendError, text_to_sequences
+from tts_triton.text import check_text, text_to_sequences
 from tts_triton.voices import VoiceBank
 
 MAX_TEXT_CHARS = LIMITS.max_text_chars
@@ -26,13 +29,7 @@ MIN_REFERENCE_SECONDS = LIMITS.min_reference_seconds
 MAX_REFERENCE_SECONDS = LIMITS.max_reference_seconds
 REFERENCE_RATES = LIMITS.reference_rates
 
-
-class InvalidInput(ValueError):
-    """A request input is missing or malformed; ``str(err)`` starts with the input's name."""
-
-    def __init__(self, name: str, message: str) -> None:
-        super().__init__(f"{name}: {message}")
-        self.input_name = name
+__all__ = ["InvalidInput", "StyleCache", "SynthesisRequest", "TTSService", "parse_request"]
 
 
 @dataclass
@@ -57,43 +54,49 @@ def _string(name: str, value: np.ndarray | None) -> str | None:
 
 
 def parse_request(inputs: dict[str, np.ndarray | None]) -> SynthesisRequest:
-    """Validate raw input tensors (by contract name; absent optional inputs are None)."""
-    text = _string("TEXT", inputs.get("TEXT"))
+    """Validate raw input tensors (by contract name; absent optional inputs are None). TEXT is
+    checked by the front end (:func:`~tts_triton.text.check_text`), the reference by :func:`check_reference`."""
+    text = _string(TEXT, inputs.get(TEXT))
     if text is None:
-        raise InvalidInput("TEXT", "is required")
-    if not text.strip():
-        raise InvalidInput("TEXT", "is empty; send the text to speak as UTF-8")
-    if len(text) > MAX_TEXT_CHARS:
-        raise InvalidInput("TEXT", f"has {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
-    voice = _string("VOICE", inputs.get("VOICE")) or None
-    emotion = _string("EMOTION", inputs.get("EMOTION")) or None
-    ref, rate = inputs.get("REFERENCE_AUDIO"), inputs.get("REFERENCE_SAMPLE_RATE")
+        raise InvalidInput(TEXT, "is required")
+    text = check_text(text, MAX_TEXT_CHARS)
+    voice = _string(VOICE, inputs.get(VOICE)) or None
+    emotion = _string(EMOTION, inputs.get(EMOTION)) or None
+    ref, rate = inputs.get(REFERENCE_AUDIO), inputs.get(REFERENCE_SAMPLE_RATE)
     if ref is None:
         if rate is not None:
-            raise InvalidInput("REFERENCE_SAMPLE_RATE", "was given without REFERENCE_AUDIO")
+            raise InvalidInput(REFERENCE_SAMPLE_RATE, f"was given without {REFERENCE_AUDIO}")
         return SynthesisRequest(text, voice, emotion)
     if voice or emotion:
-        raise InvalidInput("REFERENCE_AUDIO", "cannot be combined with VOICE or EMOTION (the reference sets the style)")
+        raise InvalidInput(REFERENCE_AUDIO,
+                           f"cannot be combined with {VOICE} or {EMOTION} (the reference sets the style)")
+    samples, sample_rate = check_reference(ref, rate)
+    return SynthesisRequest(text, reference_audio=samples, reference_sample_rate=sample_rate)
+
+
+def check_reference(ref: np.ndarray, rate: np.ndarray | None) -> tuple[np.ndarray, int]:
+    """Reference samples (flat FP32) and their rate in Hz, within :data:`~tts_triton.config.LIMITS`;
+    raises :class:`InvalidInput` naming REFERENCE_AUDIO or REFERENCE_SAMPLE_RATE otherwise."""
     if rate is None or rate.size != 1:
-        raise InvalidInput("REFERENCE_SAMPLE_RATE", "is required with REFERENCE_AUDIO (one INT32 value, in Hz)")
+        raise InvalidInput(REFERENCE_SAMPLE_RATE, f"is required with {REFERENCE_AUDIO} (one INT32 value, in Hz)")
     sample_rate = int(rate.reshape(-1)[0])
     if not REFERENCE_RATES[0] <= sample_rate <= REFERENCE_RATES[1]:
         low, high = REFERENCE_RATES
-        raise InvalidInput("REFERENCE_SAMPLE_RATE", f"{sample_rate} Hz is outside {low}-{high} Hz")
+        raise InvalidInput(REFERENCE_SAMPLE_RATE, f"{sample_rate} Hz is outside {low}-{high} Hz")
     if ref.dtype != np.float32:
-        raise InvalidInput("REFERENCE_AUDIO", f"must be FP32 mono samples in [-1, 1], got {ref.dtype}")
+        raise InvalidInput(REFERENCE_AUDIO, f"must be FP32 mono samples in [-1, 1], got {ref.dtype}")
     ref = ref.reshape(-1)
     seconds = ref.size / sample_rate
     if ref.size == 0:
-        raise InvalidInput("REFERENCE_AUDIO", "is empty")
+        raise InvalidInput(REFERENCE_AUDIO, "is empty")
     if not np.isfinite(ref).all():
-        raise InvalidInput("REFERENCE_AUDIO", "contains NaN or infinite samples")
+        raise InvalidInput(REFERENCE_AUDIO, "contains NaN or infinite samples")
     if seconds < MIN_REFERENCE_SECONDS or seconds > MAX_REFERENCE_SECONDS:
-        raise InvalidInput("REFERENCE_AUDIO", f"is {seconds:.2f} s long; it must be {MIN_REFERENCE_SECONDS}-"
-                                              f"{MAX_REFERENCE_SECONDS:.0f} s")
+        raise InvalidInput(REFERENCE_AUDIO, f"is {seconds:.2f} s long; it must be {MIN_REFERENCE_SECONDS}-"
+                                            f"{MAX_REFERENCE_SECONDS:.0f} s")
     if np.abs(ref).max() > 1.0 + 1e-3:
-        raise InvalidInput("REFERENCE_AUDIO", "has samples outside [-1, 1]; send float audio, not int16 values")
-    return SynthesisRequest(text, reference_audio=ref, reference_sample_rate=sample_rate)
+        raise InvalidInput(REFERENCE_AUDIO, "has samples outside [-1, 1]; send float audio, not int16 values")
+    return ref, sample_rate
 
 
 class StyleCache:
@@ -131,26 +134,13 @@ class TTSService:
         self.streaming = streaming
         self.style_cache = style_cache or StyleCache()
 
-    def sentences(self, request: SynthesisRequest) -> list[list[int]]:
-        try:
-            return text_to_sequences(request.text)
-        except FrontendError as err:
-            raise InvalidInput("TEXT", str(err).removeprefix("TEXT").lstrip(": ")) from None
-
-    def preset_style(self, request: SynthesisRequest) -> np.ndarray:
-        try:
-            return self.voice_bank.style(request.voice, request.emotion)
-        except KeyError as err:
-            name, _, message = err.args[0].partition(" ")
-            raise InvalidInput(name, message) from None
-
     async def stream(self, request: SynthesisRequest, backend: InferBackend,
                      cancelled: Callable[[], bool] = lambda: False) -> AsyncIterator[Chunk]:
         """Chunks of the request's audio, in order. Raises InvalidInput before the first chunk on bad input."""
-        sentences = self.sentences(request)
+        sentences = text_to_sequences(request.text, self.streaming.max_tokens)
         pipeline = Pipeline(backend, self.cfg, self.streaming)
         if request.reference_audio is None:
-            style, ref_mel, key = self.preset_style(request), None, None
+            style, ref_mel, key = self.voice_bank.style(request.voice, request.emotion), None, None
         else:
             key = StyleCache.key(request.reference_audio, request.reference_sample_rate)
             style = self.style_cache.get(key)

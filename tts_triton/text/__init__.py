@@ -2,6 +2,7 @@
 
 from tts_triton.text.frontend import (
     FrontendError,
+    check_text,
     normalize,
     phonemize,
     sequence_to_text,
@@ -9,4 +10,8 @@ from tts_triton.text.frontend import (
     text_to_sequences,
 )
 
-__all__ = ["FrontendError", "normalize", "phonemize", "sequence_to_text", "split_sentences", "text_to_sequences"]
+__all__ = [
+    "FrontendError",
+    "check_text",
+    "normalize", "phonemize", "sequence_to_text", "split_sentences", "text_to_sequences",
+]

@@ -2,15 +2,18 @@
 
     text_to_sequences("Hello there. It costs $5!")  # two sequences: [BOS, ..., EOS], [BOS, ..., EOS]
 
-Each sentence becomes one sequence ``BOS ... EOS`` of at most ``STREAMING.max_tokens`` ids; a longer
-sentence is cut after clause punctuation, then between words, and a single giant word anywhere.
-Every function is safe to call from several threads at once.
+Each sentence becomes one sequence ``BOS ... EOS``; given ``max_tokens`` (the caller's limit, e.g.
+``StreamingConfig.max_tokens``), a longer sentence is cut after clause punctuation, then between words,
+and a single giant word anywhere. Bad TEXT raises :class:`FrontendError`, an
+:class:`~tts_triton.errors.InvalidInput` naming TEXT. Every function is safe to call from several
+threads at once.
 """
 
 from __future__ import annotations
 
 import re
 
+from tts_triton.errors import InvalidInput
 from tts_triton.text.g2p import phonemize_clauses
 from tts_triton.text.normalize import clean
 from tts_triton.text.symbols import (
@@ -30,22 +33,33 @@ _PAUSES = re.compile(f"([{re.escape(''.join(PUNCTUATION))}]+)")
 _BREAKS = (frozenset(PUNCTUATION), frozenset(WORD_BOUNDARY))
 
 
-class FrontendError(ValueError):
-    """TEXT cannot be synthesized (not a string, empty, or nothing pronounceable); the message says why."""
+class FrontendError(InvalidInput):
+    """TEXT cannot be synthesized (not a string, empty, too long, or nothing pronounceable)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("TEXT", reason)
+
+
+def check_text(text: str, max_chars: int | None = None) -> str:
+    """``text`` itself if it is a string with something besides whitespace and at most ``max_chars``
+    characters (no limit when None); raises :class:`FrontendError` otherwise."""
+    if not isinstance(text, str):
+        raise FrontendError(f"must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise FrontendError("is empty or only whitespace")
+    if max_chars is not None and len(text) > max_chars:
+        raise FrontendError(f"has {len(text)} characters; the limit is {max_chars}")
+    return text
 
 
 def normalize(text: str) -> str:
     """TEXT in normalized form (see :mod:`tts_triton.text.normalize`); never empty.
 
-    Raises :class:`FrontendError` when TEXT is not a string, is empty or whitespace, or normalizes to nothing.
+    Raises :class:`FrontendError` as :func:`check_text` does, and when TEXT normalizes to nothing.
     """
-    if not isinstance(text, str):
-        raise FrontendError(f"TEXT must be a string, got {type(text).__name__}")
-    if not text.strip():
-        raise FrontendError("TEXT is empty or only whitespace")
-    normalized = clean(text)
+    normalized = clean(check_text(text))
     if not any(ch.isalnum() for ch in normalized):
-        raise FrontendError("TEXT is empty after normalization: it holds only emoji, symbols or punctuation")
+        raise FrontendError("is empty after normalization: it holds only emoji, symbols or punctuation")
     return normalized
 
 
@@ -79,23 +93,21 @@ def phonemize(sentences: list[str]) -> list[list[str]]:
     return result
 
 
-def text_to_sequences(text: str) -> list[list[int]]:
+def text_to_sequences(text: str, max_tokens: int | None = None) -> list[list[int]]:
     """The whole front end: one id list ``BOS ... EOS`` per sentence (or piece of one), in order.
 
-    Every list has at most ``STREAMING.max_tokens`` ids. Raises :class:`FrontendError` as :func:`normalize`
+    With ``max_tokens`` every list has at most that many ids (sentences are cut, see the module
+    docstring); without, one list per sentence. Raises :class:`FrontendError` as :func:`normalize`
     does, and when nothing in TEXT can be pronounced (e.g. only letters of unsupported scripts).
     """
-    from tts_triton.config import STREAMING  # late: tts_triton.config imports this package's symbols
-
-    limit = STREAMING.max_tokens - 2
     sequences = [
         [BOS_ID, *(SYMBOL_TO_ID[s] for s in piece), EOS_ID]
         for symbols in phonemize(split_sentences(normalize(text)))
         if symbols
-        for piece in _split(symbols, limit)
+        for piece in ([symbols] if max_tokens is None else _split(symbols, max_tokens - 2))
     ]
     if not sequences:
-        raise FrontendError("TEXT has nothing pronounceable: no letters of a supported script")
+        raise FrontendError("has nothing pronounceable: no letters of a supported script")
     return sequences
 
 

@@ -7,10 +7,7 @@ which their own part is trained and the other part is carried over from where th
 
     python -m tts_triton.training.common merge --acoustic A.pt --vocoder V.pt --out voice.pt [--half]
 
-and :func:`ship` makes a checkpoint the default voice (``tts_triton/assets/default_voice.pt``, fp16) with
-its voice bank (``voice_bank.json`` beside it) built from held-out clips::
-
-    python -m tts_triton.training.common ship --checkpoint voice.pt [--metrics results.json]
+and :mod:`tts_triton.release` makes the result the default voice.
 
 Two ways to go on from an earlier run:
 
@@ -42,7 +39,7 @@ import numpy as np
 import torch
 
 from tts_triton import audio
-from tts_triton.checkpoint import DEFAULT_CHECKPOINT, Checkpoint, init_checkpoint, load_checkpoint
+from tts_triton.checkpoint import Checkpoint, init_checkpoint, load_checkpoint
 from tts_triton.config import ModelConfig, VocoderConfig
 
 
@@ -265,17 +262,23 @@ def save_wav(path: Path, samples: np.ndarray, rate: int = audio.SAMPLE_RATE) -> 
         w.writeframes(pcm.tobytes())
 
 
+def _pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend."""
+    import matplotlib  # optional heavy dependency (the dev/eval extras): imported only to plot
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def plot_panels(path: Path, panels: Sequence[tuple[str, np.ndarray]], title: str = "") -> None:
     """One PNG of stacked image panels, each ``(name, array [rows, cols])`` drawn with time along x.
 
     Alignments are given ``[decoder steps, tokens]`` and mels ``[frames, n_mels]``; both are transposed
     so that the token / mel axis runs up.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     fig, axes = plt.subplots(len(panels), 1, figsize=(10, 2.6 * len(panels)), squeeze=False)
     for ax, (name, array) in zip(axes[:, 0], panels, strict=True):
         image = ax.imshow(np.asarray(array, dtype=np.float32).T, aspect="auto", origin="lower",
@@ -292,11 +295,7 @@ def plot_panels(path: Path, panels: Sequence[tuple[str, np.ndarray]], title: str
 
 def plot_losses(path: Path, rows: Sequence[dict[str, Any]], keys: Sequence[str], title: str) -> None:
     """Loss curves (log scale) of ``keys`` over ``step`` from log rows, train rows solid and val rows dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(10, 4))
     for kind, style in (("train", "-"), ("val", "--")):
         picked = [r for r in rows if r.get("kind") == kind]
@@ -336,39 +335,6 @@ def merge(acoustic: Checkpoint, vocoder: Checkpoint, command: str | None = None)
     return Checkpoint(acoustic.config, acoustic.acoustic, vocoder.generator, trained, info)
 
 
-def heldout_references(count: int) -> dict[tuple[str, str], list[np.ndarray]]:
-    """Reference clips for every voice x emotion: the first ``count`` validation sentences of the corpus
-    generator (never trained on; the evaluation uses test sentences), rendered with espeak-ng."""
-    from tts_triton.data.prosody import EMOTIONS, VOICES, render
-    from tts_triton.data.sentences import generate
-
-    texts = [s.text for s in generate() if s.split == "val"][:count]
-    return {(v.name, e.name): [render(t, v, e) for t in texts] for v in VOICES.values() for e in EMOTIONS.values()}
-
-
-def ship(ckpt: Checkpoint, out: Path, clips_per_preset: int, metrics: dict[str, Any] | None,
-         command: str) -> Path:
-    """Write ``ckpt`` as the default voice ``out`` (fp16, ``name`` default) and ``voice_bank.json`` beside it.
-
-    ``metrics`` (an evaluation of these weights; any earlier one is dropped) and ``command`` go into ``info``.
-    Returns the voice bank's path.
-    """
-    from tts_triton.export.voice_bank import build_voice_bank
-
-    if not ckpt.trained:
-        raise ValueError("refusing to ship a checkpoint that is not trained (info lacks acoustic or vocoder steps)")
-    bank = build_voice_bank(ckpt, heldout_references(clips_per_preset))
-    bank.info["references"] = f"{clips_per_preset} validation sentences of the corpus generator per preset"
-    info = {**ckpt.info, "name": "default", "commands": [*ckpt.info.get("commands", []), command]}
-    info.pop("metrics", None)  # an earlier evaluation measured other weights
-    if metrics is not None:
-        info["metrics"] = metrics
-    Checkpoint(ckpt.config, ckpt.acoustic, ckpt.generator, True, info).save(out, half=True)
-    bank_path = out.with_name("voice_bank.json")
-    bank.save(bank_path)
-    return bank_path
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tts_triton.training.common", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -378,18 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     m.add_argument("--out", type=Path, required=True)
     m.add_argument("--half", action="store_true", help="store floating tensors as fp16 (the shipped form)")
     m.add_argument("--record", help="a command line to append to info['commands'] (e.g. the GPU run's)")
-    s = sub.add_parser("ship", help="make a trained checkpoint the default voice, with its voice bank")
-    s.add_argument("--checkpoint", type=Path, required=True)
-    s.add_argument("--out", type=Path, default=DEFAULT_CHECKPOINT)
-    s.add_argument("--clips", type=int, default=8, help="held-out reference clips per voice x emotion")
-    s.add_argument("--metrics", type=Path, help="JSON of evaluation results to keep in info['metrics']")
     args = parser.parse_args(argv)
-    if args.command == "ship":
-        metrics = json.loads(args.metrics.read_text()) if args.metrics else None
-        bank = ship(load_checkpoint(args.checkpoint), args.out, args.clips, metrics,
-                    command_line("tts_triton.training.common", sys.argv[1:] if argv is None else argv))
-        print(f"wrote {args.out} ({args.out.stat().st_size / 2**20:.1f} MiB) and {bank}")
-        return 0
     merged = merge(load_checkpoint(args.acoustic), load_checkpoint(args.vocoder), args.record)
     merged.save(args.out, half=args.half)
     steps = {part: merged.info[part].get("steps", 0) for part in ("acoustic", "vocoder")}

@@ -15,6 +15,7 @@ to the default voice's vocoder: docs/model_card.md, session 4).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 
 import torch
@@ -33,6 +34,17 @@ MEL_WEIGHT = 45.0
 STFT_WEIGHT = 20.0
 #: (n_fft, hop, window) of :func:`stft_loss`: Parallel WaveGAN's three resolutions.
 STFT_RESOLUTIONS = ((1024, 120, 600), (2048, 240, 1200), (512, 50, 240))
+
+
+def _conv_stack(x: Tensor, convs: nn.ModuleList, conv_post: nn.Module) -> tuple[Tensor, list[Tensor]]:
+    """``convs`` with leaky ReLU, then ``conv_post``: (flattened scores, every layer's output)."""
+    fmaps = []
+    for conv in convs:
+        x = F.leaky_relu(conv(x), LRELU_SLOPE)
+        fmaps.append(x)
+    x = conv_post(x)
+    fmaps.append(x)
+    return x.flatten(1), fmaps
 
 
 class PeriodDiscriminator(nn.Module):
@@ -54,14 +66,7 @@ class PeriodDiscriminator(nn.Module):
         batch, chans, samples = audio.shape
         if samples % self.period:
             audio = F.pad(audio, (0, self.period - samples % self.period), mode="reflect")
-        x = audio.view(batch, chans, -1, self.period)
-        fmaps = []
-        for conv in self.convs:
-            x = F.leaky_relu(conv(x), LRELU_SLOPE)
-            fmaps.append(x)
-        x = self.conv_post(x)
-        fmaps.append(x)
-        return x.flatten(1), fmaps
+        return _conv_stack(audio.view(batch, chans, -1, self.period), self.convs, self.conv_post)
 
 
 class ScaleDiscriminator(nn.Module):
@@ -88,14 +93,7 @@ class ScaleDiscriminator(nn.Module):
 
     def forward(self, audio: Tensor) -> tuple[Tensor, list[Tensor]]:
         """``[B, 1, samples] -> (scores [B, n], feature maps)``."""
-        x = audio
-        fmaps = []
-        for conv in self.convs:
-            x = F.leaky_relu(conv(x), LRELU_SLOPE)
-            fmaps.append(x)
-        x = self.conv_post(x)
-        fmaps.append(x)
-        return x.flatten(1), fmaps
+        return _conv_stack(audio, self.convs, self.conv_post)
 
 
 def _split_real_fake(outputs: list[tuple[Tensor, list[Tensor]]]) -> DiscriminatorOutputs:
@@ -182,3 +180,36 @@ def stft_loss(real: Tensor, fake: Tensor) -> Tensor:
                 for x in (real, fake))
         total = total + torch.linalg.norm(r - f) / torch.linalg.norm(r) + F.l1_loss(f.log(), r.log())
     return total / len(STFT_RESOLUTIONS)
+
+
+def generator_step_losses(real: Tensor, fake: Tensor, mpd: MultiPeriodDiscriminator, msd: MultiScaleDiscriminator,
+                          adversarial: bool, amp: contextlib.AbstractContextManager,
+                          mel_weight: float = MEL_WEIGHT, stft_weight: float = STFT_WEIGHT) -> dict[str, Tensor]:
+    """The generator's loss terms (``total`` included): mel, the STFT term when ``stft_weight`` > 0, and the
+    adversarial and feature-matching terms when ``adversarial`` (call it with the discriminators frozen)."""
+    terms = {"mel": mel_loss(real.float(), fake.float(), mel_weight)}
+    if stft_weight > 0:
+        terms["stft"] = stft_weight * stft_loss(real.float(), fake.float())
+    if adversarial:
+        with amp:
+            _, p_fake, p_real_maps, p_fake_maps = mpd(real, fake)
+            _, s_fake, s_real_maps, s_fake_maps = msd(real, fake)
+        terms["adv"] = generator_loss([x.float() for x in p_fake]) + generator_loss([x.float() for x in s_fake])
+        terms["fm"] = feature_loss(_floats(p_real_maps), _floats(p_fake_maps)) + feature_loss(
+            _floats(s_real_maps), _floats(s_fake_maps))
+    terms["total"] = sum(terms.values())  # type: ignore[assignment]
+    return terms
+
+
+def discriminator_step_loss(real: Tensor, fake: Tensor, mpd: nn.Module, msd: nn.Module,
+                            amp: contextlib.AbstractContextManager) -> Tensor:
+    """LSGAN discriminator loss of both discriminators on ``fake`` (detached by the caller)."""
+    with amp:
+        p_real, p_fake, _, _ = mpd(real, fake)
+        s_real, s_fake, _, _ = msd(real, fake)
+    return discriminator_loss([x.float() for x in p_real], [x.float() for x in p_fake]) + discriminator_loss(
+        [x.float() for x in s_real], [x.float() for x in s_fake])
+
+
+def _floats(maps: list[list[Tensor]]) -> list[list[Tensor]]:
+    return [[m.float() for m in group] for group in maps]

@@ -33,7 +33,6 @@ import argparse
 import contextlib
 import dataclasses
 import functools
-import math
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -45,29 +44,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tts_triton.checkpoint import Checkpoint
-from tts_triton.config import DecoderConfig, VocoderConfig
 from tts_triton.data.dataset import AcousticDataset, collate_acoustic
 from tts_triton.models.acoustic import AcousticModel, AcousticOutput
 from tts_triton.models.style_encoder import StyleEncoder
-from tts_triton.training.common import (
-    CHECKPOINT_FILE,
-    Budget,
-    JsonlLog,
-    Mean,
-    Progress,
-    autocast,
-    both_trained,
-    corpus_info,
-    fresh_config,
-    lr_factor,
-    part_info,
-    pick_device,
-    plot_losses,
-    plot_panels,
-    run_record,
-    save_state,
-    start_run,
-)
+from tts_triton.training.common import Mean, autocast, both_trained, lr_factor, plot_panels
+from tts_triton.training.loop import TrainingRun, run_parser
 
 MODULE = "tts_triton.training.train_acoustic"
 
@@ -289,14 +270,8 @@ def validate(model: AcousticModel, batches: list[dict[str, Any]], device: torch.
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.split("\n")[0])
-    p.add_argument("--data", type=Path, required=True, help="corpus directory (tts_triton.data.corpus build)")
-    p.add_argument("--out", type=Path, required=True, help="run directory (created)")
-    p.add_argument("--init", type=Path, help="checkpoint to start from (weights, config, step count)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue the run in --out (checkpoint and optimizer state) when it has one; else --init")
-    p.add_argument("--minutes", type=float, help="wall-clock budget; saves and exits when it runs out")
-    p.add_argument("--steps", type=int, help="stop at this global step")
+    p = run_parser(MODULE, __doc__.split("\n")[0], resumed="optimizer state", amp="off", val_every=250,
+                   val_utterances=256)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--warmup", type=int, default=200, help="warmup steps (also after resuming)")
@@ -306,109 +281,75 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--guided-weight", type=float, default=LossWeights.guided)
     p.add_argument("--guided-g", type=float, default=LossWeights.guided_g)
     p.add_argument("--gate-pos-weight", type=float, default=LossWeights.gate_pos_weight)
-    p.add_argument("--frames-per-step", type=int, default=DecoderConfig.frames_per_step,
-                   help="decoder r for a fresh model (ignored with --init)")
-    p.add_argument("--vocoder-variant", default=VocoderConfig.variant, help="HiFi-GAN variant of a fresh model")
-    p.add_argument("--amp", choices=("off", "bf16"), default="off", help="autocast on CUDA (see the docstring)")
-    p.add_argument("--val-every", type=int, default=250)
-    p.add_argument("--val-utterances", type=int, default=256)
-    p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--device")
     return p.parse_args(argv)
+
+
+class AcousticRun(TrainingRun):
+    """The acoustic trainer's hooks on :class:`~tts_triton.training.loop.TrainingRun`."""
+
+    part, module, log_every = "acoustic", MODULE, 25
+    loss_keys = ("total", "mel", "post", "gate", "guided")
+
+    def __init__(self, args: argparse.Namespace, argv: Sequence[str]) -> None:
+        super().__init__(args, argv)
+        self.r = self.ckpt.config.decoder.frames_per_step
+        self.weights = LossWeights(gate_pos_weight=args.gate_pos_weight, guided=args.guided_weight,
+                                   guided_g=args.guided_g)
+        train = AcousticDataset(args.data, "train", seed=args.seed)
+        val = AcousticDataset(train.corpus, "val", seed=args.seed)
+        self.corpus_summary = train.corpus.summary
+        self.val_batches = list(epoch_loader(val, args.batch_size, self.r, args.seed, 0, 0, args.val_utterances))
+        print(f"[acoustic] {len(train)} train / {min(len(val), args.val_utterances)} val utterances, "
+              f"{train.corpus.summary['hours']:.2f} h; device {self.device}, r={self.r}, batch {args.batch_size}, "
+              f"start step {self.first_step}", flush=True)
+        if args.init is None and self.state is None:
+            init_frame_bias(self.ckpt.acoustic, train)
+        self.model = self.ckpt.acoustic.to(self.device).train()
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-6,
+                                           weight_decay=args.weight_decay)
+        if self.state is not None:
+            self.optimizer.load_state_dict(self.state["optimizer"])
+        self.amp = autocast(args.amp, self.device)
+        self.batches = batch_stream(train, args.batch_size, self.r, args.seed, self.epoch, args.workers)
+
+    def forward_backward(self) -> tuple[dict[str, Tensor], Tensor]:
+        """Teacher-forced losses of the next batch; the step is taken when the clipped gradient norm is finite."""
+        self.epoch, batch = next(self.batches)
+        batch = to_device(batch, self.device)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.args.lr * lr_factor(self.step, self.optimizer_start, self.args.warmup,
+                                                   self.args.half_life)
+        with self.amp:
+            out = teacher_forced(self.model, batch)
+        terms = losses(out, batch, self.r, self.weights)
+        self.optimizer.zero_grad(set_to_none=True)
+        terms["total"].backward()
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.args.clip)
+        return {**terms, "grad_norm": norm}, norm
+
+    def optimizer_step(self) -> None:
+        self.optimizer.step()
+
+    def log_columns(self) -> dict[str, Any]:
+        return {"lr": self.optimizer.param_groups[0]["lr"]}
+
+    def validate(self, plot: Path) -> dict[str, float]:
+        return validate(self.model, self.val_batches, self.device, self.r, self.weights, self.amp, plot, self.step)
+
+    def record(self) -> dict[str, Any]:
+        return {"parameters": sum(p.numel() for p in self.model.parameters()), "batch_size": self.args.batch_size,
+                "loss_weights": dataclasses.asdict(self.weights), "lr": self.args.lr, "amp": self.args.amp}
+
+    def checkpoint(self, info: dict[str, Any]) -> Checkpoint:
+        return Checkpoint(self.ckpt.config, self.model, self.ckpt.generator, both_trained(info), info)
+
+    def training_state(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)
-    budget = Budget(args.minutes)
-    device = pick_device(args.device)
-    torch.manual_seed(args.seed)
-    ckpt, state = start_run(args.out, args.resume, args.init,
-                            fresh_config(args.frames_per_step, args.vocoder_variant), args.seed)
-    cfg = ckpt.config
-    r = cfg.decoder.frames_per_step
-    record = part_info(ckpt, "acoustic")
-    first_step, epoch = int(record.get("steps", 0)), int(record.get("epochs", 0))
-    weights = LossWeights(gate_pos_weight=args.gate_pos_weight, guided=args.guided_weight, guided_g=args.guided_g)
-
-    train = AcousticDataset(args.data, "train", seed=args.seed)
-    val = AcousticDataset(train.corpus, "val", seed=args.seed)
-    val_batches = list(epoch_loader(val, args.batch_size, r, args.seed, 0, 0, args.val_utterances))
-    n_val = min(len(val), args.val_utterances)
-    print(f"[acoustic] {len(train)} train / {n_val} val utterances, {train.corpus.summary['hours']:.2f} h; "
-          f"device {device}, r={r}, batch {args.batch_size}, start step {first_step}", flush=True)
-
-    if args.init is None and state is None:
-        init_frame_bias(ckpt.acoustic, train)
-    model = ckpt.acoustic.to(device).train()
-    params = sum(p.numel() for p in model.parameters())
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-6,
-                                  weight_decay=args.weight_decay)
-    optimizer_start = first_step
-    if state is not None:
-        optimizer.load_state_dict(state["optimizer"])
-        optimizer_start = int(state["optimizer_start"])
-    amp = autocast(args.amp, device)
-    out = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    log = JsonlLog(out / "losses.jsonl")
-    progress = Progress("acoustic", budget, first_step, args.steps)
-    mean = Mean()
-    step, skipped = first_step, 0
-    history = list(record.get("history", []))
-
-    def checkpoint(val_losses: dict[str, float]) -> None:
-        history.append({"step": step, **{k: round(v, 5) for k, v in val_losses.items()}})
-        runs = [*record.get("runs", []), run_record(MODULE, argv, first_step, step, budget.elapsed / 60, device)]
-        info = {**ckpt.info, "data": corpus_info(train.corpus.summary),
-                "acoustic": {"steps": step, "epochs": epoch, "parameters": params, "batch_size": args.batch_size,
-                             "loss_weights": dataclasses.asdict(weights), "lr": args.lr, "amp": args.amp,
-                             "last_val": history[-1], "history": history, "runs": runs}}
-        Checkpoint(cfg, model, ckpt.generator, both_trained(info), info).save(out / CHECKPOINT_FILE)
-        save_state(out, {"optimizer": optimizer.state_dict(), "optimizer_start": optimizer_start})
-        plot_losses(out / "losses.png", log.rows(), ("total", "mel", "post", "gate", "guided"), "acoustic losses")
-
-    def run_validation() -> dict[str, float]:
-        plot = out / "plots" / f"step-{step:06d}.png"
-        result = validate(model, val_batches, device, r, weights, amp, plot, step)
-        (out / "latest.png").write_bytes(plot.read_bytes())
-        log.write({"kind": "val", "step": step, "epoch": epoch, "minutes": round(budget.elapsed / 60, 2), **result})
-        print(f"[acoustic] val step {step}: " + " ".join(f"{k} {v:.4g}" for k, v in result.items()), flush=True)
-        return result
-
-    stream = batch_stream(train, args.batch_size, r, args.seed, epoch, args.workers)
-    while not budget.expired() and (args.steps is None or step < args.steps):
-        epoch, batch = next(stream)
-        batch = to_device(batch, device)
-        for group in optimizer.param_groups:
-            group["lr"] = args.lr * lr_factor(step, optimizer_start, args.warmup, args.half_life)
-        with amp:
-            out_ = teacher_forced(model, batch)
-        terms = losses(out_, batch, r, weights)
-        optimizer.zero_grad(set_to_none=True)
-        terms["total"].backward()
-        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
-        if math.isfinite(float(norm)):
-            optimizer.step()
-            step += 1
-        else:
-            skipped += 1
-            if skipped > 20:
-                raise RuntimeError(f"{skipped} steps with non-finite gradients; stopping")
-            continue
-        mean.add({**terms, "grad_norm": norm})
-        if step % 25 == 0:
-            row = mean.read()
-            log.write({"kind": "train", "step": step, "epoch": epoch, "lr": optimizer.param_groups[0]["lr"],
-                       "minutes": round(budget.elapsed / 60, 2), **row})
-            progress.update(step, row)
-        if step % args.val_every == 0:
-            checkpoint(run_validation())
-    checkpoint(run_validation())
-    progress.update(step, {"skipped": skipped}, force=True)
-    print(f"[acoustic] done at step {step} after {budget.elapsed / 60:.1f} min -> {out / CHECKPOINT_FILE}", flush=True)
-    return 0
+    return AcousticRun(parse_args(argv), argv).run()
 
 
 if __name__ == "__main__":

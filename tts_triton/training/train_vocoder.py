@@ -53,41 +53,18 @@ from torch.nn.parallel import DistributedDataParallel
 
 from tts_triton import audio
 from tts_triton.checkpoint import Checkpoint
-from tts_triton.config import DecoderConfig, VocoderConfig
 from tts_triton.data.dataset import VocoderDataset
 from tts_triton.models.hifigan import Generator
-from tts_triton.training.common import (
-    CHECKPOINT_FILE,
-    Budget,
-    JsonlLog,
-    Mean,
-    Progress,
-    autocast,
-    both_trained,
-    corpus_info,
-    fresh_config,
-    join_ranks,
-    lr_factor,
-    part_info,
-    pick_device,
-    plot_losses,
-    plot_panels,
-    run_record,
-    save_state,
-    save_wav,
-    start_run,
-)
+from tts_triton.training.common import autocast, both_trained, join_ranks, lr_factor, plot_panels, save_wav
 from tts_triton.training.hifigan_losses import (
     MEL_WEIGHT,
     STFT_WEIGHT,
     MultiPeriodDiscriminator,
     MultiScaleDiscriminator,
-    discriminator_loss,
-    feature_loss,
-    generator_loss,
-    mel_loss,
-    stft_loss,
+    discriminator_step_loss,
+    generator_step_losses,
 )
+from tts_triton.training.loop import TrainingRun, run_parser
 
 MODULE = "tts_triton.training.train_vocoder"
 
@@ -117,39 +94,6 @@ def frozen(*modules: nn.Module) -> Iterator[None]:
     finally:
         for p in params:
             p.requires_grad_(True)
-
-
-def generator_step_losses(real: Tensor, fake: Tensor, mpd: MultiPeriodDiscriminator, msd: MultiScaleDiscriminator,
-                          adversarial: bool, amp: contextlib.AbstractContextManager,
-                          mel_weight: float = MEL_WEIGHT, stft_weight: float = STFT_WEIGHT) -> dict[str, Tensor]:
-    """The generator's loss terms (``total`` included): mel, the STFT term when ``stft_weight`` > 0, and the
-    adversarial and feature-matching terms when ``adversarial`` (call it with the discriminators frozen)."""
-    terms = {"mel": mel_loss(real.float(), fake.float(), mel_weight)}
-    if stft_weight > 0:
-        terms["stft"] = stft_weight * stft_loss(real.float(), fake.float())
-    if adversarial:
-        with amp:
-            _, p_fake, p_real_maps, p_fake_maps = mpd(real, fake)
-            _, s_fake, s_real_maps, s_fake_maps = msd(real, fake)
-        terms["adv"] = generator_loss([x.float() for x in p_fake]) + generator_loss([x.float() for x in s_fake])
-        terms["fm"] = feature_loss(_floats(p_real_maps), _floats(p_fake_maps)) + feature_loss(
-            _floats(s_real_maps), _floats(s_fake_maps))
-    terms["total"] = sum(terms.values())  # type: ignore[assignment]
-    return terms
-
-
-def discriminator_step_loss(real: Tensor, fake: Tensor, mpd: nn.Module, msd: nn.Module,
-                            amp: contextlib.AbstractContextManager) -> Tensor:
-    """LSGAN discriminator loss of both discriminators on ``fake`` (detached by the caller)."""
-    with amp:
-        p_real, p_fake, _, _ = mpd(real, fake)
-        s_real, s_fake, _, _ = msd(real, fake)
-    return discriminator_loss([x.float() for x in p_real], [x.float() for x in p_fake]) + discriminator_loss(
-        [x.float() for x in s_real], [x.float() for x in s_fake])
-
-
-def _floats(maps: list[list[Tensor]]) -> list[list[Tensor]]:
-    return [[m.float() for m in group] for group in maps]
 
 
 @torch.no_grad()
@@ -184,14 +128,8 @@ def validate(generator: Generator, dataset: VocoderDataset, device: torch.device
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.split("\n")[0])
-    p.add_argument("--data", type=Path, required=True, help="corpus directory (tts_triton.data.corpus build)")
-    p.add_argument("--out", type=Path, required=True, help="run directory (created)")
-    p.add_argument("--init", type=Path, help="checkpoint to start from (weights, config, step count)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out (checkpoint, optimizers and "
-                   "discriminators) when it has one; else --init")
-    p.add_argument("--minutes", type=float, help="wall-clock budget; saves and exits when it runs out")
-    p.add_argument("--steps", type=int, help="stop at this global step")
+    p = run_parser(MODULE, __doc__.split("\n")[0], resumed="optimizers and discriminators", amp="bf16",
+                   val_every=1000, val_utterances=8)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--segment-frames", type=int, default=32, help="mel frames per segment (x256 samples)")
     p.add_argument("--lr", type=float, default=2e-4)
@@ -201,152 +139,107 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=100, help="warmup steps of fresh optimizers (also after resuming)")
     p.add_argument("--gan-start", type=int, default=1000, help="global step at which the discriminators start")
     p.add_argument("--d-warmup", type=int, default=200, help="discriminator-only steps before adversarial G terms")
-    p.add_argument("--frames-per-step", type=int, default=DecoderConfig.frames_per_step,
-                   help="decoder r of a fresh model (ignored with --init; only recorded in the config here)")
-    p.add_argument("--vocoder-variant", default=VocoderConfig.variant, help="HiFi-GAN variant of a fresh model")
-    p.add_argument("--amp", choices=("off", "bf16"), default="bf16", help="autocast on CUDA")
-    p.add_argument("--val-every", type=int, default=1000)
-    p.add_argument("--val-utterances", type=int, default=8)
-    p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--device")
     return p.parse_args(argv)
+
+
+class VocoderRun(TrainingRun):
+    """The vocoder trainer's hooks on :class:`~tts_triton.training.loop.TrainingRun`: the generator, the
+    two discriminators and their optimizers, data-parallel over ranks."""
+
+    part, module, log_every = "vocoder", MODULE, 100
+    loss_keys = ("mel", "stft", "adv", "fm", "disc", "mel_l1")
+
+    def __init__(self, args: argparse.Namespace, argv: Sequence[str]) -> None:
+        ranks = join_ranks()
+        super().__init__(args, argv, ranks, fixed_shapes=True)
+        # Discriminators are fresh in every run but a resumed one.
+        self.d_start = int(self.state["d_start"]) if self.state is not None else max(args.gan_start, self.first_step)
+        train = VocoderDataset(args.data, "train", args.segment_frames, seed=args.seed)
+        self.val = VocoderDataset(train.corpus, "val", None, seed=args.seed)
+        self.val.entries = self.val.entries[: args.val_utterances]
+        train.entries = train.entries[ranks.rank :: ranks.world]
+        self.corpus_summary = train.corpus.summary
+        if ranks.main:
+            variant = self.ckpt.config.vocoder.variant
+            print(f"[vocoder] {len(train) * ranks.world} train utterances, HiFi-GAN {variant}, "
+                  f"device {self.device} x {ranks.world} ranks, batch {args.batch_size} x {args.segment_frames} "
+                  f"frames per rank, start step {self.first_step}, discriminators from step {self.d_start}", flush=True)
+        self.generator = self.ckpt.generator.to(self.device).train()
+        self.mpd = MultiPeriodDiscriminator().to(self.device).train()
+        self.msd = MultiScaleDiscriminator().to(self.device).train()
+        self.opt_g = torch.optim.AdamW(self.generator.parameters(), lr=args.lr, betas=(0.8, 0.99))
+        self.opt_d = torch.optim.AdamW([*self.mpd.parameters(), *self.msd.parameters()], lr=args.lr, betas=(0.8, 0.99))
+        if self.state is not None:
+            for name, obj in (("mpd", self.mpd), ("msd", self.msd), ("opt_g", self.opt_g), ("opt_d", self.opt_d)):
+                obj.load_state_dict(self.state[name])
+        self.amp = autocast(args.amp, self.device)
+        # The optimizers hold the modules' own parameters; the DDP wrappers only average their gradients.
+        self.g_step, self.mpd_step, self.msd_step = self.generator, self.mpd, self.msd
+        if ranks.world > 1:
+            ids = [self.device] if self.device.type == "cuda" else None
+            self.g_step, self.mpd_step, self.msd_step = (DistributedDataParallel(m, device_ids=ids)
+                                                         for m in (self.generator, self.mpd, self.msd))
+        self.segments = segment_stream(train, args.batch_size, args.seed * ranks.world + ranks.rank, self.epoch,
+                                       args.workers)
+
+    def set_lr(self, optimizer: torch.optim.Optimizer, start: int) -> None:
+        for group in optimizer.param_groups:
+            group["lr"] = self.args.lr * lr_factor(self.step, start, self.args.warmup, math.inf, 1.0)
+
+    def forward_backward(self) -> tuple[dict[str, Tensor], Tensor]:
+        """A discriminator step (from ``d_start`` on), then the generator's losses and gradients; the
+        generator's step is taken when its total loss is finite on every rank."""
+        self.epoch, (mel, wav) = next(self.segments)
+        mel = mel.to(self.device, non_blocking=True).transpose(1, 2)
+        real = wav.to(self.device, non_blocking=True)[:, None]
+        with self.amp:
+            fake = self.g_step(mel)
+        terms: dict[str, Tensor] = {}
+        if self.step >= self.d_start:
+            self.set_lr(self.opt_d, self.d_start)
+            loss_d = discriminator_step_loss(real, fake.detach(), self.mpd_step, self.msd_step, self.amp)
+            self.opt_d.zero_grad(set_to_none=True)
+            loss_d.backward()
+            self.opt_d.step()
+            terms["disc"] = loss_d
+        self.set_lr(self.opt_g, self.optimizer_start)
+        adversarial = self.step >= self.d_start + self.args.d_warmup
+        with frozen(self.mpd, self.msd):
+            terms.update(generator_step_losses(real, fake, self.mpd, self.msd, adversarial, self.amp,
+                                               self.args.mel_weight, self.args.stft_weight))
+            self.opt_g.zero_grad(set_to_none=True)
+            terms["total"].backward()
+        return terms, terms["total"]
+
+    def optimizer_step(self) -> None:
+        self.opt_g.step()
+
+    def validate(self, plot: Path) -> dict[str, float]:
+        return validate(self.generator, self.val, self.device, plot, self.out / "sample.wav", self.step)
+
+    def record(self) -> dict[str, Any]:
+        a = self.args
+        return {"variant": self.ckpt.config.vocoder.variant, "batch_size": a.batch_size * self.ranks.world,
+                "segment_frames": a.segment_frames, "lr": a.lr, "gan_start": a.gan_start, "mel_weight": a.mel_weight,
+                "stft_weight": a.stft_weight, "amp": a.amp,
+                "training_mels": "teacher-forced" if "gta" in self.corpus_summary else "ground truth"}
+
+    def checkpoint(self, info: dict[str, Any]) -> Checkpoint:
+        return Checkpoint(self.ckpt.config, self.ckpt.acoustic, self.generator, both_trained(info), info)
+
+    def training_state(self) -> dict[str, Any]:
+        return {"mpd": self.mpd.state_dict(), "msd": self.msd.state_dict(), "opt_g": self.opt_g.state_dict(),
+                "opt_d": self.opt_d.state_dict(), "d_start": self.d_start}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)
-    budget = Budget(args.minutes)
-    ranks = join_ranks()
-    device = pick_device(args.device or ranks.device, fixed_shapes=True)
-    torch.manual_seed(args.seed)
-    ckpt, state = start_run(args.out, args.resume, args.init,
-                            fresh_config(args.frames_per_step, args.vocoder_variant), args.seed)
-    record = part_info(ckpt, "vocoder")
-    first_step, epoch = int(record.get("steps", 0)), int(record.get("epochs", 0))
-    # Discriminators are fresh in every run but a resumed one.
-    d_start = int(state["d_start"]) if state is not None else max(args.gan_start, first_step)
-    optimizer_start = int(state["optimizer_start"]) if state is not None else first_step
-
-    train = VocoderDataset(args.data, "train", args.segment_frames, seed=args.seed)
-    val = VocoderDataset(train.corpus, "val", None, seed=args.seed)
-    val.entries = val.entries[: args.val_utterances]
-    train.entries = train.entries[ranks.rank :: ranks.world]
-    if ranks.main:
-        print(f"[vocoder] {len(train) * ranks.world} train utterances, HiFi-GAN {ckpt.config.vocoder.variant}, "
-              f"device {device} x {ranks.world} ranks, batch {args.batch_size} x {args.segment_frames} frames "
-              f"per rank, start step {first_step}, discriminators from step {d_start}", flush=True)
-
-    generator = ckpt.generator.to(device).train()
-    mpd, msd = MultiPeriodDiscriminator().to(device).train(), MultiScaleDiscriminator().to(device).train()
-    opt_g = torch.optim.AdamW(generator.parameters(), lr=args.lr, betas=(0.8, 0.99))
-    opt_d = torch.optim.AdamW([*mpd.parameters(), *msd.parameters()], lr=args.lr, betas=(0.8, 0.99))
-    if state is not None:
-        for name, obj in (("mpd", mpd), ("msd", msd), ("opt_g", opt_g), ("opt_d", opt_d)):
-            obj.load_state_dict(state[name])
-    amp = autocast(args.amp, device)
-    # The optimizers hold the modules' own parameters; the DDP wrappers only average their gradients.
-    g_step, mpd_step, msd_step = generator, mpd, msd
-    if ranks.world > 1:
-        g_step, mpd_step, msd_step = (DistributedDataParallel(m, device_ids=[device] if device.type == "cuda"
-                                                              else None) for m in (generator, mpd, msd))
-    out = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    log = JsonlLog(out / "losses.jsonl")
-    progress = Progress("vocoder", budget, first_step, args.steps)
-    mean = Mean()
-    step, skipped = first_step, 0
-    history = list(record.get("history", []))
-
-    def checkpoint(val_losses: dict[str, float]) -> None:
-        history.append({"step": step, **{k: round(v, 5) for k, v in val_losses.items()}})
-        runs = [*record.get("runs", []), run_record(MODULE, argv, first_step, step, budget.elapsed / 60, device,
-                                                    ranks.world)]
-        info = {**ckpt.info, "data": corpus_info(train.corpus.summary),
-                "vocoder": {"steps": step, "epochs": epoch, "variant": ckpt.config.vocoder.variant,
-                            "batch_size": args.batch_size * ranks.world, "segment_frames": args.segment_frames,
-                            "lr": args.lr,
-                            "gan_start": args.gan_start, "mel_weight": args.mel_weight,
-                            "stft_weight": args.stft_weight, "amp": args.amp,
-                            "training_mels": "teacher-forced" if "gta" in train.corpus.summary else "ground truth",
-                            "last_val": history[-1], "history": history, "runs": runs}}
-        Checkpoint(ckpt.config, ckpt.acoustic, generator, both_trained(info), info).save(out / CHECKPOINT_FILE)
-        save_state(out, {"mpd": mpd.state_dict(), "msd": msd.state_dict(), "opt_g": opt_g.state_dict(),
-                         "opt_d": opt_d.state_dict(), "optimizer_start": optimizer_start, "d_start": d_start})
-        plot_losses(out / "losses.png", log.rows(), ("mel", "stft", "adv", "fm", "disc", "mel_l1"), "vocoder losses")
-
-    def run_validation() -> dict[str, float]:
-        plot = out / "plots" / f"step-{step:06d}.png"
-        result = validate(generator, val, device, plot, out / "sample.wav", step)
-        (out / "latest.png").write_bytes(plot.read_bytes())
-        log.write({"kind": "val", "step": step, "epoch": epoch, "minutes": round(budget.elapsed / 60, 2), **result})
-        print(f"[vocoder] val step {step}: mel_l1 {result['mel_l1']:.4f}", flush=True)
-        return result
-
-    def set_lr(optimizer: torch.optim.Optimizer, start: int) -> None:
-        for group in optimizer.param_groups:
-            group["lr"] = args.lr * lr_factor(step, start, args.warmup, math.inf, 1.0)
-
-    def done(at_step: int) -> bool:
-        return budget.expired() or (args.steps is not None and at_step >= args.steps)
-
-    def agree(total: Tensor) -> tuple[bool, bool]:
-        """(every rank's loss is finite, rank 0's budget or step limit says stop after this step)."""
-        stop_here = done(step + 1) and ranks.main
-        flags = torch.stack([total.detach().float(), torch.tensor(float(stop_here), device=device)])
-        if ranks.world > 1:
-            torch.distributed.all_reduce(flags)
-        finite, stop = flags.tolist()
-        return math.isfinite(finite), stop > 0
-
-    stream = segment_stream(train, args.batch_size, args.seed * ranks.world + ranks.rank, epoch, args.workers)
-    stop = done(step)
-    while not stop:
-        epoch, (mel, wav) = next(stream)
-        mel = mel.to(device, non_blocking=True).transpose(1, 2)
-        real = wav.to(device, non_blocking=True)[:, None]
-        with amp:
-            fake = g_step(mel)
-        terms: dict[str, Any] = {}
-        if step >= d_start:
-            set_lr(opt_d, d_start)
-            loss_d = discriminator_step_loss(real, fake.detach(), mpd_step, msd_step, amp)
-            opt_d.zero_grad(set_to_none=True)
-            loss_d.backward()
-            opt_d.step()
-            terms["disc"] = loss_d
-        set_lr(opt_g, optimizer_start)
-        with frozen(mpd, msd):
-            terms.update(generator_step_losses(real, fake, mpd, msd, step >= d_start + args.d_warmup, amp,
-                                               args.mel_weight, args.stft_weight))
-            opt_g.zero_grad(set_to_none=True)
-            terms["total"].backward()
-        finite, stop = agree(terms["total"])
-        if not finite:
-            skipped += 1
-            if skipped > 20:
-                raise RuntimeError(f"{skipped} steps with a non-finite generator loss; stopping")
-            continue
-        opt_g.step()
-        step += 1
-        if not ranks.main:
-            continue
-        mean.add(terms)
-        if step % 100 == 0:
-            row = mean.read()
-            log.write({"kind": "train", "step": step, "epoch": epoch, "minutes": round(budget.elapsed / 60, 2), **row})
-            progress.update(step, row)
-        if step % args.val_every == 0 and not stop:
-            checkpoint(run_validation())
-    if ranks.main:
-        checkpoint(run_validation())
-        progress.update(step, {"skipped": skipped}, force=True)
-        print(f"[vocoder] done at step {step} after {budget.elapsed / 60:.1f} min -> {out / CHECKPOINT_FILE}",
-              flush=True)
-    if ranks.world > 1:
+    run = VocoderRun(parse_args(argv), argv)
+    status = run.run()
+    if run.ranks.world > 1:
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
-    return 0
+    return status
 
 
 if __name__ == "__main__":

@@ -24,8 +24,9 @@ import triton_python_backend_utils as pb_utils
 
 from tts_triton import audio, contract
 from tts_triton.config import ModelConfig
+from tts_triton.errors import InvalidInput
 from tts_triton.serving.pipeline import Cancelled, Chunk
-from tts_triton.serving.service import InvalidInput, TTSService, parse_request
+from tts_triton.serving.service import TTSService, parse_request
 from tts_triton.triton.utils import parameters
 from tts_triton.voices import VoiceBank
 
