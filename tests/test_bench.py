@@ -16,12 +16,11 @@ from tts_triton.bench import (
     RequestRecord,
     diff_stats,
     flatten_stats,
-    markdown_table,
     percentile,
     render_markdown,
     summarize,
-    text_table,
 )
+from tts_triton.tables import markdown_table, text_table
 
 
 @pytest.mark.parametrize("q", [0, 10, 50, 90, 99, 100])

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tts_triton.tables import markdown_table, text_table
+
 __all__ = [
     "SENTENCES",
     "CpuSample",
@@ -45,12 +47,10 @@ __all__ = [
     "diff_stats",
     "flatten_stats",
     "main",
-    "markdown_table",
     "percentile",
     "render_markdown",
     "run_level",
     "summarize",
-    "text_table",
 ]
 
 #: The request mix, cycled in this order: (kind, text). Request i of a level speaks ``SENTENCES[i % 6]``.
@@ -300,27 +300,6 @@ def model_row(m: ModelDelta) -> list[str]:
     """One row of a per-model statistics table (headers :data:`MODEL_HEADERS`)."""
     return [m.name, str(m.requests), str(m.failures), str(m.executions), _num(m.avg_batch, 2), _num(m.queue_ms, 2),
             _num(m.compute_ms, 2)]
-
-
-def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
-    """A GitHub Markdown table; the first ``left`` columns are left-aligned, the others right-aligned.
-    ``|`` in cells is escaped."""
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
-
-    align = ["---" if i < left else "---:" for i in range(len(headers))]
-    return "\n".join([line(headers), "|" + "|".join(align) + "|", *(line(r) for r in rows)])
-
-
-def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A plain-text table padded for a terminal; columns after the first are right-aligned."""
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths,
-                                                                                             strict=True)))
-
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
 
 @dataclass(frozen=True)
