@@ -29,6 +29,7 @@ from tts_triton.bench import (
     gpu_memory_bytes,
     main,
     percentile,
+    plot,
     ratio_row,
     render_markdown,
     report_json,
@@ -274,6 +275,13 @@ def test_render_markdown_says_na_without_gpu_metrics() -> None:
     report.memory = [MemorySample("start", 0.0, None)]
     assert "n/a: the server reports no `nv_gpu_memory_used_bytes`" in render_markdown(report)
     assert "Against the eager baseline" not in render_markdown(report)
+
+
+def test_plot_draws_before_any_level_and_with_failed_levels(tmp_path: Path) -> None:
+    failed = summarize(LevelResult(concurrency=4, records=[], loaded_seconds=0.0))  # NaN everywhere
+    plot([], [], tmp_path / "empty.png", "before the first level")
+    plot([failed, *SERVED], EAGER, tmp_path / "full.png", "levels and baseline")
+    assert (tmp_path / "empty.png").stat().st_size > 1000 and (tmp_path / "full.png").stat().st_size > 10_000
 
 
 def test_report_json_is_strict_and_keeps_every_request() -> None:

@@ -1002,23 +1002,24 @@ def plot(summaries: Sequence[LevelSummary], baseline: Sequence[LevelSummary], pa
     )
     for ax, name, unit, series in panels:
         for label, attr, marker in series:
-            ax.plot([s.concurrency for s in summaries], [getattr(s, attr) for s in summaries], marker=marker,
-                    label=label)
-            if baseline:
-                ax.plot([b.concurrency for b in baseline], [getattr(b, attr) for b in baseline], marker=marker,
-                        linestyle="--", color="grey", label=f"eager {label}")
+            for levels, style in ((summaries, {}), (baseline, {"linestyle": "--", "color": "grey"})):
+                points = [(s.concurrency, getattr(s, attr)) for s in levels if getattr(s, attr) > 0]
+                if points:  # log axes: NaN and zero (nothing measured) are left out
+                    ax.plot(*zip(*points, strict=True), marker=marker, **style,
+                            label=label if levels is summaries else f"eager {label}")
         ax.set_title(name)
         ax.set_ylabel(unit)
+        ax.set_yscale("log")
     axes[1].axhline(1.0, color="black", linestyle=":", linewidth=1, label="real time")
-    ticks = sorted({s.concurrency for s in [*summaries, *baseline]})
+    ticks = sorted({s.concurrency for s in [*summaries, *baseline]}) or [1]
     for ax in axes:
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
         ax.set_xticks(ticks, [str(c) for c in ticks])
         ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
         ax.set_xlabel("concurrent streams")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
