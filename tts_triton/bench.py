@@ -38,6 +38,7 @@ import multiprocessing
 import os
 import platform
 import shlex
+import subprocess
 import sys
 import time
 import urllib.error
@@ -579,8 +580,10 @@ def _method_section(report: Report) -> list[str]:
         "machine); the rest was used by other processes.\n",
         "- Per-model statistics: Triton's `get_inference_statistics` before and after each level (after the "
         "server went idle), diffed; they include the fillers' work.\n",
-        f"- GPU memory: Triton's `{GPU_MEMORY_METRIC}` from its metrics endpoint, summed over GPUs, read before the "
-        "first level, after each level and at the end, and every few seconds during the soak (`--soak`).\n",
+        f"- GPU memory: Triton's `{GPU_MEMORY_METRIC}` from its metrics endpoint, summed over GPUs (device-wide: "
+        "every process on them; the bench process itself holds no GPU memory, the baseline's child has exited), "
+        "read before the first level, after each level and at the end, and every few seconds during the soak "
+        "(`--soak`).\n",
         "\n### Sentence set\n\n",
         markdown_table(("kind", "text", "phoneme ids", "guard audio s", "measured audio s (median)"),
                        report.sentences, left=2),
@@ -673,7 +676,7 @@ def report_json(report: Report) -> str:
     summaries = {name: [dataclasses.asdict(summarize(level)) for level in levels] for name, levels in
                  (("levels", report.levels), ("baseline", report.baseline),
                   ("soak", [report.soak] if report.soak else []))}
-    return json.dumps(_plain({"report": report, "summaries": summaries}), indent=1)
+    return json.dumps(_plain({"report": report, "summaries": summaries}), separators=(",", ":"))
 
 
 # --------------------------------------------------------------------------- measuring
@@ -905,8 +908,19 @@ def _version(package: str) -> str:
         return "not installed"
 
 
+def describe_gpus() -> str:
+    """The GPUs ``nvidia-smi`` lists (name, memory, driver), or '' where there is none."""
+    try:
+        listed = subprocess.run(["nvidia-smi", "--query-gpu=index,name,memory.total,driver_version",
+                                 "--format=csv,noheader"], capture_output=True, text=True, timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    lines = [line.strip() for line in listed.stdout.splitlines() if line.strip()]
+    return f"{len(lines)}: " + "; ".join(lines) if lines else ""
+
+
 def describe_machine() -> list[tuple[str, str]]:
-    """CPU model, cores, virtualisation, memory, OS and the client-side package versions."""
+    """CPU model, cores, virtualisation, GPUs, memory, OS and the client-side package versions."""
     cpuinfo = _read("/proc/cpuinfo")
     model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
                  platform.processor() or "unknown")
@@ -919,11 +933,12 @@ def describe_machine() -> list[tuple[str, str]]:
                     if line.startswith("PRETTY_NAME=")), platform.system())
     return [
         ("CPU", f"{model}; {os.cpu_count()} logical CPUs ({usable} usable by this process); {kind}"),
+        *([("GPU", gpus)] if (gpus := describe_gpus()) else []),
         ("Memory", f"{mem_kb / 2**20:.1f} GiB" if mem_kb else "unknown"),
         ("OS", f"{os_name}, kernel {platform.release()}"),
         ("Python", platform.python_version()),
         ("Packages", ", ".join(f"{p} {_version(p)}" for p in ("onnxruntime", "tritonclient", "nvidia-pytriton",
-                                                                "numpy"))),
+                                                                "numpy", "torch"))),
     ]
 
 
