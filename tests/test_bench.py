@@ -3,8 +3,11 @@ eager-baseline ratios and targets, report rendering; and one short run against t
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import os
+import sysconfig
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +18,7 @@ from tts_triton.bench import (
     MODEL_HEADERS,
     RATIO_HEADERS,
     TARGETS,
+    BundleServer,
     CpuSample,
     LevelResult,
     LevelSummary,
@@ -24,6 +28,7 @@ from tts_triton.bench import (
     RequestRecord,
     baseline_pairs,
     best_level,
+    bundle_install,
     diff_stats,
     flatten_stats,
     gpu_memory_bytes,
@@ -31,11 +36,14 @@ from tts_triton.bench import (
     percentile,
     plot,
     ratio_row,
+    reference_level,
     render_markdown,
     report_json,
+    run_baseline,
     summarize,
     target_rows,
 )
+from tts_triton.server import TritonNotFoundError
 from tts_triton.tables import markdown_table, text_table
 
 
@@ -251,6 +259,18 @@ def test_target_rows_without_baseline_gpu_or_qualifying_level() -> None:
     assert rows[5][1] == rows[6][1] == "n/a (no GPU metrics)"
 
 
+def test_reference_run_scales_the_best_aggregate() -> None:
+    report = _report(trained=True)
+    report.levels = [LevelResult(concurrency=c, records=[RequestRecord(index=0, measured=True, start=0.0,
+                                                                      first_chunk=0.05, end=1.0, audio_seconds=a)],
+                                 loaded_seconds=1.0) for c, a in ((1, 100.0), (64, 800.0))]
+    reference = reference_level(report_json(report))
+    assert (reference.concurrency, reference.audio_per_second) == (64, 800.0)
+    rows = target_rows(SERVED, EAGER, None, None, 0, reference)
+    assert rows[-1][1:] == ["1.88x (reference: 800x at concurrency 64)", "yes"]  # 1500 / 800
+    assert len(target_rows(SERVED, EAGER, None, None, 0)) == len(rows) - 1
+
+
 def test_render_markdown_with_baseline_memory_and_soak() -> None:
     report = _report(trained=True)
     report.runtime, report.baseline_runtime = "triton torch-cuda", "eager cuda"
@@ -319,3 +339,29 @@ def test_bench_refuses_a_cuda_baseline_without_cuda(capsys: pytest.CaptureFixtur
         pytest.skip("this host has CUDA")
     assert main(["--baseline-device", "cuda"]) == 2
     assert "torch sees no CUDA GPU" in capsys.readouterr().err
+
+
+def test_bundle_install_names_what_is_missing_and_its_server_keeps_libdir_off_the_library_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(TritonNotFoundError, match="stub/triton_python_backend_stub"):
+        bundle_install(tmp_path)
+    for name in ("bin/tritonserver", "stub/triton_python_backend_stub", "backends/python/libtriton_python.so",
+                 "backends/python/triton_python_backend_utils.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).touch()
+    (tmp_path / "libs").mkdir()
+    (tmp_path / "caches").mkdir()
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/pylib")
+    server = BundleServer(tmp_path, install=bundle_install(tmp_path))
+    assert server.environment()["LD_LIBRARY_PATH"] == f"{tmp_path / 'libs'}{os.pathsep}/opt/pylib"
+    assert sysconfig.get_config_var("LIBDIR") not in server.environment()["LD_LIBRARY_PATH"].split(os.pathsep)
+
+
+def test_a_failing_baseline_is_reported_not_fatal() -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this host has CUDA")
+    args = argparse.Namespace(baseline_concurrency=[1], requests=1, seconds=1.0, grace=1.0, warmup=0)
+    levels, note = run_baseline(args, "cuda", print)  # the child cannot move the stages to CUDA
+    assert levels == []
+    assert note.startswith("**The eager baseline on cuda failed**")

@@ -80,7 +80,9 @@ __all__ = [
     "ratio_row",
     "read_gpu_memory",
     "render_markdown",
+    "reference_level",
     "report_json",
+    "run_baseline",
     "run_level",
     "run_soak",
     "summarize",
@@ -100,7 +102,7 @@ SENTENCES: tuple[tuple[str, str], ...] = (
 MODELS = ("tts", "encode", "text_encoder", "style_encoder", "decoder", "vocoder")
 _COUNTERS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output")
 MAX_CONCURRENCY = 256
-_REPORT_EVERY = 15.0  # seconds between progress lines within a level
+_REPORT_EVERY = 10.0  # seconds between progress lines within a level
 _UNEVEN_LOAD = 10.0  # percentage points of other processes' CPU share between levels that void the comparison
 
 
@@ -393,7 +395,8 @@ class MemoryTrend:
 
 @dataclass(frozen=True)
 class Targets:
-    """Issue 12's targets for one GPU; the two-GPU target (aggregate >= 1.8x one GPU) needs a second run."""
+    """Issue 12's targets; the two-GPU one compares this run's best aggregate with an earlier run's
+    (``--reference``)."""
 
     first_chunk_p50_c1_ms: float = 10.0
     p99_ms: float = 100.0
@@ -404,6 +407,7 @@ class Targets:
     rtf_vs_baseline: float = 3.0
     memory_bytes: float = 6e9
     memory_growth_bytes: float = 64 * 2**20  # what counts as "no growth" over the soak
+    scale_vs_reference: float = 1.8  # two GPUs against one (--reference: the one-GPU run's JSON)
 
 
 TARGETS = Targets()
@@ -445,9 +449,11 @@ def _verdict(value: float, limit: float, at_least: bool = False) -> str:
 
 
 def target_rows(served: Sequence[LevelSummary], baseline: Sequence[LevelSummary], memory: MemoryTrend | None,
-                soak: MemoryTrend | None, soak_requests: int, t: Targets = TARGETS) -> list[list[str]]:
-    """(target, measured, met) for each of :class:`Targets`, from this run's numbers only; ``memory`` is the trend of
-    every GPU memory sample, ``soak`` that of the soak's, which ran ``soak_requests`` requests (0: no soak)."""
+                soak: MemoryTrend | None, soak_requests: int, reference: LevelSummary | None = None,
+                t: Targets = TARGETS) -> list[list[str]]:
+    """(target, measured, met) for each of :class:`Targets`, from this run's numbers; ``memory`` is the trend of
+    every GPU memory sample, ``soak`` that of the soak's, which ran ``soak_requests`` requests (0: no soak);
+    ``reference``, the best level of an earlier run to scale against (the two-GPU row appears only with it)."""
     by_c = {s.concurrency: s for s in served}
     eager = {b.concurrency: b for b in baseline}
     nan = LevelSummary(0, 0, 0, 0, 0, *([math.nan] * 11))
@@ -457,6 +463,11 @@ def target_rows(served: Sequence[LevelSummary], baseline: Sequence[LevelSummary]
     rtf = _ratio(eager.get(1, nan).rtf_mean, c1.rtf_mean)
     peak = memory.peak if memory else math.nan
     growth = soak.growth if soak else math.nan
+    scale = _ratio(best.audio_per_second if best else math.nan, reference.audio_per_second if reference else math.nan)
+    scaled = ([[f">= {t.scale_vs_reference:g}x the aggregate of the --reference run (two GPUs against one; best "
+                f"levels with p99 <= {t.best_p99_ms:g} ms)", f"{_num(scale, 2)}x (reference: "
+                f"{_num(reference.audio_per_second, 0)}x at concurrency {reference.concurrency})",
+                _verdict(scale, t.scale_vs_reference, at_least=True)]] if reference else [])
     return [
         [f"first chunk p50 <= {t.first_chunk_p50_c1_ms:g} ms at concurrency 1", f"{_num(c1.first_chunk_p50, 1)} ms",
          _verdict(c1.first_chunk_p50, t.first_chunk_p50_c1_ms)],
@@ -477,7 +488,15 @@ def target_rows(served: Sequence[LevelSummary], baseline: Sequence[LevelSummary]
          f"{growth / 2**20:+,.0f} MiB over {soak_requests} requests" if soak
          else "n/a (no GPU metrics)" if soak_requests else "no soak (--soak N)",
          _verdict(growth, t.memory_growth_bytes)],
+        *scaled,
     ]
+
+
+def reference_level(report_json_text: str, p99_ms: float = TARGETS.best_p99_ms) -> LevelSummary | None:
+    """The best served level (:func:`best_level`) of an earlier run's ``--json`` dump."""
+    levels = json.loads(report_json_text)["summaries"]["levels"]
+    return best_level([LevelSummary(**{k: math.nan if v is None else v for k, v in level.items()})
+                       for level in levels], p99_ms)
 
 
 @dataclass
@@ -485,7 +504,8 @@ class Report:
     """What the Markdown report is made of; main fills it in level by level. ``machine`` and ``server`` are
     (label, value) pairs; ``sentences`` rows are (kind, text, phoneme ids, max-steps guard audio s, median measured
     audio s). ``runtime`` names the served levels' runtime, ``baseline_runtime`` the eager baseline's; ``memory``
-    holds the GPU memory samples of the sweep, ``soak_memory`` those of the soak."""
+    holds the GPU memory samples of the sweep, ``soak_memory`` those of the soak; ``notes`` go above the results;
+    ``reference`` is the best level of an earlier run (``--reference``)."""
 
     date: str
     command: str
@@ -505,6 +525,8 @@ class Report:
     memory: list[MemorySample] = field(default_factory=list)
     soak: LevelResult | None = None
     soak_memory: list[MemorySample] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    reference: LevelSummary | None = None
 
     def rows(self) -> list[tuple[str, LevelSummary]]:
         """(runtime, summary) of every level: served, eager baseline, soak."""
@@ -610,7 +632,8 @@ def _memory_section(report: Report) -> list[str]:
 def _results_section(report: Report) -> list[str]:
     served = [summarize(level) for level in report.levels]
     baseline = [summarize(level) for level in report.baseline]
-    parts = ["\n\n## Results\n\n", markdown_table(LEVEL_HEADERS, [level_row(s, r) for r, s in report.rows()], left=2),
+    parts = ["\n\n## Results\n\n", "".join(f"> {note}\n\n" for note in report.notes),
+             markdown_table(LEVEL_HEADERS, [level_row(s, r) for r, s in report.rows()], left=2),
              "\n\n", f"![latency and throughput against concurrency]({report.plot})\n\n"]
     pairs = baseline_pairs(served, baseline)
     if pairs:
@@ -622,7 +645,7 @@ def _results_section(report: Report) -> list[str]:
               markdown_table(("target", "measured", "met"), left=3, rows=
                              target_rows(served, baseline, MemoryTrend.of([*report.memory, *report.soak_memory]),
                                          MemoryTrend.of(report.soak_memory),
-                                         sum(r.measured for r in soak.records) if soak else 0)),
+                                         sum(r.measured for r in soak.records) if soak else 0, report.reference)),
               "\n\n### Per-model Triton statistics, per level\n\n"]
     for level in [*report.levels, *([report.soak] if report.soak else [])]:
         parts += [f"Concurrency {level.concurrency}{' (soak)' if level is report.soak else ''}:\n\n",
@@ -1087,6 +1110,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", type=Path, default=Path("docs/bench/concurrency.png"),
                    help="PNG plot (default %(default)s)")
     p.add_argument("--json", type=Path, help="also dump every raw number as JSON here, rewritten after every level")
+    p.add_argument("--reference", type=Path,
+                   help="the --json dump of an earlier run (one GPU) whose best aggregate this run's is compared with "
+                        "(issue 12: two GPUs >= 1.8x one)")
     return p
 
 
@@ -1285,13 +1311,18 @@ def _baseline_device(choice: str) -> str | None:
     return "cuda" if available else None
 
 
-def _run_baseline(args: argparse.Namespace, device: str, say: Callable[[str], None]) -> list[LevelResult]:
-    """:func:`measure_baseline` in a child process (its device memory is gone when it exits)."""
+def run_baseline(args: argparse.Namespace, device: str, say: Callable[[str], None]) -> tuple[list[LevelResult], str]:
+    """:func:`measure_baseline` in a child process (its device memory is gone when it exits): (levels, '') or, when
+    it failed, ([], what went wrong), so that the served levels are still measured."""
     plan = BaselinePlan(device, tuple(args.baseline_concurrency), args.requests, args.seconds, args.grace,
                         args.warmup)
     say(f"eager baseline on {device} at c={' '.join(map(str, plan.concurrency))} (in a child process) ...")
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(measure_baseline, plan).result()
+    try:
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            return pool.submit(measure_baseline, plan).result(), ""
+    except Exception as err:  # anything the child raised, or its death: reported, and the run goes on
+        say(f"error: the eager baseline failed: {type(err).__name__}: {err}")
+        return [], f"**The eager baseline on {device} failed**: `{type(err).__name__}: {err}`"
 
 
 def _check(args: argparse.Namespace) -> str | None:
@@ -1328,11 +1359,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if device is None:
         say("eager baseline: not measured (--baseline-device none, or auto without CUDA)")
+    try:
+        reference = reference_level(args.reference.read_text()) if args.reference else None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        parser().error(f"--reference {args.reference}: not a bench --json dump ({type(err).__name__}: {err})")
+    levels, failure = run_baseline(args, device, say) if device else ([], "")
     baseline = Report(date=date, command=command, machine=describe_machine(), server=[], trained=None, settings={},
                       levels=[], sentences=[], plot=os.path.relpath(args.plot.resolve(), args.out.resolve().parent),
-                      warmup=args.warmup, seconds=args.seconds, grace=args.grace,
-                      baseline=_run_baseline(args, device, say) if device else [],
-                      baseline_runtime=f"eager {device}")
+                      warmup=args.warmup, seconds=args.seconds, grace=args.grace, baseline=levels,
+                      baseline_runtime=f"eager {device}", notes=[failure] if failure else [], reference=reference)
     try:
         with _server(args, say) as target:
             report = asyncio.run(_bench(args, target, baseline, say))
