@@ -365,3 +365,13 @@ def test_a_failing_baseline_is_reported_not_fatal() -> None:
     levels, note = run_baseline(args, "cuda", print)  # the child cannot move the stages to CUDA
     assert levels == []
     assert note.startswith("**The eager baseline on cuda failed**")
+
+
+def test_bench_refuses_a_gpu_target_without_cuda(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this host has CUDA")
+    assert main(["--target", "torch-cuda", "--baseline-device", "none", "--model-repository",
+                 str(tmp_path / "repo")]) == 2
+    assert "--target torch-cuda needs a CUDA GPU" in capsys.readouterr().err
+    assert not (tmp_path / "repo").exists()  # refused before building anything

@@ -1203,7 +1203,7 @@ class _Run:
     report: Report
     model_config: str
     title: str
-    started: float = field(default_factory=lambda: _now())
+    started: float = field(default_factory=_now)
     say: Callable[[str], None] = print
 
     def clock(self) -> float:
@@ -1261,15 +1261,14 @@ async def _soak(run: _Run, server: Any, client: Any, target: Target) -> None:
     level.models = diff_stats(before, await _wait_idle(server))
     run.report.soak, run.report.soak_memory = level, samples
     trend = MemoryTrend.of(samples)
-    run.say(level_line(summarize(level), "soak") + ("; GPU memory growth " + f"{trend.growth / 2**20:+,.0f} MiB"
-                                                    if trend else "; GPU memory n/a"))
+    growth = f"{trend.growth / 2**20:+,.0f} MiB" if trend else "n/a"
+    run.say(f"{level_line(summarize(level), 'soak')}; GPU memory growth {growth}")
     run.publish()
 
 
-async def _bench(args: argparse.Namespace, target: Target, baseline: Report,
-                 say: Callable[[str], None]) -> Report:
-    """Describe the server, then warm-up, sweep and soak, publishing the report after every step; ``baseline``
-    carries the date, command, machine and eager levels measured before the server started."""
+async def _bench(args: argparse.Namespace, target: Target, seed: Report, say: Callable[[str], None]) -> Report:
+    """Describe the server, then warm-up, sweep and soak, publishing the report after every step; ``seed`` carries
+    the date, command, machine and the eager levels measured before the server started."""
     import tritonclient.grpc.aio as grpcclient_aio
 
     from tts_triton.client import AsyncTTSClient
@@ -1279,7 +1278,7 @@ async def _bench(args: argparse.Namespace, target: Target, baseline: Report,
         info = await describe_server(server, target.url, target.repository)
         if info.trained is not True:
             say("note: the served weights are not trained; see the report")
-        report = dataclasses.replace(baseline, server=info.facts, trained=info.trained, settings=info.settings,
+        report = dataclasses.replace(seed, server=info.facts, trained=info.trained, settings=info.settings,
                                      runtime=target.runtime)
         checkpoint = info.parameters.get("checkpoint_name", "?")
         run = _Run(args, report, info.parameters.get("model_config", ""), say=say,
@@ -1364,13 +1363,13 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, TypeError) as err:
         parser().error(f"--reference {args.reference}: not a bench --json dump ({type(err).__name__}: {err})")
     levels, failure = run_baseline(args, device, say) if device else ([], "")
-    baseline = Report(date=date, command=command, machine=describe_machine(), server=[], trained=None, settings={},
-                      levels=[], sentences=[], plot=os.path.relpath(args.plot.resolve(), args.out.resolve().parent),
-                      warmup=args.warmup, seconds=args.seconds, grace=args.grace, baseline=levels,
-                      baseline_runtime=f"eager {device}", notes=[failure] if failure else [], reference=reference)
+    seed = Report(date=date, command=command, machine=describe_machine(), server=[], trained=None, settings={},
+                  levels=[], sentences=[], plot=os.path.relpath(args.plot.resolve(), args.out.resolve().parent),
+                  warmup=args.warmup, seconds=args.seconds, grace=args.grace, baseline=levels,
+                  baseline_runtime=f"eager {device}", notes=[failure] if failure else [], reference=reference)
     try:
         with _server(args, say) as target:
-            report = asyncio.run(_bench(args, target, baseline, say))
+            report = asyncio.run(_bench(args, target, seed, say))
     except (InferenceServerException, TTSError, TritonServerError) as err:
         print(f"error: benchmark of {args.url or 'the embedded server'} failed: {err}", file=sys.stderr)
         return 2
