@@ -9,6 +9,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 site=${1:-$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')}
+root_literal=$(python3 -c 'import sys; print(repr(sys.argv[1]))' "$root")
 cat > "$site/tts_triton_checkout.py" <<PY
 """Import hook written by scripts/gpu/checkout-path.sh for the tts-triton checkout at ROOT: the packages that
 setup.py's MAPPED takes from other folders are loaded from there."""
@@ -18,7 +19,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-ROOT = Path(${root@Q})
+ROOT = Path($root_literal)
 
 
 def _mapped() -> dict[str, str]:
