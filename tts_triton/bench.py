@@ -1197,7 +1197,8 @@ class BundleServer(TritonServer):
 
 @dataclass
 class _Run:
-    """One benchmark run in progress: the arguments, the report being filled in, where it is written."""
+    """One benchmark run in progress: the arguments, the report being filled in, the served model config (for the
+    sentence table) and the plot's title."""
 
     args: argparse.Namespace
     report: Report
@@ -1266,9 +1267,8 @@ async def _soak(run: _Run, server: Any, client: Any, target: Target) -> None:
     run.publish()
 
 
-async def _bench(args: argparse.Namespace, target: Target, seed: Report, say: Callable[[str], None]) -> Report:
-    """Describe the server, then warm-up, sweep and soak, publishing the report after every step; ``seed`` carries
-    the date, command, machine and the eager levels measured before the server started."""
+async def _bench(run: _Run, target: Target) -> None:
+    """Describe the server into ``run.report``, then warm-up, sweep and soak, publishing after every step."""
     import tritonclient.grpc.aio as grpcclient_aio
 
     from tts_triton.client import AsyncTTSClient
@@ -1277,25 +1277,24 @@ async def _bench(args: argparse.Namespace, target: Target, seed: Report, say: Ca
     try:
         info = await describe_server(server, target.url, target.repository)
         if info.trained is not True:
-            say("note: the served weights are not trained; see the report")
-        report = dataclasses.replace(seed, server=info.facts, trained=info.trained, settings=info.settings,
-                                     runtime=target.runtime)
-        checkpoint = info.parameters.get("checkpoint_name", "?")
-        run = _Run(args, report, info.parameters.get("model_config", ""), say=say,
-                   title=f"tts over gRPC ({target.runtime}), checkpoint {checkpoint}"
-                         f"{'' if info.trained else ' (UNTRAINED)'}, {report.date}")
+            run.say("note: the served weights are not trained; see the report")
+        report = run.report
+        report.server, report.trained, report.settings = info.facts, info.trained, info.settings
+        report.runtime = target.runtime
+        run.model_config = info.parameters.get("model_config", "")
+        run.title = (f"tts over gRPC ({target.runtime}), checkpoint {info.parameters.get('checkpoint_name', '?')}"
+                     f"{'' if info.trained else ' (UNTRAINED)'}, {report.date}")
         await run.memory("start", target.metrics_url)
         run.publish()
         async with AsyncTTSClient(target.url) as client:
-            await _warm_up(client, args.warmup, say)
+            await _warm_up(client, run.args.warmup, run.say)
             await _sweep(run, server, client, target)
-            if args.soak:
+            if run.args.soak:
                 await _soak(run, server, client, target)
         await run.memory("end", target.metrics_url)
         run.publish()
     finally:
         await server.close()
-    return report
 
 
 def _baseline_device(choice: str) -> str | None:
@@ -1363,13 +1362,16 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, TypeError) as err:
         parser().error(f"--reference {args.reference}: not a bench --json dump ({type(err).__name__}: {err})")
     levels, failure = run_baseline(args, device, say) if device else ([], "")
-    seed = Report(date=date, command=command, machine=describe_machine(), server=[], trained=None, settings={},
-                  levels=[], sentences=[], plot=os.path.relpath(args.plot.resolve(), args.out.resolve().parent),
-                  warmup=args.warmup, seconds=args.seconds, grace=args.grace, baseline=levels,
-                  baseline_runtime=f"eager {device}", notes=[failure] if failure else [], reference=reference)
+    report = Report(date=date, command=command, machine=describe_machine(), server=[], trained=None, settings={},
+                    levels=[], sentences=[], plot=os.path.relpath(args.plot.resolve(), args.out.resolve().parent),
+                    warmup=args.warmup, seconds=args.seconds, grace=args.grace, baseline=levels,
+                    baseline_runtime=f"eager {device}", notes=[failure] if failure else [], reference=reference)
+    run = _Run(args, report, model_config="", title=f"tts over gRPC, {date}", say=say)
+    if device:
+        run.publish()  # the baseline is kept even if the server never comes up
     try:
         with _server(args, say) as target:
-            report = asyncio.run(_bench(args, target, seed, say))
+            asyncio.run(_bench(run, target))
     except (InferenceServerException, TTSError, TritonServerError) as err:
         print(f"error: benchmark of {args.url or 'the embedded server'} failed: {err}", file=sys.stderr)
         return 2
