@@ -827,6 +827,7 @@ class InProcessClient:
 
     async def stream(self, text: str) -> AsyncIterator[_AudioChunk]:
         """The chunks of ``text`` with the default voice and emotion."""
+        # the serving stack (espeak-ng front end): only the in-process baseline needs it
         from tts_triton import audio
         from tts_triton.serving.service import SynthesisRequest
 
