@@ -45,7 +45,6 @@ import torch
 from mel_band import griffin_lim, linear_from_log_mel
 
 from tts_triton import audio, contract
-from tts_triton.bench import markdown_table
 from tts_triton.checkpoint import resolve
 from tts_triton.data.prosody import EMOTIONS, VOICES, render
 from tts_triton.evaluate import (
@@ -60,6 +59,7 @@ from tts_triton.evaluate import (
 from tts_triton.models.acoustic import AcousticModel
 from tts_triton.models.decoder import Prenet
 from tts_triton.serving.backends import TorchBackend
+from tts_triton.tables import markdown_table
 from tts_triton.text import text_to_sequences
 
 COLUMNS = ("system", "GL on synthesized mels", "GL on teacher-forced mels", "... below 1 kHz only",

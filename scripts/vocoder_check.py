@@ -32,10 +32,10 @@ import scipy.signal
 import torch
 
 from tts_triton import contract
-from tts_triton.bench import markdown_table
 from tts_triton.checkpoint import resolve
 from tts_triton.data.prosody import EMOTIONS, VOICES, render
 from tts_triton.evaluate import F0_CEIL_HZ, F0_FLOOR_HZ, FRAME_PERIOD_MS, copy_synthesis, features, mcd, select_items
+from tts_triton.tables import markdown_table
 
 RESOLUTIONS = (256, 1024, 4096)
 

@@ -24,12 +24,12 @@ import numpy as np
 import torch
 
 from tts_triton import audio, contract
-from tts_triton.bench import markdown_table
 from tts_triton.checkpoint import resolve
 from tts_triton.config import STREAMING
 from tts_triton.data.prosody import EMOTIONS, VOICES, render
 from tts_triton.serving.backends import TorchBackend
 from tts_triton.serving.pipeline import ChunkPlanner, Pipeline
+from tts_triton.tables import markdown_table
 
 TEXT = "Seams must not be heard between the chunks of a stream, even in a long sentence like this one."
 CASES = (("m1", "sad"), ("m8", "neutral"), ("f2", "happy"), ("f5", "surprised"))

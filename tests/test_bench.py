@@ -1,8 +1,14 @@
-"""Pure logic of ``tts_triton.bench``: percentiles, statistics diffing, level summaries, table and report rendering."""
+"""``tts_triton.bench``: percentiles, statistics diffing, level summaries, GPU memory from Triton's metrics, the
+eager-baseline ratios and targets, report rendering; and one short run against the real embedded server."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
+import os
+import sysconfig
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,18 +16,35 @@ import pytest
 from tts_triton.bench import (
     LEVEL_HEADERS,
     MODEL_HEADERS,
+    RATIO_HEADERS,
+    TARGETS,
+    BundleServer,
     CpuSample,
     LevelResult,
+    LevelSummary,
+    MemorySample,
+    MemoryTrend,
     Report,
     RequestRecord,
+    baseline_pairs,
+    best_level,
+    bundle_install,
     diff_stats,
     flatten_stats,
-    markdown_table,
+    gpu_memory_bytes,
+    main,
     percentile,
+    plot,
+    ratio_row,
+    reference_level,
     render_markdown,
+    report_json,
+    run_baseline,
     summarize,
-    text_table,
+    target_rows,
 )
+from tts_triton.server import TritonNotFoundError
+from tts_triton.tables import markdown_table, text_table
 
 
 @pytest.mark.parametrize("q", [0, 10, 50, 90, 99, 100])
@@ -163,3 +186,192 @@ def test_render_markdown_flags_uneven_other_load() -> None:
 def test_render_markdown_warns_about_untrained_weights(trained: bool | None, phrase: str) -> None:
     text = render_markdown(_report(trained))
     assert phrase in text.split("## Machine")[0]
+
+
+#: /metrics of the embedded CPU server serving this project's repository (captured from a real tritonserver 2.51).
+CPU_METRICS = (Path(__file__).parent / "data" / "triton_metrics_cpu.txt").read_text()
+#: Triton's GPU memory gauges in its exposition format, as a server with two GPUs adds them to the page.
+GPU_LINES = """# HELP nv_gpu_memory_total_bytes GPU total memory, in bytes
+# TYPE nv_gpu_memory_total_bytes gauge
+nv_gpu_memory_total_bytes{gpu_uuid="GPU-0a"} 150754820096
+nv_gpu_memory_total_bytes{gpu_uuid="GPU-1b"} 150754820096
+# HELP nv_gpu_memory_used_bytes GPU used memory, in bytes
+# TYPE nv_gpu_memory_used_bytes gauge
+nv_gpu_memory_used_bytes{gpu_uuid="GPU-0a"} 2147483648
+nv_gpu_memory_used_bytes{gpu_uuid="GPU-1b"} 1.073741824e+09
+"""
+
+
+def test_gpu_memory_is_none_on_a_real_cpu_servers_metrics_page() -> None:
+    assert "nv_cpu_memory_used_bytes" in CPU_METRICS  # the page is real and has other memory gauges
+    assert gpu_memory_bytes(CPU_METRICS) is None
+
+
+def test_gpu_memory_sums_used_bytes_over_gpus_only() -> None:
+    assert gpu_memory_bytes(CPU_METRICS + GPU_LINES) == 3 * 2**30
+
+
+def test_memory_trend_skips_samples_without_a_value() -> None:
+    samples = [MemorySample("start", 0.0, None), MemorySample("after c=1", 5.0, 2e9),
+               MemorySample("soak", 9.0, 3e9), MemorySample("end", 12.0, 2.5e9)]
+    trend = MemoryTrend.of(samples)
+    assert trend == MemoryTrend(first=2e9, peak=3e9, last=2.5e9, samples=3)
+    assert trend.growth == pytest.approx(0.5e9)
+    assert MemoryTrend.of(samples[:1]) is None
+
+
+def _summary(c: int, p50: float, p99: float, rtf: float, x_real_time: float) -> LevelSummary:
+    return LevelSummary(c, 10, 10, 0, 0, p50, p50, p99, rtf, rtf, x_real_time, 1.0, 10.0, *([math.nan] * 3))
+
+
+SERVED = [_summary(1, 8.0, 12.0, 0.005, 200.0), _summary(64, 40.0, 90.0, 0.05, 1500.0),
+          _summary(256, 150.0, 400.0, 0.2, 2000.0)]
+EAGER = [_summary(1, 14.0, 16.0, 0.027, 37.0), _summary(64, 900.0, 2000.0, 1.7, 40.0)]
+
+
+def test_best_level_is_the_fastest_within_the_p99_limit() -> None:
+    assert best_level(SERVED, 250.0).concurrency == 64  # 256 is faster but its p99 is 400 ms
+    assert best_level(SERVED, 5.0) is None
+
+
+def test_baseline_ratios_pair_equal_concurrencies() -> None:
+    pairs = baseline_pairs(SERVED, EAGER)
+    assert [(s.concurrency, b.concurrency) for s, b in pairs] == [(1, 1), (64, 64)]
+    row = dict(zip(RATIO_HEADERS, ratio_row(*pairs[1]), strict=True))
+    assert row["throughput served / eager"] == "37.5x"
+    assert row["RTF eager / served"] == "34.0x"
+    assert baseline_pairs(SERVED[:1], EAGER[1:]) == []
+
+
+def test_target_rows_judge_this_runs_numbers() -> None:
+    rows = target_rows(SERVED, EAGER, MemoryTrend(2e9, 5.5e9, 5e9, 9), MemoryTrend(5e9, 5.2e9, 5.1e9, 4), 2000)
+    assert [r[2] for r in rows] == ["yes", "yes", "yes", "yes", "yes", "yes", "**no**"]  # +95 MiB over the soak
+    assert rows[2][1] == "1,500x at concurrency 64 (p99 90 ms)"
+    assert rows[4][1] == "5.4x"  # single-stream RTF 0.027 / 0.005
+    assert rows[6][1] == "+95 MiB over 2000 requests"
+
+
+def test_target_rows_without_baseline_gpu_or_qualifying_level() -> None:
+    rows = target_rows([_summary(1, 50.0, 300.0, 0.2, 5.0)], [], None, None, 10)
+    assert [r[2] for r in rows] == ["**no**", "not measured", "**no**", "not measured", "not measured",
+                                    "not measured", "not measured"]
+    assert rows[2][1] == f"no level had p99 <= {TARGETS.best_p99_ms:g} ms"
+    assert rows[5][1] == rows[6][1] == "n/a (no GPU metrics)"
+
+
+def test_reference_run_scales_the_best_aggregate() -> None:
+    report = _report(trained=True)
+    report.levels = [LevelResult(concurrency=c, records=[RequestRecord(index=0, measured=True, start=0.0,
+                                                                      first_chunk=0.05, end=1.0, audio_seconds=a)],
+                                 loaded_seconds=1.0) for c, a in ((1, 100.0), (64, 800.0))]
+    reference = reference_level(report_json(report))
+    assert (reference.concurrency, reference.audio_per_second) == (64, 800.0)
+    rows = target_rows(SERVED, EAGER, None, None, 0, reference)
+    assert rows[-1][1:] == ["1.88x (reference: 800x at concurrency 64)", "yes"]  # 1500 / 800
+    assert len(target_rows(SERVED, EAGER, None, None, 0)) == len(rows) - 1
+
+
+def test_render_markdown_with_baseline_memory_and_soak() -> None:
+    report = _report(trained=True)
+    report.runtime, report.baseline_runtime = "triton torch-cuda", "eager cuda"
+    report.baseline = [_level()]
+    report.soak = _level()
+    report.memory = [MemorySample("start", 0.0, 2**30), MemorySample("after c=2", 10.0, 1.5 * 2**30)]
+    report.soak_memory = [MemorySample("soak", 11.0, 1.5 * 2**30), MemorySample("soak end", 20.0, 1.5 * 2**30)]
+    text = render_markdown(report)
+    results = text.split("## Results")[1]
+    assert "| triton torch-cuda | 2 | 4 | 2 | 1 | 1 | 1,000.0 |" in results
+    assert "| eager cuda | 2 | 4 | 2 | 1 | 1 | 1,000.0 |" in results
+    assert "| triton torch-cuda, soak | 2 |" in results
+    assert "| " + " | ".join(RATIO_HEADERS) + " |" in results
+    assert "- Sweep: first 1.00 GiB, peak 1.50 GiB, last 1.50 GiB, growth +512 MiB (2 samples)" in results
+    assert "- Soak: first 1.50 GiB, peak 1.50 GiB, last 1.50 GiB, growth +0 MiB (2 samples)" in results
+    assert "| no GPU memory growth over the soak (<= 64 MiB) | +0 MiB over 4 requests | yes |" in results
+    assert "Concurrency 2 (soak):" in results
+
+
+def test_render_markdown_says_na_without_gpu_metrics() -> None:
+    report = _report(trained=True)
+    report.memory = [MemorySample("start", 0.0, None)]
+    assert "n/a: the server reports no `nv_gpu_memory_used_bytes`" in render_markdown(report)
+    assert "Against the eager baseline" not in render_markdown(report)
+
+
+def test_plot_draws_before_any_level_and_with_failed_levels(tmp_path: Path) -> None:
+    failed = summarize(LevelResult(concurrency=4, records=[], loaded_seconds=0.0))  # NaN everywhere
+    plot([], [], tmp_path / "empty.png", "before the first level")
+    plot([failed, *SERVED], EAGER, tmp_path / "full.png", "levels and baseline")
+    assert (tmp_path / "empty.png").stat().st_size > 1000 and (tmp_path / "full.png").stat().st_size > 10_000
+
+
+def test_report_json_is_strict_and_keeps_every_request() -> None:
+    report = _report(trained=True)
+    report.memory = [MemorySample("start", 0.0, None)]
+    data = json.loads(report_json(report), parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert len(data["report"]["levels"][0]["records"]) == 5
+    assert data["report"]["levels"][0]["records"][3]["error"] == "TTSError: boom"
+    assert data["summaries"]["levels"][0]["first_chunk_p50"] == pytest.approx(1000.0)
+    assert data["report"]["memory"] == [{"label": "start", "seconds": 0.0, "used": None}]
+
+
+def test_bench_against_the_embedded_server_with_a_cpu_baseline(tmp_path: Path) -> None:
+    """One tiny run end to end: real tritonserver, the eager baseline in its child process (the soak shares
+    run_level and the memory sampling with the levels, and would add ~5 s of idle waits)."""
+    out, json_path = tmp_path / "BENCH.md", tmp_path / "bench.json"
+    status = main(["--model-repository", str(tmp_path / "repo"), "--concurrency", "1", "--requests", "1",
+                   "--seconds", "1", "--grace", "60", "--warmup", "0", "--baseline-device", "cpu",
+                   "--baseline-concurrency", "1", "--out", str(out),
+                   "--plot", str(tmp_path / "plot.png"), "--json", str(json_path)])
+    assert status == 0
+    text = out.read_text()
+    assert "| triton onnxruntime-python | 1 | 1 | 1 | 0 | 0 |" in text
+    assert "| eager cpu | 1 | 1 | 1 | 0 | 0 |" in text
+    assert "n/a: the server reports no `nv_gpu_memory_used_bytes`" in text
+    data = json.loads(json_path.read_text())
+    assert [m["label"] for m in data["report"]["memory"]] == ["start", "after c=1", "end"]
+    assert data["summaries"]["baseline"][0]["completed"] == 1
+    assert (tmp_path / "plot.png").stat().st_size > 10_000
+
+
+def test_bench_refuses_a_cuda_baseline_without_cuda(capsys: pytest.CaptureFixture[str]) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this host has CUDA")
+    assert main(["--baseline-device", "cuda"]) == 2
+    assert "torch sees no CUDA GPU" in capsys.readouterr().err
+
+
+def test_bundle_install_names_what_is_missing_and_its_server_keeps_libdir_off_the_library_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(TritonNotFoundError, match="stub/triton_python_backend_stub"):
+        bundle_install(tmp_path)
+    for name in ("bin/tritonserver", "stub/triton_python_backend_stub", "backends/python/libtriton_python.so",
+                 "backends/python/triton_python_backend_utils.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).touch()
+    (tmp_path / "libs").mkdir()
+    (tmp_path / "caches").mkdir()
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/pylib")
+    server = BundleServer(tmp_path, install=bundle_install(tmp_path))
+    assert server.environment()["LD_LIBRARY_PATH"] == f"{tmp_path / 'libs'}{os.pathsep}/opt/pylib"
+    assert sysconfig.get_config_var("LIBDIR") not in server.environment()["LD_LIBRARY_PATH"].split(os.pathsep)
+
+
+def test_a_failing_baseline_is_reported_not_fatal() -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this host has CUDA")
+    args = argparse.Namespace(baseline_concurrency=[1], requests=1, seconds=1.0, grace=1.0, warmup=0)
+    levels, note = run_baseline(args, "cuda", print)  # the child cannot move the stages to CUDA
+    assert levels == []
+    assert note.startswith("**The eager baseline on cuda failed**")
+
+
+def test_bench_refuses_a_gpu_target_without_cuda(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this host has CUDA")
+    assert main(["--target", "torch-cuda", "--baseline-device", "none", "--model-repository",
+                 str(tmp_path / "repo")]) == 2
+    assert "--target torch-cuda needs a CUDA GPU" in capsys.readouterr().err
+    assert not (tmp_path / "repo").exists()  # refused before building anything

@@ -26,10 +26,15 @@ async def run_encode(backend: InferBackend, inputs: dict[str, np.ndarray]) -> di
 
 
 class TorchBackend:
-    """Calls the stage modules of :meth:`Checkpoint.stages` directly (fp32, CPU, no grad)."""
+    """Calls the stage modules of :meth:`Checkpoint.stages` directly (fp32, no grad) on ``device``.
 
-    def __init__(self, stages: dict[str, nn.Module], cfg: ModelConfig) -> None:
-        self.stages = stages
+    Inputs are moved to ``device`` and outputs come back as numpy arrays; the stages are moved there once,
+    here. The default, ``cpu``, runs the modules as given.
+    """
+
+    def __init__(self, stages: dict[str, nn.Module], cfg: ModelConfig, device: str | torch.device = "cpu") -> None:
+        self.device = torch.device(device)
+        self.stages = {name: stage.to(self.device) for name, stage in stages.items()}
         self.specs = contract.network_specs(cfg)
 
     async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -37,8 +42,9 @@ class TorchBackend:
             return await run_encode(self, inputs)
         spec = self.specs[model]
         with torch.inference_mode():
-            outputs = self.stages[model](*(torch.from_numpy(np.ascontiguousarray(inputs[n])) for n in spec.input_names))
-        return {name: out.numpy() for name, out in zip(spec.output_names, outputs, strict=True)}
+            outputs = self.stages[model](*(torch.from_numpy(np.ascontiguousarray(inputs[n])).to(self.device)
+                                           for n in spec.input_names))
+            return {name: out.cpu().numpy() for name, out in zip(spec.output_names, outputs, strict=True)}
 
 
 class OnnxBackend:

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Issue 12's benchmark on the GPU host, in one command, from anywhere in the checkout (with .gpu-bundle and
+# .espeak-debs sent along; see scripts/gpu/README.md):
+#     scripts/gpu/bench.sh [-- BENCH_ARGS...]       # BENCH_ARGS go to `tts-triton bench` after the defaults (and win)
+# Steps: Triton, numpy 1.26 and tritonclient from the bundle (gpu-env.sh), espeak-ng from the Debian packages
+# (espeak-env.sh, unless one is on PATH), this checkout importable (checkout-path.sh), nvidia-smi, then
+# `tts-triton bench` against the embedded Triton serving the torch-cuda repository: the concurrency sweep 1..256,
+# the eager baseline on the same GPU, GPU memory from Triton's metrics and a 2000-request soak. The report, plot,
+# JSON and logs are written into $OUT as the run goes (each level rewrites them), so a run cut off keeps what it
+# finished.
+# Environment: OUT (default bench-out), GPU_BUNDLE (.gpu-bundle; none: python3 on PATH is already the environment,
+# e.g. to try the script on a CPU host with `-- --target onnxruntime-python`), ESPEAK_DEBS (.espeak-debs), BENCH_TIMEOUT
+# (seconds before the bench gets SIGINT and stops its server cleanly, default 520: the whole script then fits in
+# a 10-minute allowance).
+set -eo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+OUT=${OUT:-bench-out}
+mkdir -p "$OUT"
+[ "${1:-}" = "--" ] && shift
+say() { printf '==> [%4ds] %s\n' "$SECONDS" "$*"; }
+
+if [ "${GPU_BUNDLE:-}" != none ]; then
+  say "gpu-env (${GPU_BUNDLE:-.gpu-bundle})"
+  # shellcheck source=gpu-env.sh
+  source scripts/gpu/gpu-env.sh "${GPU_BUNDLE:-.gpu-bundle}"
+fi
+if ! command -v espeak-ng >/dev/null 2>&1; then
+  say "espeak-ng from ${ESPEAK_DEBS:-.espeak-debs}"
+  # shellcheck source=espeak-env.sh
+  source scripts/gpu/espeak-env.sh "${ESPEAK_DEBS:-.espeak-debs}"
+fi
+scripts/gpu/checkout-path.sh
+python3 -c 'import matplotlib, soundfile, tritonclient.grpc.aio, tts_triton.client, tts_triton.export.repository' || {
+  echo "bench.sh: a module above is missing; soundfile comes with the bundle when it is made with" \
+       "BUNDLE_EXTRA_WHEELS=\"soundfile cffi\" (see scripts/gpu/README.md)" >&2; exit 2; }
+{ date -u; nvidia-smi || echo "bench.sh: nvidia-smi failed (no GPU?)"; } 2>&1 | tee "$OUT/nvidia-smi.txt"
+
+bench=(python3 -m tts_triton.cli bench --target torch-cuda --concurrency 1 2 4 8 16 32 64 128 256
+       --seconds 10 --grace 30 --warmup 3 --baseline-device cuda --baseline-concurrency 1 64 --soak 2000
+       --out "$OUT/BENCHMARKS.md" --plot "$OUT/concurrency.png" --json "$OUT/bench.json" "$@")
+say "${bench[*]}"
+status=0
+PYTHONUNBUFFERED=1 timeout --signal=INT --kill-after=30 "${BENCH_TIMEOUT:-520}" "${bench[@]}" 2>&1 \
+  | tee "$OUT/bench.log" || status=$?
+log=$(sed -n 's/^starting the embedded tritonserver.*(log: \(.*\)) \.\.\.$/\1/p' "$OUT/bench.log" | tail -1)
+[ -n "$log" ] && cp "$log" "$OUT/"
+say "exit status $status; results in $OUT: $(ls "$OUT" | tr '\n' ' ')"
+exit "$status"

@@ -1,0 +1,28 @@
+"""Plain tables for reports: GitHub Markdown and padded terminal text."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["markdown_table", "text_table"]
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+    """A GitHub Markdown table; the first ``left`` columns are left-aligned, the others right-aligned.
+    ``|`` in cells is escaped."""
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    align = ["---" if i < left else "---:" for i in range(len(headers))]
+    return "\n".join([line(headers), "|" + "|".join(align) + "|", *(line(r) for r in rows)])
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain-text table padded for a terminal; columns after the first are right-aligned."""
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths,
+                                                                                             strict=True)))
+
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
