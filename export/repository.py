@@ -53,6 +53,7 @@ from tts_triton.contract import (
     tts_spec,
 )
 from tts_triton.onnx_io import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE, io_mismatches
+from tts_triton.triton.utils import INPUT_AXES, input_axes_parameter
 
 from .pbtxt import EnumValue, render, string_parameters, tensor
 
@@ -307,10 +308,10 @@ def _network_config(spec: ModelSpec, runtime: RuntimeTarget, settings: Repositor
     config["instance_group"] = [
         {"kind": EnumValue(settings.instance_kind or runtime.instance_kind), "count": net.instances}
     ]
+    params = {INPUT_AXES: input_axes_parameter(spec)}  # the model rejects shapes the BLS never sends
     if runtime.onnxruntime_threads:
-        config["parameters"] = string_parameters(
-            {INTRA_OP_THREADS: str(net.intra_op_threads), INTER_OP_THREADS: str(net.inter_op_threads)}
-        )
+        params |= {INTRA_OP_THREADS: str(net.intra_op_threads), INTER_OP_THREADS: str(net.inter_op_threads)}
+    config["parameters"] = string_parameters(params)
     if net.response_cache:
         config["response_cache"] = {"enable": True}
     return config
