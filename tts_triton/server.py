@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from tts_triton.paths import cache_dir
+
 __all__ = [
     "PortInUseError",
     "TritonInstall",
@@ -131,10 +133,6 @@ def find_triton() -> TritonInstall:
     return install
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tts-triton"
-
-
 def _backend_sources(install: TritonInstall) -> dict[str, Path]:
     sources = {name: install.python_backend / name for name in _BACKEND_FILES}
     sources[_STUB] = install.stub
@@ -155,7 +153,7 @@ def prepare_backends(install: TritonInstall, directory: Path | None = None) -> P
     complete and rebuilt otherwise. It is assembled in a temporary sibling and renamed into place, so
     concurrent callers never see a half-copied backend.
     """
-    target = directory or _cache_dir() / f"backends-{install.version}-py{_PYTHON_VERSION}"
+    target = directory or cache_dir() / f"backends-{install.version}-py{_PYTHON_VERSION}"
     sources = _backend_sources(install)
     if _is_complete(target / "python", sources):
         return target
@@ -330,7 +328,7 @@ class TritonServer:
         self.log_verbose = log_verbose
         self.extra_args = tuple(extra_args)
         self.install = install or find_triton()
-        default_log = _cache_dir() / "logs" / f"tritonserver-{http_port}-{os.getpid()}.log"
+        default_log = cache_dir() / "logs" / f"tritonserver-{http_port}-{os.getpid()}.log"
         self.log_file = Path(log_file) if log_file else default_log
         self._log_start = 0
         self._proc: subprocess.Popen[bytes] | None = None
