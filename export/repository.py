@@ -5,7 +5,7 @@ Layout of ``<out>/``::
     repository.json                      manifest: target, checkpoint sha256, model config, settings, build time
     text_encoder/ style_encoder/ decoder/ vocoder/
         config.pbtxt                     contract.network_specs + RepositorySettings + the target
-        1/model.onnx [+ model.py]        or 1/model.plan (tensorrt, built by a separate engine step)
+        1/model.onnx [+ model.py]        or 1/model.plan (tensorrt: built by tts_triton.export.tensorrt)
     encode/config.pbtxt, 1/              ensemble: text_encoder and style_encoder side by side
     tts/ tts_offline/                    Python BLS (decoupled / one response): config.pbtxt, voice_bank.json,
                                          1/model.py
@@ -59,6 +59,7 @@ from .pbtxt import EnumValue, render, string_parameters, tensor
 
 __all__ = [
     "MANIFEST",
+    "EnginesMissingError",
     "RUNTIME_TARGETS",
     "NetworkSettings",
     "RepositorySettings",
@@ -86,7 +87,7 @@ class RuntimeTarget:
     """How the four networks are served on one runtime; the ensemble and the BLS models never change.
 
     ``source`` says where a network's artifact comes from: ``"onnx"``, ``<onnx_dir>/<name>.onnx``
-    (checked against the contract); ``"plan"``, ``<engines_dir>/<name>.plan`` (may be built later).
+    (checked against the contract); ``"plan"``, ``<engines_dir>/<name>.plan`` (required).
     ``python_model`` set means ``backend: "python"`` with a version-dir ``model.py`` that re-exports
     that module's ``TritonPythonModel``; otherwise ``platform`` names a Triton backend.
 
@@ -116,6 +117,22 @@ RUNTIME_TARGETS: dict[str, RuntimeTarget] = {
         RuntimeTarget("tensorrt", KIND_GPU, "model.plan", "plan", platform="tensorrt_plan"),
     )
 }
+
+
+class EnginesMissingError(FileNotFoundError):
+    """The ``tensorrt`` target was asked for without its TensorRT plans; the message says what to run."""
+
+
+def _engines_missing(engines_dir: Path | None, names: Sequence[str], onnx_dir: Path, out_dir: Path) -> str:
+    """Why plans are missing and the commands that build them, in one paragraph."""
+    where = "no --engines-dir given" if engines_dir is None else (
+        "missing in " + str(engines_dir) + ": " + ", ".join(f"{name}.plan" for name in names))
+    return (f"the tensorrt target needs one TensorRT plan per network ({where}); nothing was written. Plans are "
+            "built where TensorRT runs (TensorRT 10.5 in nvcr.io/nvidia/tritonserver:24.10-py3), on the GPU type "
+            f"that serves them. There, run `python -m tts_triton.export.tensorrt --onnx-dir {onnx_dir} "
+            f"--engines-dir ENGINES` (add --print-trtexec for the equivalent trtexec commands), then build the "
+            f"repository with `--engines-dir ENGINES --out {out_dir}`; or let the Docker image do both on its "
+            "first start (deploy/docker/start.sh)")
 
 
 @dataclass(frozen=True)
@@ -187,8 +204,8 @@ def build_repository(
     ``out_dir`` must be absent, empty, or a repository built by this function (it has a
     ``repository.json``): anything else raises ``FileExistsError`` and is left alone. The new tree is
     built beside it and swapped in at the end, so a failed build leaves the old repository intact.
-    ``engines_dir`` supplies ``<network>.plan`` files for the ``tensorrt`` target; without it the
-    version directories stay empty and the manifest lists them under ``"pending"``.
+    ``engines_dir`` supplies the ``<network>.plan`` files the ``tensorrt`` target requires: without all of
+    them ``EnginesMissingError`` says how to build them, and nothing is written.
     ``include_bls=False`` leaves out ``tts`` and ``tts_offline`` (networks and ensembles only).
     ``checkpoint_name`` (default: the checkpoint's file name) is what the BLS models report.
     """
@@ -201,20 +218,19 @@ def build_repository(
     settings.validate(list(specs))
     bank = _load_voice_bank(voice_bank)
     _check_replaceable(out_dir)
+    if runtime.source == "plan":
+        missing = [n for n in specs if engines_dir is None or not (Path(engines_dir) / f"{n}.plan").is_file()]
+        if missing:
+            raise EnginesMissingError(_engines_missing(engines_dir, missing, onnx_dir, out_dir))
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
     try:
         staging.chmod(0o755)
         artifacts: dict[str, str] = {}
-        pending: list[str] = []
         for name, spec in specs.items():
             version_dir = _model_dir(staging, name, _network_config(spec, runtime, settings))
-            digest = _install_artifact(runtime, spec, version_dir, onnx_dir=onnx_dir, engines_dir=engines_dir)
-            if digest is None:
-                pending.append(f"{name}/{VERSION}/{runtime.artifact}")
-            else:
-                artifacts[name] = digest
+            artifacts[name] = _install_artifact(runtime, spec, version_dir, onnx_dir=onnx_dir, engines_dir=engines_dir)
         for name, members in ENSEMBLES.items():
             config = _ensemble_config(encode_spec(model_config), [specs[m] for m in members], settings)
             _model_dir(staging, name, config)
@@ -237,7 +253,6 @@ def build_repository(
             "checkpoint_name": checkpoint_name or checkpoint.name,
             "models": sorted(p.name for p in staging.iterdir() if p.is_dir()),
             "artifacts_sha256": artifacts,
-            "pending": pending,
             "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -367,8 +382,8 @@ def _model_dir(root: Path, name: str, config: Mapping[str, Any]) -> Path:
 
 def _install_artifact(
     runtime: RuntimeTarget, spec: ModelSpec, version_dir: Path, *, onnx_dir: Path, engines_dir: Path | None
-) -> str | None:
-    """Put the network's artifact (and adapter) into ``version_dir``; its sha256, or ``None`` if still to be built."""
+) -> str:
+    """Put the network's artifact (and adapter) into ``version_dir``; return its sha256."""
     if runtime.python_model:
         _write_adapter(version_dir, spec.name, runtime.python_model)
     if runtime.source == "onnx":
@@ -376,12 +391,8 @@ def _install_artifact(
         if not source.is_file():
             raise FileNotFoundError(f"{source} not found: export the ONNX networks first")
         _check_onnx(source, spec)
-    elif runtime.source == "plan":
-        if engines_dir is None:
-            return None
+    elif runtime.source == "plan" and engines_dir is not None:  # build_repository checked that every plan exists
         source = Path(engines_dir) / f"{spec.name}.plan"
-        if not source.is_file():
-            raise FileNotFoundError(f"{source} not found: build the TensorRT engines first")
     else:
         raise ValueError(f"target {runtime.name!r}: unknown artifact source {runtime.source!r}")
     shutil.copyfile(source, version_dir / runtime.artifact)
@@ -486,8 +497,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     manifest = read_manifest(out) or {}
     print(f"wrote {args.target} repository {out}: {', '.join(manifest.get('models', []))}")
-    for path in manifest.get("pending", []):
-        print(f"pending: {out / path} (not built yet)")
     return 0
 
 

@@ -42,6 +42,7 @@ from tts_triton.export.pbtxt import parse
 from tts_triton.export.repository import (
     MANIFEST,
     RUNTIME_TARGETS,
+    EnginesMissingError,
     RepositorySettings,
     build_repository,
     main,
@@ -126,7 +127,14 @@ def build(sources: SimpleNamespace, out: Path, **kwargs: Any) -> Path:
 @pytest.fixture(scope="module", params=sorted(RUNTIME_TARGETS))
 def built(request: pytest.FixtureRequest, sources: SimpleNamespace, tmp_path_factory: pytest.TempPathFactory):
     """(target, repository, parsed configs by model name) for every runtime target."""
-    out = build(sources, tmp_path_factory.mktemp(request.param) / "repo", target=request.param)
+    root = tmp_path_factory.mktemp(request.param)
+    engines = None
+    if RUNTIME_TARGETS[request.param].source == "plan":  # stand-in plans: only their copying is checked here
+        engines = root / "engines"
+        engines.mkdir()
+        for name in SPECS:
+            (engines / f"{name}.plan").write_bytes(name.encode())
+    out = build(sources, root / "repo", target=request.param, engines_dir=engines)
     configs = {name: parse((out / name / "config.pbtxt").read_text()) for name in ALL_MODELS}
     return request.param, out, configs
 
@@ -215,7 +223,7 @@ def test_artifacts_per_target(built) -> None:
     for name in SPECS:
         files = sorted(p.name for p in (out / name / "1").iterdir())
         if runtime.source == "plan":
-            assert files == [] and f"{name}/1/model.plan" in manifest["pending"]
+            assert files == ["model.plan"] and name in manifest["artifacts_sha256"]
         else:
             assert files == (["model.onnx", "model.py"] if runtime.python_model else ["model.onnx"])
     if runtime.python_model:
@@ -230,10 +238,10 @@ def test_tensorrt_copies_engines(sources, tmp_path: Path) -> None:
         (engines / f"{name}.plan").write_bytes(name.encode())
     out = build(sources, tmp_path / "repo", target="tensorrt", engines_dir=engines)
     assert (out / VOCODER / "1" / "model.plan").read_bytes() == b"vocoder"
-    assert read_manifest(out)["pending"] == []
-    with pytest.raises(FileNotFoundError, match="TensorRT engines"):
-        (engines / "decoder.plan").unlink()
-        build(sources, tmp_path / "repo", target="tensorrt", engines_dir=engines)
+    (engines / "decoder.plan").unlink()
+    with pytest.raises(EnginesMissingError, match=r"missing in .*: decoder\.plan.*-m tts_triton\.export\.tensorrt"):
+        build(sources, tmp_path / "other", target="tensorrt", engines_dir=engines)
+    assert not (tmp_path / "other").exists()
 
 
 def test_manifest_decides_rebuilds(sources, tmp_path: Path) -> None:
@@ -306,8 +314,10 @@ def test_cli(sources, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     model_config.write_text(json.dumps(CFG.to_dict()))
     common = ["--onnx-dir", str(sources.onnx_dir), "--voice-bank", str(sources.voice_bank)]
     args = [*common, "--checkpoint", str(sources.checkpoint), "--model-config", str(model_config)]
-    assert main([*args, "--out", str(tmp_path / "repo"), "--target", "tensorrt"]) == 0
-    assert "pending:" in capsys.readouterr().out
+    assert main([*args, "--out", str(tmp_path / "repo"), "--target", "tensorrt"]) == 1
+    assert "(no --engines-dir given); nothing was written" in capsys.readouterr().err
+    assert not (tmp_path / "repo").exists()
+    assert main([*args, "--out", str(tmp_path / "repo")]) == 0
     assert (tmp_path / "repo" / MANIFEST).is_file()
     checkpoint = tmp_path / "ckpt.pt"  # the model config is read from the checkpoint when not given
     torch.save({"format": FORMAT, "config": CFG.to_dict()}, checkpoint)

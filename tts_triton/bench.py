@@ -11,7 +11,7 @@ requests still running are then cancelled and reported as cut off), so that ever
 ran under the same load. Throughput counts all audio received while the load was held. Triton's
 per-model statistics are read before and after each level and diffed.
 
-Writes a Markdown report (default ``BENCHMARKS.md``) and a PNG plot (default ``docs/bench/concurrency.png``).
+Writes a Markdown report (default ``runs/bench/BENCHMARKS.md``) and a PNG plot (default ``runs/bench/concurrency.png``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tts_triton.paths import default_model_repository
 
 __all__ = [
     "SENTENCES",
@@ -670,7 +672,7 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", help="gRPC address host:port of a running server (default: start the embedded server "
                                  "on free loopback ports and stop it afterwards)")
-    p.add_argument("--model-repository", type=Path, default=Path("model_repository"),
+    p.add_argument("--model-repository", type=Path, default=default_model_repository(),
                    help="repository the embedded server serves, built if needed (default %(default)s)")
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16], help="levels (default 1 4 16)")
     p.add_argument("--requests", type=int, help="measured requests per level at most (default 8 x concurrency)")
@@ -680,8 +682,8 @@ def parser() -> argparse.ArgumentParser:
                    help="per level, seconds after --seconds for measured requests to finish before they are "
                         "cancelled (default %(default)s)")
     p.add_argument("--warmup", type=int, default=2, help="unmeasured requests, one at a time (default %(default)s)")
-    p.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"), help="Markdown report (default %(default)s)")
-    p.add_argument("--plot", type=Path, default=Path("docs/bench/concurrency.png"),
+    p.add_argument("--out", type=Path, default=Path("runs/bench/BENCHMARKS.md"), help="report (default %(default)s)")
+    p.add_argument("--plot", type=Path, default=Path("runs/bench/concurrency.png"),
                    help="PNG plot (default %(default)s)")
     return p
 
