@@ -52,6 +52,7 @@ def _build(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from tts_triton.build import ensure_repository
     from tts_triton.server import PortInUseError, TritonServer, TritonServerError, check_ports
+    from tts_triton.supervisor import Supervisor
 
     server = TritonServer(args.model_repository.absolute(), host=args.host, http_port=args.http_port,
                           grpc_port=args.grpc_port, metrics_port=args.metrics_port, log_verbose=args.log_verbose)
@@ -76,8 +77,13 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"ready: gRPC {server.grpc_url}  HTTP {server.http_url}  metrics {server.metrics_url}  (Ctrl-C stops)",
           flush=True)
     try:
-        code = server.wait()
-        return _fail(f"tritonserver exited with code {code}; see {server.log_file}") if code else 0
+        if args.health_interval <= 0:
+            code = server.wait()
+            return _fail(f"tritonserver exited with code {code}; see {server.log_file}") if code else 0
+        Supervisor(server, interval=args.health_interval, start_timeout=args.startup_timeout).run()
+        return 0
+    except TritonServerError as err:  # a restart failed
+        return _fail(str(err))
     except KeyboardInterrupt:
         print("stopping ...", flush=True)
         return 0
@@ -212,6 +218,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--log-verbose", type=int, default=0, help="Triton's verbose log level (default %(default)s)")
     s.add_argument("--startup-timeout", type=float, default=300.0,
                    help="seconds allowed for every model to load (default %(default)s)")
+    s.add_argument("--health-interval", type=float, default=5.0,
+                   help="seconds between deep health checks; 2 failures in a row restart the server "
+                        "(0: no checks, exit when the server exits; default %(default)s)")
     s.set_defaults(func=_serve)
 
 

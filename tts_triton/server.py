@@ -26,6 +26,7 @@ import importlib.metadata
 import importlib.util
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -61,6 +62,12 @@ _PYTHON_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
 _STUB = "triton_python_backend_stub"
 _BACKEND_FILES = ("libtriton_python.so", "triton_python_backend_utils.py")
 _ERROR_LINE = re.compile(r"E\d{4} |error: |\[libprotobuf ERROR")
+#: Where the Python backend's shared-memory regions live.
+SHM_DIR = Path("/dev/shm")
+#: Control APIs refused without the admin header (Triton's restricted-API options, HTTP and gRPC alike).
+RESTRICTED_APIS = ("shared-memory", "logging", "trace", "model-repository")
+#: Header (gRPC metadata key) that unlocks ``RESTRICTED_APIS``; its value is ``TritonServer.admin_key``.
+ADMIN_HEADER = "tts-triton-admin-key"
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _TCP_LISTEN = "0A"  # socket state in /proc/net/tcp
 
@@ -305,6 +312,10 @@ class TritonServer:
       ``log_errors`` read only what the latest ``start`` appended.
     - Endpoints bind ``host`` (loopback by default). ``extra_args`` are appended to the command line
       and so override the defaults (e.g. ``--model-control-mode=explicit``).
+    - The control APIs of ``RESTRICTED_APIS`` (shared-memory registration, log settings, tracing, model
+      loading) answer only requests carrying the header ``ADMIN_HEADER: admin_key`` (default: a random key).
+    - The Python backend's shared-memory regions are named ``shm_prefix`` + a UUID; ``stop`` removes
+      those left behind (a stub that died leaves its region in ``/dev/shm``).
     """
 
     def __init__(
@@ -319,6 +330,7 @@ class TritonServer:
         log_file: Path | None = None,
         extra_args: Sequence[str] = (),
         install: TritonInstall | None = None,
+        admin_key: str | None = None,
     ) -> None:
         self.model_repository = Path(model_repository).absolute()
         self.host = host
@@ -330,6 +342,8 @@ class TritonServer:
         self.install = install or find_triton()
         default_log = cache_dir() / "logs" / f"tritonserver-{http_port}-{os.getpid()}.log"
         self.log_file = Path(log_file) if log_file else default_log
+        self.admin_key = admin_key or secrets.token_hex(16)
+        self.shm_prefix = f"tts_triton_{os.getpid()}_{http_port}_"
         self._log_start = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._group_alive = False
@@ -359,6 +373,10 @@ class TritonServer:
         """The server's ports by label (``HTTP``, ``gRPC``, ``metrics``)."""
         return {"HTTP": self.http_port, "gRPC": self.grpc_port, "metrics": self.metrics_port}
 
+    def admin_headers(self, *, grpc: bool = False) -> dict[str, str]:
+        """The header that unlocks ``RESTRICTED_APIS`` (Triton prefixes gRPC's with ``triton-grpc-protocol-``)."""
+        return {("triton-grpc-protocol-" if grpc else "") + ADMIN_HEADER: self.admin_key}
+
     def is_running(self) -> bool:
         """Whether the server process has been started and has not exited."""
         return self._proc is not None and self._proc.poll() is None
@@ -381,6 +399,9 @@ class TritonServer:
             "--strict-readiness=true",
             "--disable-auto-complete-config",
             f"--log-verbose={self.log_verbose}",
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
+            f"--http-restricted-api={','.join(RESTRICTED_APIS)}:{ADMIN_HEADER}={self.admin_key}",
+            f"--grpc-restricted-protocol={','.join(RESTRICTED_APIS)}:{ADMIN_HEADER}={self.admin_key}",
             *self.extra_args,
         ]
 
@@ -475,6 +496,8 @@ class TritonServer:
             self._group_alive = False
             with contextlib.suppress(ProcessLookupError):  # stubs left behind by a server that died
                 os.killpg(proc.pid, signal.SIGKILL)
+        for region in SHM_DIR.glob(f"{self.shm_prefix}*"):  # a process still unmapping it keeps its pages
+            region.unlink(missing_ok=True)
         return proc.returncode
 
     def wait(self) -> int:
