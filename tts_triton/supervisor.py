@@ -61,7 +61,9 @@ class Supervisor:
     def run(self, stop: threading.Event | None = None) -> None:
         """Supervise until ``stop`` is set (forever without one; a signal handler may raise out of it).
 
-        Raises :class:`~tts_triton.server.TritonServerError` when a restart fails.
+        Call it on a thread that outlives the server (normally the main thread): a server is stopped when
+        the thread that started it ends, and restarts start it on this thread. Raises
+        :class:`~tts_triton.server.TritonServerError` when a restart fails.
         """
         stop = stop or threading.Event()
         failed = 0
