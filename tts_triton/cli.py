@@ -55,7 +55,8 @@ def _serve(args: argparse.Namespace) -> int:
     from tts_triton.supervisor import Supervisor
 
     server = TritonServer(args.model_repository.absolute(), host=args.host, http_port=args.http_port,
-                          grpc_port=args.grpc_port, metrics_port=args.metrics_port, log_verbose=args.log_verbose)
+                          grpc_port=args.grpc_port, metrics_port=args.metrics_port, log_verbose=args.log_verbose,
+                          admin_key=os.environ.get("TTS_TRITON_ADMIN_KEY"))
     try:
         check_ports(args.host, server.ports)  # before building: a busy port fails in seconds
         if args.no_build and not (args.model_repository / "repository.json").is_file():
