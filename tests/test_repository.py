@@ -365,10 +365,15 @@ class FakeRequest:
 
 def fake_pb_utils() -> SimpleNamespace:
     """The few pb_utils names onnx_model uses, as plain Python."""
+    def triton_error(message: str, code: int | None = None) -> str:
+        return message
+
+    triton_error.INVALID_ARG, triton_error.INTERNAL = 3, 6
     return SimpleNamespace(
-        get_input_tensor_by_name=lambda r, n: SimpleNamespace(as_numpy=lambda: r.inputs[n]) if n in r.inputs else None,
+        get_input_tensor_by_name=lambda r, n: SimpleNamespace(
+            as_numpy=lambda: r.inputs[n], shape=lambda: r.inputs[n].shape) if n in r.inputs else None,
         Tensor=lambda name, array: (name, array),
-        TritonError=lambda message: message,
+        TritonError=triton_error,
         InferenceResponse=lambda output_tensors, error=None: SimpleNamespace(tensors=dict(output_tensors), error=error),
     )
 
@@ -382,8 +387,8 @@ def test_triton_python_model_batches_and_isolates_errors(
     model.initialize({"model_config": json.dumps(_json_config(out, DECODER)), "model_name": DECODER,
                       "model_repository": str(out / DECODER), "model_version": "1"})
     rng = np.random.default_rng(2)
-    good = [example(SPECS[DECODER], b, rng) for b in (1, 2)]
-    wrong_dtype = {k: v.astype(np.float64) for k, v in example(SPECS[DECODER], 1, rng).items()}
+    good = [example(SPECS[DECODER], b, rng, axis_size=32) for b in (1, 2)]  # 32: a token bucket (shapes.py)
+    wrong_dtype = {k: v.astype(np.float64) for k, v in example(SPECS[DECODER], 1, rng, axis_size=32).items()}
     missing = dict(list(good[0].items())[1:])
     requests = [FakeRequest(good[0], []), FakeRequest(wrong_dtype, ["mel"]), FakeRequest(missing, ["mel"]),
                 FakeRequest(good[1], ["mel", "gate"])]
@@ -448,7 +453,7 @@ def test_served_decoder_batches_concurrent_requests(served, sources) -> None:
 def test_served_encode_ensemble(served, sources) -> None:
     server, _ = served
     spec = encode_spec(CFG)
-    feed = example(spec, 2, np.random.default_rng(4), axis_size=12)
+    feed = example(spec, 2, np.random.default_rng(4), axis_size=64)  # a token bucket and a reference length
     result = httpclient.InferenceServerClient(server.http_url).infer(ENCODE, _inputs(spec, feed))
     for child in (TEXT_ENCODER, STYLE_ENCODER):
         child_spec = SPECS[child]
@@ -462,7 +467,7 @@ def test_served_style_encoder_uses_the_response_cache(served) -> None:
     server, _ = served
     spec = SPECS[STYLE_ENCODER]
     client = httpclient.InferenceServerClient(server.http_url)
-    feed = example(spec, 1, np.random.default_rng(5), axis_size=40)
+    feed = example(spec, 1, np.random.default_rng(5), axis_size=64)
     first, second = (client.infer(STYLE_ENCODER, _inputs(spec, feed)) for _ in range(2))
     np.testing.assert_array_equal(first.as_numpy("style"), second.as_numpy("style"))
     stats = client.get_inference_statistics(STYLE_ENCODER)["model_stats"][0]["inference_stats"]

@@ -126,7 +126,7 @@ class TritonPythonModel:
     def _feed(self, request: Any) -> dict[str, np.ndarray]:
         tensors = {name: pb_utils.get_input_tensor_by_name(request, name) for name in self._input_names}
         if missing := [name for name, tensor in tensors.items() if tensor is None]:
-            raise InvalidRequest("; ".join(f"{name}: is missing" for name in missing))
+            raise InvalidRequest("; ".join(f"input {name!r} is missing" for name in missing))
         if problems := self._shapes.problems({name: tuple(t.shape()) for name, t in tensors.items()}):
             raise InvalidRequest("; ".join(problems))
         return {name: tensor.as_numpy() for name, tensor in tensors.items()}
