@@ -30,6 +30,7 @@ decode loop in :mod:`tts_triton.serving.pipeline`; here are only the Triton call
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -72,12 +73,13 @@ class ProgressGate:
 
     A request may make its next call only while it is at most ``slack`` calls ahead of the least advanced
     request in progress: a short request sent while a long one runs is not queued behind the long one's
-    calls, and requests of equal progress still run (and batch) together. A long request waits while
-    newer ones catch up, so under a steady stream of new requests it can be held back up to its time limit.
+    calls, and requests of equal progress still run (and batch) together. A request held back goes anyway
+    after ``max_wait`` seconds, so a steady stream of new requests slows a long one but cannot stop it.
     """
 
-    def __init__(self, slack: int) -> None:
+    def __init__(self, slack: int, max_wait: float) -> None:
         self.slack = slack
+        self.max_wait = max_wait
         self.progress: dict[object, int] = {}
         self.changed = asyncio.Condition()
 
@@ -95,7 +97,8 @@ class ProgressGate:
     async def call(self, key: object) -> None:
         """Wait for this request's turn, then count its call."""
         async with self.changed:
-            await self.changed.wait_for(lambda: self.may_call(key))
+            with contextlib.suppress(TimeoutError):  # waited long enough: go anyway
+                await asyncio.wait_for(self.changed.wait_for(lambda: self.may_call(key)), self.max_wait)
             self.progress[key] += 1
             self.changed.notify_all()
 
@@ -127,6 +130,8 @@ OUTCOMES = ("completed", "cancelled", "timed_out", "invalid_input", "failed")
 OFFLINE_BLS_THREADS = 64
 #: How many network calls a ``tts_offline`` request may run ahead of the least advanced one (ProgressGate).
 OFFLINE_CALL_SLACK = 8
+#: Seconds a ``tts_offline`` call waits at most for the requests behind it (ProgressGate).
+OFFLINE_MAX_GATE_WAIT_S = 0.5
 
 
 class TimedOut(Exception):
@@ -169,7 +174,7 @@ class TritonPythonModel:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.gate: ProgressGate | None = None
         if not self.decoupled:
-            self.gate = ProgressGate(OFFLINE_CALL_SLACK)
+            self.gate = ProgressGate(OFFLINE_CALL_SLACK, OFFLINE_MAX_GATE_WAIT_S)
             self.loop = asyncio.new_event_loop()
             self.loop.set_default_executor(ThreadPoolExecutor(OFFLINE_BLS_THREADS, thread_name_prefix="bls"))
             self.loop_thread = threading.Thread(target=self.loop.run_forever, name="tts-offline", daemon=True)
