@@ -354,3 +354,32 @@ def test_metrics_count_each_outcome(server: TritonServer, grpc: TTSClient) -> No
         time.sleep(0.2)
     assert all(grown[key] >= n for key, n in expected.items()), grown
     assert {outcome for _, outcome in after} == {"completed", "cancelled", "timed_out", "invalid_input", "failed"}
+
+
+def test_progress_gate_lets_a_new_request_pass_a_long_one() -> None:
+    """Triton-free: the long request (far ahead) waits while the new one makes its calls, and goes on
+    after it leaves; a request held back longer than ``max_wait`` goes anyway."""
+    from tts_triton.triton.utils import ProgressGate
+
+    async def scenario(max_wait: float) -> list[str]:
+        gate, order = ProgressGate(slack=2, max_wait=max_wait), []
+        gate.enter("long")
+        gate.progress["long"] = 100
+        gate.enter("short")
+
+        async def long() -> None:
+            await gate.call("long")
+            order.append("long")
+
+        async def short() -> None:
+            for i in range(3):
+                await gate.call("short")
+                order.append(f"short{i}")
+                await asyncio.sleep(0.05)
+            await gate.leave("short")
+
+        await asyncio.wait_for(asyncio.gather(long(), short()), 5)
+        return order
+
+    assert asyncio.run(scenario(max_wait=5.0)) == ["short0", "short1", "short2", "long"]
+    assert asyncio.run(scenario(max_wait=0.01)) == ["short0", "long", "short1", "short2"]

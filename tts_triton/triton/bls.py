@@ -11,7 +11,8 @@ Concurrency: both models run one coroutine per request. ``tts`` has an async ``e
 it in the background); ``tts_offline`` is not decoupled, so Triton would wait for its ``execute``:
 there it hands each request to an event loop of its own and answers through the response sender
 (Triton >= 24.06), so that concurrent offline requests run side by side and share decoder batches.
-Their network calls pass a :class:`ProgressGate`: a short request is not queued behind a long one.
+Their network calls pass a :class:`~tts_triton.triton.utils.ProgressGate`: a short request is not
+queued behind a long one.
 
 A request stops early when the client cancels it (``is_cancelled()``: a gRPC cancel, deadline or closed
 connection) or at its time limit: ``RequestLimits.max_request_seconds``, shortened by the request's own
@@ -30,7 +31,6 @@ decode loop in :mod:`tts_triton.serving.pipeline`; here are only the Triton call
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import threading
 import time
@@ -45,7 +45,7 @@ from tts_triton import audio, contract
 from tts_triton.config import LIMITS, ModelConfig
 from tts_triton.serving.pipeline import Cancelled, Chunk
 from tts_triton.serving.service import InvalidInput, TTSService, parse_request
-from tts_triton.triton.utils import parameters
+from tts_triton.triton.utils import ProgressGate, parameters
 from tts_triton.voices import VoiceBank
 
 
@@ -66,41 +66,6 @@ class BlsBackend:
         if response.has_error():
             raise RuntimeError(f"model {model!r} failed: {response.error().message()}")
         return {name: pb_utils.get_output_tensor_by_name(response, name).as_numpy() for name in self.outputs[model]}
-
-
-class ProgressGate:
-    """Least-attained-service order for the network calls of concurrent requests on one event loop.
-
-    A request may make its next call only while it is at most ``slack`` calls ahead of the least advanced
-    request in progress: a short request sent while a long one runs is not queued behind the long one's
-    calls, and requests of equal progress still run (and batch) together. A request held back goes anyway
-    after ``max_wait`` seconds, so a steady stream of new requests slows a long one but cannot stop it.
-    """
-
-    def __init__(self, slack: int, max_wait: float) -> None:
-        self.slack = slack
-        self.max_wait = max_wait
-        self.progress: dict[object, int] = {}
-        self.changed = asyncio.Condition()
-
-    def may_call(self, key: object) -> bool:
-        return self.progress[key] <= min(self.progress.values()) + self.slack
-
-    def enter(self, key: object) -> None:
-        self.progress[key] = 0
-
-    async def leave(self, key: object) -> None:
-        del self.progress[key]
-        async with self.changed:
-            self.changed.notify_all()
-
-    async def call(self, key: object) -> None:
-        """Wait for this request's turn, then count its call."""
-        async with self.changed:
-            with contextlib.suppress(TimeoutError):  # waited long enough: go anyway
-                await asyncio.wait_for(self.changed.wait_for(lambda: self.may_call(key)), self.max_wait)
-            self.progress[key] += 1
-            self.changed.notify_all()
 
 
 class GatedBackend:
