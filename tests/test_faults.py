@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from conftest import pick_ports
 
 from tts_triton import contract
 from tts_triton.client import TTSClient
@@ -178,3 +180,31 @@ def test_no_shared_memory_left_when_the_server_is_killed(model_repository: Path,
     time.sleep(0.5)
     server.stop(timeout=5)
     assert not list(SHM_DIR.glob(f"{server.shm_prefix}*"))
+
+
+def test_serve_restarts_a_killed_worker_and_leaves_nothing(model_repository: Path, tmp_path: Path) -> None:
+    """`tts-triton serve` itself: a killed stub is replaced, then SIGTERM leaves no process and no region."""
+    ports = pick_ports()
+    log = tmp_path / "serve.log"
+    command = [sys.executable, "-m", "tts_triton.cli", "serve", "--no-build", "--model-repository",
+               str(model_repository), "--http-port", str(ports.http), "--grpc-port", str(ports.grpc),
+               "--metrics-port", str(ports.metrics), "--health-interval", "1"]
+    with open(log, "w") as out:
+        serve = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until(lambda: "ready:" in log.read_text(), 120, "serve ready")
+        stub = subprocess.run(["pgrep", "-f", f"tts_triton_{serve.pid}_{ports.http}_.* vocoder_0_0 "],
+                              capture_output=True, text=True).stdout.split()
+        assert len(stub) == 1, stub
+        killed_at = time.monotonic()
+        os.kill(int(stub[0]), signal.SIGKILL)
+        wait_until(lambda: "serving again" in log.read_text(), RECOVERY_BOUND_S, "serve restarting the server")
+        print(f"serve: serving again {time.monotonic() - killed_at:.1f} s after the kill")
+        assert check_health(f"127.0.0.1:{ports.grpc}", timeout=10).ok
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(60)
+    assert serve.returncode == 0, log.read_text()
+    prefix = f"tts_triton_{serve.pid}_{ports.http}_"
+    assert not list(SHM_DIR.glob(f"{prefix}*"))
+    assert subprocess.run(["pgrep", "-f", prefix], capture_output=True).returncode == 1, "processes left"
