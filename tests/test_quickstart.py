@@ -1,0 +1,67 @@
+"""scripts/quickstart.sh from a clean copy of the checkout: it exits 0 with a WAV and leaves nothing running.
+
+The copy holds the files git tracks (and untracked, not ignored ones), as a fresh clone would, plus a link
+to this checkout's ``.venv`` (so ``setup.sh`` finds it up to date instead of installing for minutes). The
+server serves the test model repository (``--no-build``) on free ports passed through to ``serve``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import soundfile as sf
+from conftest import pick_ports
+
+from tts_triton.server import port_holders
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def clean_copy(dest: Path) -> Path:
+    """The checkout's files as a clone has them, with ``.venv`` linked."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    (dest / ".venv").symlink_to(Path(sys.prefix))
+    return dest
+
+
+def processes_mentioning(*needles: str) -> list[str]:
+    """Command lines of live processes that contain any of ``needles``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if any(needle in text for needle in needles):
+            found.append(text)
+    return found
+
+
+def test_quickstart_exits_with_a_wav_and_leaves_nothing_behind(model_repository: Path, tmp_path: Path) -> None:
+    copy = clean_copy(tmp_path / "clone")
+    ports = pick_ports()
+    args = ["--model-repository", str(model_repository), "--no-build", "--http-port", str(ports.http),
+            "--grpc-port", str(ports.grpc), "--metrics-port", str(ports.metrics)]
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    began = time.monotonic()
+    run = subprocess.run(["bash", "scripts/quickstart.sh", "Hello from the quickstart.", *args], cwd=copy, env=env,
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"ready on 127.0.0.1:{ports.grpc}" in run.stdout
+    audio, rate = sf.read(copy / "hello.wav")
+    assert rate == 22050 and len(audio) > 0
+    assert time.monotonic() - began < 240
+    ports_given = [f"-port={p}" for p in (ports.http, ports.grpc, ports.metrics)]
+    assert processes_mentioning(str(copy), *ports_given) == []  # neither serve nor tritonserver
+    for port in (ports.http, ports.grpc, ports.metrics):
+        assert port_holders(port) == []
