@@ -55,6 +55,7 @@ from tts_triton.contract import (
 from tts_triton.onnx_io import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE, io_mismatches
 
 from .pbtxt import EnumValue, render, string_parameters, tensor
+from .tensorrt_profiles import network_profiles
 
 __all__ = [
     "MANIFEST",
@@ -319,9 +320,10 @@ def _network_config(spec: ModelSpec, runtime: RuntimeTarget, settings: Repositor
     config["input"] = [tensor(t) for t in spec.inputs]
     config["output"] = [tensor(t) for t in spec.outputs]
     config["dynamic_batching"] = {"max_queue_delay_microseconds": net.max_queue_delay_us}
-    config["instance_group"] = [
-        {"kind": EnumValue(settings.instance_kind or runtime.instance_kind), "count": net.instances}
-    ]
+    group: dict[str, Any] = {"kind": EnumValue(settings.instance_kind or runtime.instance_kind), "count": net.instances}
+    if runtime.source == "plan":  # without the list, Triton runs only a plan's first optimization profile
+        group["profile"] = [str(i) for i in range(len(network_profiles(spec, net.max_batch_size)))]
+    config["instance_group"] = [group]
     if runtime.onnxruntime_threads:
         config["parameters"] = string_parameters(
             {INTRA_OP_THREADS: str(net.intra_op_threads), INTER_OP_THREADS: str(net.inter_op_threads)}
