@@ -12,6 +12,8 @@ import dataclasses
 import itertools
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -168,3 +170,24 @@ def test_cli_prints_trtexec_and_says_where_to_build(tmp_path: Path, capsys: pyte
     assert all(line.startswith("trtexec --onnx=") for line in lines[1:])
     assert main(args) == 1  # TensorRT cannot be installed on this machine
     assert "TensorRT is not installed here" in capsys.readouterr().err
+
+
+START = Path(__file__).resolve().parents[1] / "deploy" / "docker" / "start.sh"
+
+
+def test_docker_start_script_prepares_the_build_and_stops_where_tensorrt_is_missing(
+    model_repository: Path, tmp_path: Path
+) -> None:
+    """start.sh on this host (no TensorRT, no tritonserver on PATH): it derives the build inputs from the ONNX
+    repository, then the builder refuses with the reason; tritonserver is never reached."""
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "MODEL_SOURCE": str(model_repository),
+           "TTS_STATE": str(tmp_path / "state"), "PYTHON": sys.executable}
+    run = subprocess.run(["bash", str(START)], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "error: TensorRT is not installed here" in run.stderr
+    state = tmp_path / "state"
+    for name in SPECS:
+        assert (state / "onnx" / f"{name}.onnx").resolve() == model_repository / name / "1" / "model.onnx"
+    manifest = json.loads((model_repository / "repository.json").read_text())
+    assert json.loads((state / "model_config.json").read_text()) == manifest["model_config"]
+    assert not (state / "model_repository").exists()
