@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import soundfile as sf
-from conftest import pick_ports
+from conftest import TritonPorts, pick_ports
 
 from tts_triton.server import port_holders
 
@@ -47,11 +48,22 @@ def processes_mentioning(*needles: str) -> list[str]:
     return found
 
 
+def serve_args(model_repository: Path, ports: TritonPorts) -> list[str]:
+    return ["--model-repository", str(model_repository), "--no-build", "--http-port", str(ports.http),
+            "--grpc-port", str(ports.grpc), "--metrics-port", str(ports.metrics)]
+
+
+def assert_nothing_left(copy: Path, ports: TritonPorts) -> None:
+    ports_given = [f"-port={p}" for p in (ports.http, ports.grpc, ports.metrics)]
+    assert processes_mentioning(str(copy), *ports_given) == []  # neither serve nor tritonserver
+    for port in (ports.http, ports.grpc, ports.metrics):
+        assert port_holders(port) == []
+
+
 def test_quickstart_exits_with_a_wav_and_leaves_nothing_behind(model_repository: Path, tmp_path: Path) -> None:
     copy = clean_copy(tmp_path / "clone")
     ports = pick_ports()
-    args = ["--model-repository", str(model_repository), "--no-build", "--http-port", str(ports.http),
-            "--grpc-port", str(ports.grpc), "--metrics-port", str(ports.metrics)]
+    args = serve_args(model_repository, ports)
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     began = time.monotonic()
     run = subprocess.run(["bash", "scripts/quickstart.sh", "Hello from the quickstart.", *args], cwd=copy, env=env,
@@ -61,7 +73,23 @@ def test_quickstart_exits_with_a_wav_and_leaves_nothing_behind(model_repository:
     audio, rate = sf.read(copy / "hello.wav")
     assert rate == 22050 and len(audio) > 0
     assert time.monotonic() - began < 240
-    ports_given = [f"-port={p}" for p in (ports.http, ports.grpc, ports.metrics)]
-    assert processes_mentioning(str(copy), *ports_given) == []  # neither serve nor tritonserver
-    for port in (ports.http, ports.grpc, ports.metrics):
-        assert port_holders(port) == []
+    assert_nothing_left(copy, ports)
+
+
+def test_ctrl_c_while_the_server_starts_leaves_nothing_behind(model_repository: Path, tmp_path: Path) -> None:
+    """Ctrl-C in a terminal sends SIGINT to the whole foreground process group: the script, and `serve`,
+    which a script's `&` starts with SIGINT ignored."""
+    copy = clean_copy(tmp_path / "clone")
+    ports = pick_ports()
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    script = subprocess.Popen(["bash", "scripts/quickstart.sh", "Hello.", *serve_args(model_repository, ports)],
+                              cwd=copy, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    assert script.stdout is not None
+    while "==> starting the server" not in (line := script.stdout.readline()):
+        assert line, "quickstart.sh ended before starting the server"
+    time.sleep(0.5)
+    os.killpg(script.pid, signal.SIGINT)
+    assert script.wait(timeout=60) == 130
+    assert not (copy / "hello.wav").exists()
+    assert_nothing_left(copy, ports)

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from tts_triton.build import ensure_repository
 from tts_triton.config import ModelConfig
 from tts_triton.contract import VOCODER, ModelSpec, network_specs
 from tts_triton.export.pbtxt import parse, render
-from tts_triton.export.repository import RUNTIME_TARGETS, RepositorySettings, _network_config
+from tts_triton.export.repository import RUNTIME_TARGETS, EnginesMissingError, RepositorySettings, _network_config
 from tts_triton.export.tensorrt import (
     DEFAULT_PRECISION,
     EngineHost,
@@ -191,3 +192,17 @@ def test_docker_start_script_prepares_the_build_and_stops_where_tensorrt_is_miss
     manifest = json.loads((model_repository / "repository.json").read_text())
     assert json.loads((state / "model_config.json").read_text()) == manifest["model_config"]
     assert not (state / "model_repository").exists()
+
+
+def test_build_repo_tensorrt_without_plans_writes_nothing_and_says_what_to_run(
+    model_repository: Path, checkpoint_file: Path, tmp_path: Path
+) -> None:
+    cache = model_repository.parent / "cache"  # the test repository's export cache: the ONNX files exist
+    out = tmp_path / "repo"
+    with pytest.raises(EnginesMissingError) as missing:
+        ensure_repository(out, checkpoint=checkpoint_file, cache=cache, target="tensorrt", progress=False)
+    onnx_dir = next(cache.glob("*/onnx"))
+    message = str(missing.value)
+    assert f"python -m tts_triton.export.tensorrt --onnx-dir {onnx_dir} --engines-dir ENGINES" in message
+    assert f"--engines-dir ENGINES --out {out}" in message and "deploy/docker/start.sh" in message
+    assert not out.exists()
