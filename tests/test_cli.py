@@ -58,7 +58,7 @@ def test_second_serve_on_busy_ports_names_the_port_within_seconds(server: Triton
     run = tts_triton("serve", "--model-repository", str(tmp_path / "never-built"), "--http-port", str(free_port()),
                      "--grpc-port", str(server.grpc_port), "--metrics-port", str(free_port()),
                      env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
-    assert time.monotonic() - began < 15
+    assert time.monotonic() - began < 10  # 0.3 s when measured: ports are checked before torch is imported
     line = one_line_error(run)
     assert line.startswith(f"error: gRPC port {server.grpc_port} on 127.0.0.1 is in use by pid {server.pid} "
                            "(tritonserver ")

@@ -50,7 +50,6 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from tts_triton.build import ensure_repository
     from tts_triton.server import PortInUseError, TritonServer, TritonServerError, check_ports
 
     server = TritonServer(args.model_repository.absolute(), host=args.host, http_port=args.http_port,
@@ -60,6 +59,8 @@ def _serve(args: argparse.Namespace) -> int:
         if args.no_build and not (args.model_repository / "repository.json").is_file():
             return _fail(f"{args.model_repository} is not a built model repository (drop --no-build to build it)")
         if not args.no_build:
+            from tts_triton.build import ensure_repository  # heavy (torch): only once the ports are known free
+
             ensure_repository(args.model_repository, checkpoint=args.checkpoint)
         print(f"starting tritonserver on {args.host} (log: {server.log_file}) ...", flush=True)
         # A script's `cmd &` starts us with SIGINT ignored; Ctrl-C, kill, hang-up all stop the server.
