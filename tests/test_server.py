@@ -234,8 +234,15 @@ def test_stop_leaves_no_process_behind_and_keeps_the_log(
     tmp_path: Path, make_triton: Callable[..., TritonServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # default log and backends go here
+    logs = tmp_path / "cache" / "tts-triton" / "logs"
+    logs.mkdir(parents=True)
+    old, recent = logs / "tritonserver-8000-1.log", logs / "tritonserver-8000-2.log"
+    for log in (old, recent):
+        log.write_text("an earlier server\n")
+    os.utime(old, (time.time() - 15 * 24 * 3600,) * 2)
     server = make_triton(write_add_one(tmp_path / "repo"), log_file=None)
     with server:
+        assert not old.exists() and recent.exists()  # logs untouched for two weeks are pruned
         assert server.pid is not None
         members = group_members(server.pid)
         assert server.pid in members and len(members) >= 2  # the server and the model's backend stub
@@ -243,7 +250,6 @@ def test_stop_leaves_no_process_behind_and_keeps_the_log(
     assert group_exits(server.pid)
     with socket.create_server(("127.0.0.1", server.http_port)):  # the port is free again
         pass
-    logs = tmp_path / "cache" / "tts-triton" / "logs"
     assert server.log_file == logs / f"tritonserver-{server.http_port}-{os.getpid()}.log"  # one per owner
     assert "successfully unloaded 'add_one'" in server.log_tail()
     server.start()  # a restart appends to the log; the log methods read only the latest run

@@ -63,6 +63,8 @@ _BACKEND_FILES = ("libtriton_python.so", "triton_python_backend_utils.py")
 _ERROR_LINE = re.compile(r"E\d{4} |error: |\[libprotobuf ERROR")
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _TCP_LISTEN = "0A"  # socket state in /proc/net/tcp
+#: Default-named logs (one per owning process) untouched this long are removed when a server starts.
+LOG_RETENTION_S = 14 * 24 * 3600
 
 
 class TritonServerError(RuntimeError):
@@ -276,6 +278,15 @@ def _die_with_parent() -> Callable[[], None]:
     return preexec
 
 
+def _prune_logs(folder: Path, older_than_s: float = LOG_RETENTION_S) -> None:
+    """Remove the default-named server logs in ``folder`` not written for ``older_than_s`` seconds."""
+    cutoff = time.time() - older_than_s
+    for log in folder.glob("tritonserver-*.log"):
+        with contextlib.suppress(OSError):  # removed by another process meanwhile
+            if log.stat().st_mtime < cutoff:
+                log.unlink()
+
+
 def _client_host(host: str) -> str:
     """The address a local client uses to reach a server bound to ``host``, formatted for a URL."""
     if host in ("", "0.0.0.0"):
@@ -301,8 +312,9 @@ class TritonServer:
       that outlives it (normally the main thread).
     - All server output (stdout, stderr, Triton's log) is appended to ``log_file``, by default
       ``$XDG_CACHE_HOME/tts-triton/logs/tritonserver-<http_port>-<pid of this process>.log`` (one file
-      per owning process: a second server never writes into the first one's log); ``log_tail`` and
-      ``log_errors`` read only what the latest ``start`` appended.
+      per owning process: a second server never writes into the first one's log; such logs untouched for
+      ``LOG_RETENTION_S`` are removed); ``log_tail`` and ``log_errors`` read only what the latest ``start``
+      appended.
     - Endpoints bind ``host`` (loopback by default). ``extra_args`` are appended to the command line
       and so override the defaults (e.g. ``--model-control-mode=explicit``).
     """
@@ -330,6 +342,7 @@ class TritonServer:
         self.install = install or find_triton()
         default_log = cache_dir() / "logs" / f"tritonserver-{http_port}-{os.getpid()}.log"
         self.log_file = Path(log_file) if log_file else default_log
+        self._prune = log_file is None
         self._log_start = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._group_alive = False
@@ -405,6 +418,8 @@ class TritonServer:
         check_ports(self.host, self.ports)
         backends = prepare_backends(self.install)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        if self._prune:
+            _prune_logs(self.log_file.parent)
         with open(self.log_file, "ab") as log:
             self._log_start = log.tell()
             proc = self._proc = subprocess.Popen(
