@@ -10,7 +10,7 @@ The server is owned by the ``TritonServer`` object: it runs in its own process g
 with SIGTERM and then SIGKILL, and it receives SIGTERM from the kernel when the thread that started it
 dies (``PR_SET_PDEATHSIG``), so no exit path of the parent, ``kill -9`` included, leaves it running.
 Its ports are checked before it starts (``PortInUseError`` names the holder), and readiness is only
-believed once the child itself listens on them.
+believed once the child itself listens on its HTTP and gRPC ports.
 
 Typical use::
 
@@ -302,7 +302,7 @@ class TritonServer:
     Contract:
     - ``start`` first checks that the three ports can be bound (else ``PortInUseError``, naming the port
       and its holder, and nothing is started). It returns only once the child process itself listens on
-      its ports and ``/v2/health/ready`` answers 200, which (strict readiness, model control mode
+      its HTTP and gRPC ports and ``/v2/health/ready`` answers 200, which (strict readiness, model control mode
       ``none``, exit on error) means every model in the repository loaded. Otherwise it stops the
       process and raises ``TritonServerError`` with the tail of the server log.
     - The server runs in its own process group (a terminal's Ctrl-C reaches this process, not the
@@ -463,12 +463,13 @@ class TritonServer:
             time.sleep(0.1)
 
     def listens(self, pid: int | None = None) -> bool:
-        """Whether process ``pid`` (default: the server) holds a listening socket on each of the ports."""
+        """Whether process ``pid`` (default: the server) listens on the HTTP and gRPC ports (the readiness
+        probe's and the clients'; the metrics endpoint may be turned off with ``--allow-metrics=false``)."""
         pid = self.pid if pid is None else pid
         if pid is None:
             return False
         owned = _socket_inodes(pid)
-        return all(_listening_inodes(port) & owned for port in self.ports.values())
+        return all(_listening_inodes(port) & owned for port in (self.http_port, self.grpc_port))
 
     def stop(self, timeout: float = 30) -> int | None:
         """Stop the server and every process of its group; return its exit code (``None`` if never started).
