@@ -18,6 +18,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from tts_triton import server as server_module
 from tts_triton.server import (
     PortInUseError,
     TritonNotFoundError,
@@ -344,3 +345,17 @@ def test_server_dies_with_a_killed_owner(tmp_path: Path) -> None:
     for port in ports:
         with socket.create_server(("127.0.0.1", int(port))):  # every port is free again
             pass
+
+
+def test_readiness_is_never_taken_from_another_server(
+    add_one_server: TritonServer, tmp_path: Path, make_triton: Callable[..., TritonServer],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A port taken between the check and the bind: the first server answers /v2/health/ready on it, but
+    readiness counts only from the server's own child, which fails to bind and exits."""
+    monkeypatch.setattr(server_module, "check_ports", lambda host, ports: None)
+    second = make_triton(write_add_one(tmp_path / "repo"), http_port=add_one_server.http_port)
+    refused = r"tritonserver exited with code 1(.|\n)*failed to start HTTP service.*already in use"
+    with pytest.raises(TritonServerError, match=refused):
+        second.start(timeout=60)
+    assert add_one_server.is_running()
