@@ -10,9 +10,10 @@ text=${1:-"Hello! This is tts-triton, streaming speech from a Triton server."}
 
 bash scripts/setup.sh
 log=$(mktemp -t tts-triton-serve.XXXXXX.log)
-.venv/bin/tts-triton serve "$@" >"$log" 2>&1 &
+.venv/bin/tts-triton serve --exit-with-parent "$@" >"$log" 2>&1 &
 server=$!
-# `serve` stops tritonserver (SIGTERM, then SIGKILL after a grace period) when it gets SIGTERM.
+# `serve` stops tritonserver (SIGTERM, then SIGKILL after a grace period) when it gets SIGTERM, which the
+# kernel also sends it if this script dies without running its traps (--exit-with-parent).
 stop() { kill -TERM "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; }
 trap stop EXIT
 trap 'exit 130' INT

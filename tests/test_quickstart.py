@@ -53,9 +53,13 @@ def serve_args(model_repository: Path, ports: TritonPorts) -> list[str]:
             "--grpc-port", str(ports.grpc), "--metrics-port", str(ports.metrics)]
 
 
+def our_processes(copy: Path, ports: TritonPorts) -> list[str]:
+    """Command lines of the copy's processes: `serve` (``--grpc-port N``) and tritonserver (``--grpc-port=N``)."""
+    return processes_mentioning(str(copy), f"--grpc-port {ports.grpc}", f"--grpc-port={ports.grpc}")
+
+
 def assert_nothing_left(copy: Path, ports: TritonPorts) -> None:
-    ports_given = [f"-port={p}" for p in (ports.http, ports.grpc, ports.metrics)]
-    assert processes_mentioning(str(copy), *ports_given) == []  # neither serve nor tritonserver
+    assert our_processes(copy, ports) == []
     for port in (ports.http, ports.grpc, ports.metrics):
         assert port_holders(port) == []
 
@@ -76,20 +80,37 @@ def test_quickstart_exits_with_a_wav_and_leaves_nothing_behind(model_repository:
     assert_nothing_left(copy, ports)
 
 
-def test_ctrl_c_while_the_server_starts_leaves_nothing_behind(model_repository: Path, tmp_path: Path) -> None:
-    """Ctrl-C in a terminal sends SIGINT to the whole foreground process group: the script, and `serve`,
-    which a script's `&` starts with SIGINT ignored."""
-    copy = clean_copy(tmp_path / "clone")
-    ports = pick_ports()
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+def start_quickstart(copy: Path, model_repository: Path, ports: TritonPorts, cache: Path) -> subprocess.Popen[str]:
+    """quickstart.sh in its own session, returned once it has started `serve`."""
     script = subprocess.Popen(["bash", "scripts/quickstart.sh", "Hello.", *serve_args(model_repository, ports)],
-                              cwd=copy, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
-                              start_new_session=True)
+                              cwd=copy, env={**os.environ, "XDG_CACHE_HOME": str(cache)}, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
     assert script.stdout is not None
     while "==> starting the server" not in (line := script.stdout.readline()):
         assert line, "quickstart.sh ended before starting the server"
     time.sleep(0.5)
+    return script
+
+
+def test_ctrl_c_while_the_server_starts_leaves_nothing_behind(model_repository: Path, tmp_path: Path) -> None:
+    """Ctrl-C in a terminal sends SIGINT to the whole foreground process group: the script, and `serve`,
+    which a script's `&` starts with SIGINT ignored."""
+    copy, ports = clean_copy(tmp_path / "clone"), pick_ports()
+    script = start_quickstart(copy, model_repository, ports, tmp_path / "cache")
     os.killpg(script.pid, signal.SIGINT)
     assert script.wait(timeout=60) == 130
     assert not (copy / "hello.wav").exists()
+    assert_nothing_left(copy, ports)
+
+
+def test_killing_the_script_stops_the_server(model_repository: Path, tmp_path: Path) -> None:
+    """SIGKILL of the script (no trap runs): `serve --exit-with-parent` gets SIGTERM from the kernel and stops
+    tritonserver."""
+    copy, ports = clean_copy(tmp_path / "clone"), pick_ports()
+    script = start_quickstart(copy, model_repository, ports, tmp_path / "cache")
+    script.kill()
+    script.wait()
+    deadline = time.monotonic() + 60
+    while our_processes(copy, ports) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert_nothing_left(copy, ports)

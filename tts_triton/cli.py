@@ -50,7 +50,10 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from tts_triton.server import PortInUseError, TritonServer, TritonServerError, check_ports
+    from tts_triton.server import PortInUseError, TritonServer, TritonServerError, check_ports, set_parent_death_signal
+
+    if args.exit_with_parent:
+        set_parent_death_signal(signal.SIGTERM, os.getppid())
 
     server = TritonServer(args.model_repository.absolute(), host=args.host, http_port=args.http_port,
                           grpc_port=args.grpc_port, metrics_port=args.metrics_port, log_verbose=args.log_verbose)
@@ -213,6 +216,8 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--log-verbose", type=int, default=0, help="Triton's verbose log level (default %(default)s)")
     s.add_argument("--startup-timeout", type=float, default=300.0,
                    help="seconds allowed for every model to load (default %(default)s)")
+    s.add_argument("--exit-with-parent", action="store_true",
+                   help="stop when the process that started serve exits, even by SIGKILL (for scripts)")
     s.set_defaults(func=_serve)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -36,7 +37,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -54,6 +55,7 @@ __all__ = [
     "free_port",
     "port_holders",
     "prepare_backends",
+    "set_parent_death_signal",
 ]
 
 PYTRITON_REQUIREMENT = "nvidia-pytriton==0.7.0"
@@ -262,20 +264,15 @@ def check_ports(host: str, ports: dict[str, int]) -> None:
         raise PortInUseError(f"{label} port {port} on {host or '0.0.0.0'} is in use by {who}", port=port)
 
 
-def _die_with_parent() -> Callable[[], None]:
-    """A ``preexec_fn`` that makes the child receive SIGTERM when the thread that forked it dies.
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded at import: a preexec_fn should only make system calls
 
-    ``libc`` is loaded here, before the fork: a ``preexec_fn`` should do no more than system calls.
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    parent = os.getpid()
 
-    def preexec() -> None:
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before prctl took effect: nobody would signal us
-            os._exit(1)
-
-    return preexec
+def set_parent_death_signal(sig: int, parent: int) -> None:
+    """Have the kernel send this process ``sig`` when the thread that forked it dies (``PR_SET_PDEATHSIG``,
+    kept across exec); exit at once if ``parent`` is already gone (this process was re-parented)."""
+    _LIBC.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _prune_logs(folder: Path, older_than_s: float = LOG_RETENTION_S) -> None:
@@ -429,7 +426,7 @@ class TritonServer:
                 stderr=subprocess.STDOUT,
                 env=self.environment(),
                 start_new_session=True,
-                preexec_fn=_die_with_parent(),
+                preexec_fn=functools.partial(set_parent_death_signal, signal.SIGTERM, os.getpid()),
             )
         self._group_alive = True
         try:
