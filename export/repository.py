@@ -56,6 +56,7 @@ from tts_triton.onnx_io import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE, io
 from tts_triton.triton.utils import INPUT_AXES, input_axes_parameter
 
 from .pbtxt import EnumValue, render, string_parameters, tensor
+from .tensorrt_profiles import network_profiles
 
 __all__ = [
     "MANIFEST",
@@ -320,9 +321,10 @@ def _network_config(spec: ModelSpec, runtime: RuntimeTarget, settings: Repositor
     config["input"] = [tensor(t) for t in spec.inputs]
     config["output"] = [tensor(t) for t in spec.outputs]
     config["dynamic_batching"] = {"max_queue_delay_microseconds": net.max_queue_delay_us}
-    config["instance_group"] = [
-        {"kind": EnumValue(settings.instance_kind or runtime.instance_kind), "count": net.instances}
-    ]
+    group: dict[str, Any] = {"kind": EnumValue(settings.instance_kind or runtime.instance_kind), "count": net.instances}
+    if runtime.source == "plan":  # without the list, Triton runs only a plan's first optimization profile
+        group["profile"] = [str(i) for i in range(len(network_profiles(spec, net.max_batch_size)))]
+    config["instance_group"] = [group]
     params = {INPUT_AXES: input_axes_parameter(spec)}  # the model rejects shapes the BLS never sends
     if runtime.onnxruntime_threads:
         params |= {INTRA_OP_THREADS: str(net.intra_op_threads), INTER_OP_THREADS: str(net.inter_op_threads)}

@@ -22,7 +22,7 @@ start=$SECONDS
 step() { printf '==> [%3ds] %s\n' "$((SECONDS - start))" "$*"; }
 pip() {  # progress lines kept (a first install takes minutes); drops warnings about local package indexes
   # that this machine's pip config names but lacks, and pip's "Requirement already satisfied" noise
-  "$VENV/bin/python" -m pip --disable-pip-version-check --progress-bar off "$@" 2>&1 |
+  "$VENV/bin/python" -m pip --disable-pip-version-check "$@" 2>&1 |
     { grep -v -e 'is ignored: it is neither a file nor a directory' -e '^Requirement already satisfied' || true; }
 }
 # apt-get waits this long for a lock that another apt/dpkg (e.g. unattended-upgrades) holds, then fails.

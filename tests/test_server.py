@@ -18,6 +18,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from tts_triton import server as server_module
 from tts_triton.server import (
     PortInUseError,
     TritonNotFoundError,
@@ -234,8 +235,15 @@ def test_stop_leaves_no_process_behind_and_keeps_the_log(
     tmp_path: Path, make_triton: Callable[..., TritonServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # default log and backends go here
+    logs = tmp_path / "cache" / "tts-triton" / "logs"
+    logs.mkdir(parents=True)
+    old, recent = logs / "tritonserver-8000-1.log", logs / "tritonserver-8000-2.log"
+    for log in (old, recent):
+        log.write_text("an earlier server\n")
+    os.utime(old, (time.time() - 15 * 24 * 3600,) * 2)
     server = make_triton(write_add_one(tmp_path / "repo"), log_file=None)
     with server:
+        assert not old.exists() and recent.exists()  # logs untouched for two weeks are pruned
         assert server.pid is not None
         members = group_members(server.pid)
         assert server.pid in members and len(members) >= 2  # the server and the model's backend stub
@@ -243,7 +251,6 @@ def test_stop_leaves_no_process_behind_and_keeps_the_log(
     assert group_exits(server.pid)
     with socket.create_server(("127.0.0.1", server.http_port)):  # the port is free again
         pass
-    logs = tmp_path / "cache" / "tts-triton" / "logs"
     assert server.log_file == logs / f"tritonserver-{server.http_port}-{os.getpid()}.log"  # one per owner
     assert "successfully unloaded 'add_one'" in server.log_tail()
     server.start()  # a restart appends to the log; the log methods read only the latest run
@@ -338,3 +345,17 @@ def test_server_dies_with_a_killed_owner(tmp_path: Path) -> None:
     for port in ports:
         with socket.create_server(("127.0.0.1", int(port))):  # every port is free again
             pass
+
+
+def test_readiness_is_never_taken_from_another_server(
+    add_one_server: TritonServer, tmp_path: Path, make_triton: Callable[..., TritonServer],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A port taken between the check and the bind: the first server answers /v2/health/ready on it, but
+    readiness counts only from the server's own child, which fails to bind and exits."""
+    monkeypatch.setattr(server_module, "check_ports", lambda host, ports: None)
+    second = make_triton(write_add_one(tmp_path / "repo"), http_port=add_one_server.http_port)
+    refused = r"tritonserver exited with code 1(.|\n)*failed to start HTTP service.*already in use"
+    with pytest.raises(TritonServerError, match=refused):
+        second.start(timeout=60)
+    assert add_one_server.is_running()

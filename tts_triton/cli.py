@@ -50,9 +50,11 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from tts_triton.build import ensure_repository
-    from tts_triton.server import PortInUseError, TritonServer, TritonServerError, check_ports
+    from tts_triton.server import PortInUseError, TritonServer, TritonServerError, check_ports, set_parent_death_signal
     from tts_triton.supervisor import Supervisor
+
+    if args.exit_with_parent:
+        set_parent_death_signal(signal.SIGTERM, os.getppid())
 
     server = TritonServer(args.model_repository.absolute(), host=args.host, http_port=args.http_port,
                           grpc_port=args.grpc_port, metrics_port=args.metrics_port, log_verbose=args.log_verbose,
@@ -62,6 +64,8 @@ def _serve(args: argparse.Namespace) -> int:
         if args.no_build and not (args.model_repository / "repository.json").is_file():
             return _fail(f"{args.model_repository} is not a built model repository (drop --no-build to build it)")
         if not args.no_build:
+            from tts_triton.build import ensure_repository  # heavy (torch): only once the ports are known free
+
             ensure_repository(args.model_repository, checkpoint=args.checkpoint)
         print(f"starting tritonserver on {args.host} (log: {server.log_file}) ...", flush=True)
         # A script's `cmd &` starts us with SIGINT ignored; Ctrl-C, kill, hang-up all stop the server.
@@ -222,6 +226,8 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--health-interval", type=float, default=5.0,
                    help="seconds between deep health checks; 2 failures in a row restart the server "
                         "(0: no checks, exit when the server exits; default %(default)s)")
+    s.add_argument("--exit-with-parent", action="store_true",
+                   help="stop when the process that started serve exits, even by SIGKILL (for scripts)")
     s.set_defaults(func=_serve)
 
 

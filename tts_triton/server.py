@@ -10,7 +10,7 @@ The server is owned by the ``TritonServer`` object: it runs in its own process g
 with SIGTERM and then SIGKILL, and it receives SIGTERM from the kernel when the thread that started it
 dies (``PR_SET_PDEATHSIG``), so no exit path of the parent, ``kill -9`` included, leaves it running.
 Its ports are checked before it starts (``PortInUseError`` names the holder), and readiness is only
-believed once the child itself listens on them.
+believed once the child itself listens on its HTTP and gRPC ports.
 
 Typical use::
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -37,7 +38,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -55,6 +56,7 @@ __all__ = [
     "free_port",
     "port_holders",
     "prepare_backends",
+    "set_parent_death_signal",
 ]
 
 PYTRITON_REQUIREMENT = "nvidia-pytriton==0.7.0"
@@ -70,6 +72,8 @@ RESTRICTED_APIS = ("shared-memory", "logging", "trace", "model-repository")
 ADMIN_HEADER = "tts-triton-admin-key"
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _TCP_LISTEN = "0A"  # socket state in /proc/net/tcp
+#: Default-named logs (one per owning process) untouched this long are removed when a server starts.
+LOG_RETENTION_S = 14 * 24 * 3600
 
 
 class TritonServerError(RuntimeError):
@@ -267,20 +271,24 @@ def check_ports(host: str, ports: dict[str, int]) -> None:
         raise PortInUseError(f"{label} port {port} on {host or '0.0.0.0'} is in use by {who}", port=port)
 
 
-def _die_with_parent() -> Callable[[], None]:
-    """A ``preexec_fn`` that makes the child receive SIGTERM when the thread that forked it dies.
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded at import: a preexec_fn should only make system calls
 
-    ``libc`` is loaded here, before the fork: a ``preexec_fn`` should do no more than system calls.
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    parent = os.getpid()
 
-    def preexec() -> None:
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before prctl took effect: nobody would signal us
-            os._exit(1)
+def set_parent_death_signal(sig: int, parent: int) -> None:
+    """Have the kernel send this process ``sig`` when the thread that forked it dies (``PR_SET_PDEATHSIG``,
+    kept across exec); exit at once if ``parent`` is already gone (this process was re-parented)."""
+    _LIBC.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
-    return preexec
+
+def _prune_logs(folder: Path, older_than_s: float = LOG_RETENTION_S) -> None:
+    """Remove the default-named server logs in ``folder`` not written for ``older_than_s`` seconds."""
+    cutoff = time.time() - older_than_s
+    for log in folder.glob("tritonserver-*.log"):
+        with contextlib.suppress(OSError):  # removed by another process meanwhile
+            if log.stat().st_mtime < cutoff:
+                log.unlink()
 
 
 def _client_host(host: str) -> str:
@@ -298,7 +306,7 @@ class TritonServer:
     Contract:
     - ``start`` first checks that the three ports can be bound (else ``PortInUseError``, naming the port
       and its holder, and nothing is started). It returns only once the child process itself listens on
-      its ports and ``/v2/health/ready`` answers 200, which (strict readiness, model control mode
+      its HTTP and gRPC ports and ``/v2/health/ready`` answers 200, which (strict readiness, model control mode
       ``none``, exit on error) means every model in the repository loaded. Otherwise it stops the
       process and raises ``TritonServerError`` with the tail of the server log.
     - The server runs in its own process group (a terminal's Ctrl-C reaches this process, not the
@@ -308,8 +316,9 @@ class TritonServer:
       that outlives it (normally the main thread).
     - All server output (stdout, stderr, Triton's log) is appended to ``log_file``, by default
       ``$XDG_CACHE_HOME/tts-triton/logs/tritonserver-<http_port>-<pid of this process>.log`` (one file
-      per owning process: a second server never writes into the first one's log); ``log_tail`` and
-      ``log_errors`` read only what the latest ``start`` appended.
+      per owning process: a second server never writes into the first one's log; such logs untouched for
+      ``LOG_RETENTION_S`` are removed); ``log_tail`` and ``log_errors`` read only what the latest ``start``
+      appended.
     - Endpoints bind ``host`` (loopback by default). ``extra_args`` are appended to the command line
       and so override the defaults (e.g. ``--model-control-mode=explicit``).
     - The control APIs of ``RESTRICTED_APIS`` (shared-memory registration, log settings, tracing, model
@@ -344,6 +353,7 @@ class TritonServer:
         self.log_file = Path(log_file) if log_file else default_log
         self.admin_key = admin_key or secrets.token_hex(16)
         self.shm_prefix = f"tts_triton_{os.getpid()}_{http_port}_"
+        self._prune = log_file is None
         self._log_start = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._group_alive = False
@@ -426,6 +436,8 @@ class TritonServer:
         check_ports(self.host, self.ports)
         backends = prepare_backends(self.install)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        if self._prune:
+            _prune_logs(self.log_file.parent)
         with open(self.log_file, "ab") as log:
             self._log_start = log.tell()
             proc = self._proc = subprocess.Popen(
@@ -435,7 +447,7 @@ class TritonServer:
                 stderr=subprocess.STDOUT,
                 env=self.environment(),
                 start_new_session=True,
-                preexec_fn=_die_with_parent(),
+                preexec_fn=functools.partial(set_parent_death_signal, signal.SIGTERM, os.getpid()),
             )
         self._group_alive = True
         try:
@@ -469,12 +481,13 @@ class TritonServer:
             time.sleep(0.1)
 
     def listens(self, pid: int | None = None) -> bool:
-        """Whether process ``pid`` (default: the server) holds a listening socket on each of the ports."""
+        """Whether process ``pid`` (default: the server) listens on the HTTP and gRPC ports (the readiness
+        probe's and the clients'; the metrics endpoint may be turned off with ``--allow-metrics=false``)."""
         pid = self.pid if pid is None else pid
         if pid is None:
             return False
         owned = _socket_inodes(pid)
-        return all(_listening_inodes(port) & owned for port in self.ports.values())
+        return all(_listening_inodes(port) & owned for port in (self.http_port, self.grpc_port))
 
     def stop(self, timeout: float = 30) -> int | None:
         """Stop the server and every process of its group; return its exit code (``None`` if never started).
