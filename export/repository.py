@@ -5,7 +5,7 @@ Layout of ``<out>/``::
     repository.json                      manifest: target, checkpoint sha256, model config, settings, build time
     text_encoder/ style_encoder/ decoder/ vocoder/
         config.pbtxt                     contract.network_specs + RepositorySettings + the target
-        1/model.onnx [+ model.py]        or 1/model.plan (tensorrt, built by a separate engine step)
+        1/model.onnx [+ model.py]        or 1/model.plan (tensorrt: built by tts_triton.export.tensorrt)
     encode/config.pbtxt, 1/              ensemble: text_encoder and style_encoder side by side
     tts/ tts_offline/                    Python BLS (decoupled / one response): config.pbtxt, voice_bank.json,
                                          1/model.py
@@ -53,11 +53,14 @@ from tts_triton.contract import (
     tts_spec,
 )
 from tts_triton.onnx_io import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE, io_mismatches
+from tts_triton.triton.utils import INPUT_AXES, input_axes_parameter
 
 from .pbtxt import EnumValue, render, string_parameters, tensor
+from .tensorrt_profiles import network_profiles
 
 __all__ = [
     "MANIFEST",
+    "EnginesMissingError",
     "RUNTIME_TARGETS",
     "NetworkSettings",
     "RepositorySettings",
@@ -88,7 +91,7 @@ class RuntimeTarget:
     """How the four networks are served on one runtime; the ensemble and the BLS models never change.
 
     ``source`` says where a network's artifact comes from: ``"onnx"``, ``<onnx_dir>/<name>.onnx``
-    (checked against the contract); ``"plan"``, ``<engines_dir>/<name>.plan`` (may be built later);
+    (checked against the contract); ``"plan"``, ``<engines_dir>/<name>.plan`` (required);
     ``"checkpoint"``, the checkpoint file itself (the PyTorch stages are built from it at load).
     ``python_model`` set means ``backend: "python"`` with a version-dir ``model.py`` that re-exports
     that module's ``TritonPythonModel``; otherwise ``platform`` names a Triton backend.
@@ -115,6 +118,22 @@ RUNTIME_TARGETS: dict[str, RuntimeTarget] = {
         RuntimeTarget("torch-cuda", KIND_GPU, CHECKPOINT_FILE, "checkpoint", python_model=TORCH_MODULE),
     )
 }
+
+
+class EnginesMissingError(FileNotFoundError):
+    """The ``tensorrt`` target was asked for without its TensorRT plans; the message says what to run."""
+
+
+def _engines_missing(engines_dir: Path | None, names: Sequence[str], onnx_dir: Path, out_dir: Path) -> str:
+    """Why plans are missing and the commands that build them, in one paragraph."""
+    where = "no --engines-dir given" if engines_dir is None else (
+        "missing in " + str(engines_dir) + ": " + ", ".join(f"{name}.plan" for name in names))
+    return (f"the tensorrt target needs one TensorRT plan per network ({where}); nothing was written. Plans are "
+            "built where TensorRT runs (TensorRT 10.5 in nvcr.io/nvidia/tritonserver:24.10-py3), on the GPU type "
+            f"that serves them. There, run `python -m tts_triton.export.tensorrt --onnx-dir {onnx_dir} "
+            f"--engines-dir ENGINES` (add --print-trtexec for the equivalent trtexec commands), then build the "
+            f"repository with `--engines-dir ENGINES --out {out_dir}`; or let the Docker image do both on its "
+            "first start (deploy/docker/start.sh)")
 
 
 @dataclass(frozen=True)
@@ -218,8 +237,8 @@ def build_repository(
     ``out_dir`` must be absent, empty, or a repository built by this function (it has a
     ``repository.json``): anything else raises ``FileExistsError`` and is left alone. The new tree is
     built beside it and swapped in at the end, so a failed build leaves the old repository intact.
-    ``engines_dir`` supplies ``<network>.plan`` files for the ``tensorrt`` target; without it the
-    version directories stay empty and the manifest lists them under ``"pending"``.
+    ``engines_dir`` supplies the ``<network>.plan`` files the ``tensorrt`` target requires: without all of
+    them ``EnginesMissingError`` says how to build them, and nothing is written.
     ``include_bls=False`` leaves out ``tts`` and ``tts_offline`` (networks and ensembles only).
     ``checkpoint_name`` (default: the checkpoint's file name) is what the BLS models report.
     """
@@ -239,21 +258,20 @@ def build_repository(
     settings.validate(list(specs))
     bank = _load_voice_bank(voice_bank)
     _check_replaceable(out_dir)
+    if runtime.source == "plan":
+        missing = [n for n in specs if engines_dir is None or not (Path(engines_dir) / f"{n}.plan").is_file()]
+        if missing:
+            raise EnginesMissingError(_engines_missing(engines_dir, missing, onnx_dir, out_dir))
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
     try:
         staging.chmod(0o755)
         artifacts: dict[str, str] = {}
-        pending: list[str] = []
         for name, spec in specs.items():
             version_dir = _model_dir(staging, name, _network_config(spec, runtime, settings, model_config))
-            digest = _install_artifact(runtime, spec, version_dir, onnx_dir=onnx_dir, engines_dir=engines_dir,
-                                       checkpoint=checkpoint)
-            if digest is None:
-                pending.append(f"{name}/{VERSION}/{runtime.artifact}")
-            else:
-                artifacts[name] = digest
+            artifacts[name] = _install_artifact(runtime, spec, version_dir, onnx_dir=onnx_dir, engines_dir=engines_dir,
+                                                checkpoint=checkpoint)
         for name, members in ENSEMBLES.items():
             config = _ensemble_config(encode_spec(model_config), [specs[m] for m in members], settings)
             _model_dir(staging, name, config)
@@ -276,7 +294,6 @@ def build_repository(
             "checkpoint_name": checkpoint_name or checkpoint.name,
             "models": sorted(p.name for p in staging.iterdir() if p.is_dir()),
             "artifacts_sha256": artifacts,
-            "pending": pending,
             "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -345,19 +362,20 @@ def _network_config(spec: ModelSpec, runtime: RuntimeTarget, settings: Repositor
     config["input"] = [tensor(t) for t in spec.inputs]
     config["output"] = [tensor(t) for t in spec.outputs]
     config["dynamic_batching"] = {"max_queue_delay_microseconds": net.max_queue_delay_us}
-    config["instance_group"] = [
-        {"kind": EnumValue(settings.instance_kind or runtime.instance_kind), "count": net.instances}
-    ]
+    group: dict[str, Any] = {"kind": EnumValue(settings.instance_kind or runtime.instance_kind), "count": net.instances}
+    if runtime.source == "plan":  # without the list, Triton runs only a plan's first optimization profile
+        group["profile"] = [str(i) for i in range(len(network_profiles(spec, net.max_batch_size)))]
+    config["instance_group"] = [group]
+    params = {INPUT_AXES: input_axes_parameter(spec)}  # the model rejects shapes the BLS never sends
     if runtime.onnxruntime_threads:
-        config["parameters"] = string_parameters(
-            {INTRA_OP_THREADS: str(net.intra_op_threads), INTER_OP_THREADS: str(net.inter_op_threads)}
-        )
+        params |= {INTRA_OP_THREADS: str(net.intra_op_threads), INTER_OP_THREADS: str(net.inter_op_threads)}
     if runtime.source == "checkpoint":
-        config["parameters"] = string_parameters({
+        params |= {
             "model_config": json.dumps(model_config.to_dict(), separators=(",", ":")),
             "fp16": "true" if settings.fp16 else "false",
             "cuda_graphs": "true" if settings.cuda_graphs else "false",
-        })
+        }
+    config["parameters"] = string_parameters(params)
     if net.response_cache:
         config["response_cache"] = {"enable": True}
     return config
@@ -414,8 +432,8 @@ def _model_dir(root: Path, name: str, config: Mapping[str, Any]) -> Path:
 def _install_artifact(
     runtime: RuntimeTarget, spec: ModelSpec, version_dir: Path, *, onnx_dir: Path | None,
     engines_dir: Path | None, checkpoint: Path,
-) -> str | None:
-    """Put the network's artifact (and adapter) into ``version_dir``; its sha256, or ``None`` if still to be built."""
+) -> str:
+    """Put the network's artifact (and adapter) into ``version_dir``; return its sha256."""
     if runtime.python_model:
         _write_adapter(version_dir, spec.name, runtime.python_model)
     if runtime.source == "onnx":
@@ -423,12 +441,8 @@ def _install_artifact(
         if not source.is_file():
             raise FileNotFoundError(f"{source} not found: export the ONNX networks first")
         _check_onnx(source, spec)
-    elif runtime.source == "plan":
-        if engines_dir is None:
-            return None
+    elif runtime.source == "plan" and engines_dir is not None:  # build_repository checked that every plan exists
         source = Path(engines_dir) / f"{spec.name}.plan"
-        if not source.is_file():
-            raise FileNotFoundError(f"{source} not found: build the TensorRT engines first")
     elif runtime.source == "checkpoint":
         source = checkpoint
     else:
@@ -540,8 +554,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     manifest = read_manifest(out) or {}
     print(f"wrote {args.target} repository {out}: {', '.join(manifest.get('models', []))}")
-    for path in manifest.get("pending", []):
-        print(f"pending: {out / path} (not built yet)")
     return 0
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up this project on a Debian machine, idempotently; a re-run with everything present takes a second.
 #   1. Debian packages needed at run time (espeak-ng, libsndfile1; python3-venv when venv is unusable),
-#      installed only when missing, and only as root or with password-less sudo (else a warning);
+#      installed only when missing, and only as root or with password-less sudo (else a warning); apt waits
+#      up to APT_LOCK_TIMEOUT seconds (default 300) for a lock another apt/dpkg holds;
 #   2. .venv, made with the machine's python3 (3.11);
 #   3. torch 2.13.0 first (a CPU build from this machine's disk; a plain `torch` would pull a CUDA build
 #      of several GB), then this package, editable, with all its extras; skipped when .venv was already
@@ -19,10 +20,13 @@ FINGERPRINT=$VENV/.setup-fingerprint
 trap 'echo "setup.sh: FAILED at line $LINENO: $BASH_COMMAND" >&2' ERR
 start=$SECONDS
 step() { printf '==> [%3ds] %s\n' "$((SECONDS - start))" "$*"; }
-pip() {  # quiet; drops warnings about local package indexes that this machine's pip config names but lacks
-  "$VENV/bin/python" -m pip --quiet --disable-pip-version-check "$@" 2>&1 |
-    { grep -v 'is ignored: it is neither a file nor a directory' || true; }
+pip() {  # progress lines kept (a first install takes minutes); drops warnings about local package indexes
+  # that this machine's pip config names but lacks, and pip's "Requirement already satisfied" noise
+  "$VENV/bin/python" -m pip --disable-pip-version-check "$@" 2>&1 |
+    { grep -v -e 'is ignored: it is neither a file nor a directory' -e '^Requirement already satisfied' || true; }
 }
+# apt-get waits this long for a lock that another apt/dpkg (e.g. unattended-upgrades) holds, then fails.
+APT_LOCK_TIMEOUT=${APT_LOCK_TIMEOUT:-300}
 fingerprint() { { "$PYTHON" --version; cat pyproject.toml scripts/setup.sh; } 2>&1 | sha256sum | cut -d' ' -f1; }
 
 # 1. Debian packages.
@@ -43,8 +47,9 @@ if ((${#missing[@]})) && [[ $(id -u) != 0 ]]; then
 fi
 if ((${#missing[@]})); then
   step "apt-get install ${missing[*]}"
-  "${as_root[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt=("${as_root[@]}" apt-get -o "DPkg::Lock::Timeout=$APT_LOCK_TIMEOUT")
+  "${apt[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # 2. The virtual environment.
@@ -67,6 +72,6 @@ pip install "torch==$TORCH_VERSION"
 step "pip install -e '.[$EXTRAS]'"
 pip install -e ".[$EXTRAS]"
 step "pip check"
-pip check >/dev/null || { pip check >&2; exit 1; }
+"$VENV/bin/python" -m pip check >/dev/null || { "$VENV/bin/python" -m pip check >&2; exit 1; }
 fingerprint >"$FINGERPRINT"
 step "done: $("$VENV/bin/python" --version), torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)')"

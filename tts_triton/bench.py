@@ -19,7 +19,7 @@ starts); GPU memory from Triton's metrics before, between and after the levels; 
 requests at the best concurrency with GPU memory sampled every few seconds. The report ends with issue 12's
 targets, checked against this run's numbers.
 
-Writes a Markdown report (default ``BENCHMARKS.md``), a PNG plot (default ``docs/bench/concurrency.png``) and,
+Writes a Markdown report (default ``runs/bench/BENCHMARKS.md``), a PNG plot (default ``runs/bench/concurrency.png``) and,
 with ``--json``, every raw number; all three are rewritten after every level, so a run cut off midway leaves
 the levels it finished.
 """
@@ -51,6 +51,7 @@ from typing import Any
 
 from tts_triton.server import TritonInstall, TritonNotFoundError, TritonServer, TritonServerError
 from tts_triton.tables import markdown_table, text_table
+from tts_triton.paths import default_model_repository
 
 __all__ = [
     "SENTENCES",
@@ -1076,7 +1077,7 @@ def parser() -> argparse.ArgumentParser:
                                  "on free loopback ports and stop it afterwards)")
     p.add_argument("--metrics-url", help="with --url: the server's Prometheus metrics page, for GPU memory "
                                          "(e.g. http://localhost:8002/metrics)")
-    p.add_argument("--model-repository", type=Path, default=Path("model_repository"),
+    p.add_argument("--model-repository", type=Path, default=default_model_repository(),
                    help="repository the embedded server serves, built if needed (default %(default)s)")
     p.add_argument("--target", default="onnxruntime-python",
                    help="runtime target the embedded server's repository is built for (default %(default)s; "
@@ -1106,9 +1107,9 @@ def parser() -> argparse.ArgumentParser:
                    help="the soak's requests start within this many seconds (default %(default)s)")
     p.add_argument("--memory-every", type=float, default=5.0,
                    help="seconds between GPU memory samples during the soak (default %(default)s)")
-    p.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"),
+    p.add_argument("--out", type=Path, default=Path("runs/bench/BENCHMARKS.md"),
                    help="Markdown report, rewritten after every level (default %(default)s)")
-    p.add_argument("--plot", type=Path, default=Path("docs/bench/concurrency.png"),
+    p.add_argument("--plot", type=Path, default=Path("runs/bench/concurrency.png"),
                    help="PNG plot (default %(default)s)")
     p.add_argument("--json", type=Path, help="also dump every raw number as JSON here, rewritten after every level")
     p.add_argument("--reference", type=Path,

@@ -14,9 +14,10 @@ from pathlib import Path
 
 from tts_triton import contract
 from tts_triton.checkpoint import DEFAULT_CHECKPOINT, UNTRAINED_LABEL, Checkpoint, init_checkpoint, load_checkpoint
+from tts_triton.paths import cache_dir, default_model_repository
 
-DEFAULT_REPOSITORY = Path("model_repository")
-DEFAULT_CACHE = Path.home() / ".cache" / "tts-triton"
+DEFAULT_REPOSITORY = default_model_repository()
+DEFAULT_CACHE = cache_dir()
 SHIPPED_VOICE_BANK = DEFAULT_CHECKPOINT.with_name("voice_bank.json")
 
 
@@ -58,8 +59,12 @@ def materialize_checkpoint(checkpoint: Path | None, cache: Path) -> tuple[Path, 
 
 def ensure_repository(out: Path = DEFAULT_REPOSITORY, *, checkpoint: Path | None = None,
                       target: str = "onnxruntime-python", cache: Path = DEFAULT_CACHE, force: bool = False,
-                      progress: bool = True) -> Path:
-    """Build ``out`` for ``target`` unless it is already current; returns ``out``."""
+                      progress: bool = True, engines_dir: Path | None = None) -> Path:
+    """Build ``out`` for ``target`` unless it is already current; returns ``out``.
+
+    ``engines_dir`` holds the TensorRT plans the ``tensorrt`` target needs (``EnginesMissingError``
+    without them); given, the repository is always rewritten, since plans are not part of its fingerprint.
+    """
     from tts_triton.export.onnx_export import export_checkpoint
     from tts_triton.export.repository import RUNTIME_TARGETS, build_repository, repository_is_current
     from tts_triton.export.voice_bank import build_voice_bank, espeak_references
@@ -83,8 +88,9 @@ def ensure_repository(out: Path = DEFAULT_REPOSITORY, *, checkpoint: Path | None
             work.mkdir(parents=True, exist_ok=True)
             build_voice_bank(ckpt, espeak_references()).save(bank)
     onnx_dir = work / "onnx"
-    if not force and repository_is_current(out, model_config=ckpt.config, checkpoint=ckpt_path, voice_bank=bank,
-                                           target=target, onnx_dir=onnx_dir):
+    current = engines_dir is None and repository_is_current(
+        out, model_config=ckpt.config, checkpoint=ckpt_path, voice_bank=bank, target=target, onnx_dir=onnx_dir)
+    if current and not force:
         say(f"{out} is up to date ({target}, {ckpt.name})")
         return out
     needs_onnx = RUNTIME_TARGETS[target].source == "onnx"
@@ -92,6 +98,6 @@ def ensure_repository(out: Path = DEFAULT_REPOSITORY, *, checkpoint: Path | None
         say(f"exporting ONNX to {onnx_dir} ...")
         export_checkpoint(ckpt, onnx_dir, progress=progress)
     build_repository(out, onnx_dir=onnx_dir, model_config=ckpt.config, checkpoint=ckpt_path, voice_bank=bank,
-                     target=target, checkpoint_name=ckpt.name)
+                     target=target, checkpoint_name=ckpt.name, engines_dir=engines_dir)
     say(f"wrote {target} repository {out}")
     return out

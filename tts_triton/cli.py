@@ -1,64 +1,142 @@
-"""``tts-triton``: build the model repository, serve it, speak, list voices, benchmark.
+"""tts-triton: build the model repository, serve it, speak, list voices, benchmark, load-test.
 
-    tts-triton serve                         # build ./model_repository if needed, run Triton on loopback
-    tts-triton say "Hello there." -o hello.wav [--voice f1 --emotion happy | --reference me.wav]
-    tts-triton voices
-    tts-triton build-repo [--target tensorrt --out DIR]
-    tts-triton bench [--concurrency 1 4 16]
+  tts-triton serve                         run Triton on loopback (builds the repository on first use)
+  tts-triton say "Hello there." -o hello.wav [--voice f1 --emotion happy | --reference me.wav]
+  tts-triton voices                        list the running server's voices and emotions
+  tts-triton build-repo [--target tensorrt --engines-dir DIR --out DIR]
+  tts-triton bench [--concurrency 1 4 16]  latency, real-time factor, throughput
+  tts-triton loadtest --users 16 --spawn-rate 4 --duration 1m
+
+The model repository defaults to ~/.cache/tts-triton/model_repository ($XDG_CACHE_HOME), whatever the
+working directory. Each command has its own --help.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
+from tts_triton.paths import default_model_repository
+
 DEFAULT_GRPC = "localhost:8001"
 DEFAULT_HTTP = "localhost:8000"
+TARGETS = ("onnxruntime-python", "onnxruntime", "tensorrt")
+#: The Locust load test lives in the source checkout, beside the package.
+LOADTEST_DIR = Path(__file__).resolve().parents[1] / "loadtest"
+START_HINT = "is the server running? start one with `tts-triton serve` (it prints `ready:` when it is)"
+
+
+def _fail(message: str) -> int:
+    """Print a one-line error and return the exit status 1."""
+    print(f"error: {message}", file=sys.stderr)
+    return 1
 
 
 def _build(args: argparse.Namespace) -> int:
     from tts_triton.build import ensure_repository
+    from tts_triton.export.repository import EnginesMissingError
 
-    ensure_repository(args.out, checkpoint=args.checkpoint, target=args.target, force=args.force)
+    try:
+        ensure_repository(args.out, checkpoint=args.checkpoint, target=args.target, force=args.force,
+                          engines_dir=args.engines_dir)
+    except EnginesMissingError as err:
+        return _fail(str(err))
     return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from tts_triton.build import ensure_repository
-    from tts_triton.server import TritonServer
+    from tts_triton.server import PortInUseError, TritonServer, TritonServerError, check_ports, set_parent_death_signal
+    from tts_triton.supervisor import Supervisor
 
-    if not args.no_build:
-        ensure_repository(args.model_repository, checkpoint=args.checkpoint)
-    server = TritonServer(args.model_repository.resolve(), host=args.host, http_port=args.http_port,
-                          grpc_port=args.grpc_port, metrics_port=args.metrics_port, log_verbose=args.log_verbose)
-    print(f"starting tritonserver on {args.host} (log: {server.log_file}) ...", flush=True)
-    server.start(timeout=args.startup_timeout)
+    if args.exit_with_parent:
+        set_parent_death_signal(signal.SIGTERM, os.getppid())
+
+    server = TritonServer(args.model_repository.absolute(), host=args.host, http_port=args.http_port,
+                          grpc_port=args.grpc_port, metrics_port=args.metrics_port, log_verbose=args.log_verbose,
+                          admin_key=os.environ.get("TTS_TRITON_ADMIN_KEY"))
+    try:
+        check_ports(args.host, server.ports)  # before building: a busy port fails in seconds
+        if args.no_build and not (args.model_repository / "repository.json").is_file():
+            return _fail(f"{args.model_repository} is not a built model repository (drop --no-build to build it)")
+        if not args.no_build:
+            from tts_triton.build import ensure_repository  # heavy (torch): only once the ports are known free
+
+            ensure_repository(args.model_repository, checkpoint=args.checkpoint)
+        print(f"starting tritonserver on {args.host} (log: {server.log_file}) ...", flush=True)
+        # A script's `cmd &` starts us with SIGINT ignored; Ctrl-C, kill, hang-up all stop the server.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _interrupt)
+        server.start(timeout=args.startup_timeout)
+    except PortInUseError as err:
+        return _fail(f"{err}; stop it or choose free ports with --http-port/--grpc-port/--metrics-port")
+    except TritonServerError as err:
+        return _fail(str(err))
+    except KeyboardInterrupt:
+        return 130
     print(f"ready: gRPC {server.grpc_url}  HTTP {server.http_url}  metrics {server.metrics_url}  (Ctrl-C stops)",
           flush=True)
-    signal.signal(signal.SIGTERM, _interrupt)
     try:
-        return server.wait()
+        if args.health_interval <= 0:
+            code = server.wait()
+            return _fail(f"tritonserver exited with code {code}; see {server.log_file}") if code else 0
+        Supervisor(server, interval=args.health_interval, start_timeout=args.startup_timeout).run()
+        return 0
+    except TritonServerError as err:  # a restart failed
+        return _fail(str(err))
     except KeyboardInterrupt:
-        print("\nstopping ...", flush=True)
+        print("stopping ...", flush=True)
         return 0
     finally:
         server.stop()
 
 
 def _interrupt(*_: object) -> None:
-    """SIGTERM handler: stop like Ctrl-C does."""
+    """SIGTERM / SIGHUP handler: stop like Ctrl-C does."""
     raise KeyboardInterrupt
 
 
+def _say_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the ``say`` arguments before anything is sent; ``None`` if nothing."""
+    if args.reference and (args.voice or args.emotion):
+        return "--reference sets the voice and emotion itself: drop --voice/--emotion, or drop --reference"
+    if args.reference and not args.reference.is_file():
+        return f"--reference {args.reference}: no such file"
+    folder = args.output.absolute().parent
+    if not folder.is_dir():
+        return f"-o {args.output}: folder {folder} does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"-o {args.output}: folder {folder} is not writable"
+    return None
+
+
+def _transport_hint(err: Exception, args: argparse.Namespace) -> str:
+    """A one-line reason for a failed request, with what to do about it."""
+    from tts_triton.client import ServerUnavailableError
+
+    url = args.url or (DEFAULT_HTTP if args.http else DEFAULT_GRPC)
+    if isinstance(err, ServerUnavailableError):
+        return f"cannot reach the server at {url}: {err}; {START_HINT}"
+    if args.http:  # geventhttpclient's parser failed: not an HTTP server, e.g. Triton's gRPC port
+        return (f"{url} does not answer HTTP ({type(err).__name__}: {err}); is it the gRPC port? "
+                f"Triton's HTTP port is {DEFAULT_HTTP.split(':')[1]} by default, or drop --http to use gRPC")
+    return f"{url}: {err}"
+
+
 def _say(args: argparse.Namespace) -> int:
+    from geventhttpclient.response import HTTPParseError
+
     from tts_triton.client import HttpTTSClient, TTSClient, TTSError
 
+    if problem := _say_problem(args):
+        return _fail(problem)
     text = " ".join(args.text)
-    options = {"voice": args.voice, "emotion": args.emotion}
-    if args.reference:
-        options = {"reference_audio": args.reference}
+    options = {"reference_audio": args.reference} if args.reference else {"voice": args.voice, "emotion": args.emotion}
     try:
         if args.http:
             with HttpTTSClient(args.url or DEFAULT_HTTP, timeout=args.timeout) as client:
@@ -66,9 +144,8 @@ def _say(args: argparse.Namespace) -> int:
         else:
             with TTSClient(args.url or DEFAULT_GRPC, timeout=args.timeout) as client:
                 result = client.synthesize(text, **options)
-    except TTSError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    except (TTSError, HTTPParseError) as err:
+        return _fail(_transport_hint(err, args))
     result.save(args.output)
     print(f"wrote {args.output}: {result.duration:.2f} s of audio in {result.chunks} chunk(s); "
           f"first audio after {result.first_chunk_latency * 1000:.0f} ms, total {result.total_time * 1000:.0f} ms")
@@ -76,69 +153,132 @@ def _say(args: argparse.Namespace) -> int:
 
 
 def _voices(args: argparse.Namespace) -> int:
-    from tts_triton.client import TTSClient, TTSError
+    from tts_triton.client import ServerUnavailableError, TTSClient, TTSError
 
     try:
         with TTSClient(args.url, timeout=args.timeout) as client:
             bank = client.voices()
+    except ServerUnavailableError as err:
+        return _fail(f"cannot reach the server at {args.url}: {err}; {START_HINT}")
     except TTSError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        return _fail(f"{args.url}: {err}")
     print(f"voices:   {', '.join(bank.voices)}  (default {bank.default_voice})")
     print(f"emotions: {', '.join(bank.emotions)}  (default {bank.default_emotion})")
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tts-triton", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
+def loadtest_command(args: argparse.Namespace, out: Path) -> list[str]:
+    """The headless Locust command line of ``tts-triton loadtest``, run with this interpreter."""
+    return [sys.executable, "-m", "locust", "-f", str(LOADTEST_DIR / "locustfile.py"), "--headless",
+            "--users", str(args.users), "--spawn-rate", str(args.spawn_rate), "--run-time", args.duration,
+            "--host", args.url, "--stop-timeout", str(args.stop_timeout), "--csv", str(out / "locust"),
+            "--csv-full-history", "--html", str(out / "report.html"), "--logfile", str(out / "locust.log")]
 
-    def repo_options(cmd: argparse.ArgumentParser) -> None:
-        cmd.add_argument("--checkpoint", type=Path, help="checkpoint file (default: the shipped default voice)")
 
-    b = sub.add_parser("build-repo", help="export the networks and write the Triton model repository")
-    repo_options(b)
-    b.add_argument("--target", default="onnxruntime-python",
-                   choices=("onnxruntime-python", "onnxruntime", "tensorrt"), help="runtime the repository is for")
-    b.add_argument("--out", type=Path, default=Path("model_repository"))
+def _loadtest(args: argparse.Namespace) -> int:
+    if not (LOADTEST_DIR / "locustfile.py").is_file():
+        return _fail(f"{LOADTEST_DIR}/locustfile.py not found: the load test runs from a source checkout")
+    out = args.out or Path("runs", "loadtest", dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "TTS_RESULTS_DIR": str(out)}
+    print(f"==> locust: {args.users} users, {args.spawn_rate}/s, {args.duration} against {args.url} -> {out}",
+          flush=True)
+    status = subprocess.run(loadtest_command(args, out), env=env, check=False).returncode
+    report = subprocess.run([sys.executable, str(LOADTEST_DIR / "report.py"), str(out)], check=False).returncode
+    if report:
+        return _fail(f"report.py failed (exit {report}); the Locust results are in {out}")
+    print(f"report: {out / 'report.png'}, {out / 'report.html'}, {out / 'requests.csv'}"
+          + ("" if status == 0 else f"; Locust exited with {status} (failed requests: see {out / 'locust.log'})"))
+    return status
+
+
+def _build_parser(sub: argparse._SubParsersAction) -> None:
+    b = sub.add_parser("build-repo", help="export the networks and write the Triton model repository",
+                       description="Export the checkpoint's networks to ONNX and write a Triton model repository "
+                                   "for one runtime; a current repository is left as it is.")
+    b.add_argument("--checkpoint", type=Path, help="checkpoint file (default: the shipped default voice)")
+    b.add_argument("--target", default="onnxruntime-python", choices=TARGETS,
+                   help="runtime: onnxruntime-python (embedded server, CPU; default), onnxruntime or tensorrt "
+                        "(for nvcr.io/nvidia/tritonserver:24.10-py3; tensorrt needs --engines-dir)")
+    b.add_argument("--engines-dir", type=Path,
+                   help="folder of <network>.plan built by `python -m tts_triton.export.tensorrt` (tensorrt only)")
+    b.add_argument("--out", type=Path, default=default_model_repository(),
+                   help="repository folder (default %(default)s)")
     b.add_argument("--force", action="store_true", help="rebuild even when the repository is current")
     b.set_defaults(func=_build)
 
-    s = sub.add_parser("serve", help="run the embedded Triton server (building the repository if needed)")
-    repo_options(s)
-    s.add_argument("--model-repository", type=Path, default=Path("model_repository"))
+
+def _serve_parser(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("serve", help="run the embedded Triton server (building the repository if needed)",
+                       description="Run Triton 2.51 (from nvidia-pytriton) on a model repository until Ctrl-C, "
+                                   "SIGTERM or SIGHUP; its ports are checked first.")
+    s.add_argument("--checkpoint", type=Path, help="checkpoint file (default: the shipped default voice)")
+    s.add_argument("--model-repository", type=Path, default=default_model_repository(),
+                   help="repository to serve, built or rebuilt when stale (default %(default)s)")
     s.add_argument("--no-build", action="store_true", help="serve the repository as it is")
-    s.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
-    s.add_argument("--http-port", type=int, default=8000)
-    s.add_argument("--grpc-port", type=int, default=8001)
-    s.add_argument("--metrics-port", type=int, default=8002)
-    s.add_argument("--log-verbose", type=int, default=0)
-    s.add_argument("--startup-timeout", type=float, default=300.0)
+    s.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s: loopback only)")
+    s.add_argument("--http-port", type=int, default=8000, help="HTTP port (default %(default)s)")
+    s.add_argument("--grpc-port", type=int, default=8001, help="gRPC port (default %(default)s)")
+    s.add_argument("--metrics-port", type=int, default=8002, help="Prometheus metrics port (default %(default)s)")
+    s.add_argument("--log-verbose", type=int, default=0, help="Triton's verbose log level (default %(default)s)")
+    s.add_argument("--startup-timeout", type=float, default=300.0,
+                   help="seconds allowed for every model to load (default %(default)s)")
+    s.add_argument("--health-interval", type=float, default=5.0,
+                   help="seconds between deep health checks; 2 failures in a row restart the server "
+                        "(0: no checks, exit when the server exits; default %(default)s)")
+    s.add_argument("--exit-with-parent", action="store_true",
+                   help="stop when the process that started serve exits, even by SIGKILL (for scripts)")
     s.set_defaults(func=_serve)
 
-    y = sub.add_parser("say", help="speak TEXT through a running server into a WAV file")
-    y.add_argument("text", nargs="+")
-    y.add_argument("-o", "--output", type=Path, default=Path("out.wav"))
-    y.add_argument("--voice")
-    y.add_argument("--emotion")
-    y.add_argument("--reference", type=Path, help="reference audio file whose style to copy")
+
+def _client_parsers(sub: argparse._SubParsersAction) -> None:
+    y = sub.add_parser("say", help="speak TEXT through a running server into a WAV file",
+                       description="Synthesize TEXT on a running server (gRPC stream of `tts`, or HTTP "
+                                   "`tts_offline` with --http) and write a WAV file.")
+    y.add_argument("text", nargs="+", help="the text to speak")
+    y.add_argument("-o", "--output", type=Path, default=Path("out.wav"), help="WAV file (default %(default)s)")
+    y.add_argument("--voice", help="preset voice (default: the server's; `tts-triton voices` lists them)")
+    y.add_argument("--emotion", help="neutral, happy, sad, angry or surprised (default: the server's)")
+    y.add_argument("--reference", type=Path, help="audio file whose style to copy (instead of --voice/--emotion)")
     y.add_argument("--url", help=f"server address (default {DEFAULT_GRPC}, or {DEFAULT_HTTP} with --http)")
     y.add_argument("--http", action="store_true", help="use HTTP and tts_offline instead of the gRPC stream")
-    y.add_argument("--timeout", type=float, default=120.0)
+    y.add_argument("--timeout", type=float, default=120.0, help="seconds allowed (default %(default)s)")
     y.set_defaults(func=_say)
 
-    v = sub.add_parser("voices", help="list the server's voices and emotions")
-    v.add_argument("--url", default=DEFAULT_GRPC)
-    v.add_argument("--timeout", type=float, default=10.0)
+    v = sub.add_parser("voices", help="list the server's voices and emotions",
+                       description="List the voices and emotions of a running server (gRPC).")
+    v.add_argument("--url", default=DEFAULT_GRPC, help="gRPC address (default %(default)s)")
+    v.add_argument("--timeout", type=float, default=10.0, help="seconds allowed (default %(default)s)")
     v.set_defaults(func=_voices)
 
+    t = sub.add_parser("loadtest", help="Locust load test of a running server, with a report",
+                       description="Run loadtest/locustfile.py headless with this interpreter against a running "
+                                   "server, then draw report.png (loadtest/README.md).")
+    t.add_argument("--url", default=f"grpc://{DEFAULT_GRPC}", help="server (default %(default)s)")
+    t.add_argument("--users", type=int, default=8, help="concurrent users (default %(default)s)")
+    t.add_argument("--spawn-rate", type=float, default=2.0, help="users started per second (default %(default)s)")
+    t.add_argument("--duration", default="1m", help="run time: 30s, 5m, 1h (default %(default)s)")
+    t.add_argument("--stop-timeout", type=int, default=30,
+                   help="seconds running streams may finish after --duration (default %(default)s)")
+    t.add_argument("--out", type=Path, help="results folder (default runs/loadtest/<timestamp>)")
+    t.set_defaults(func=_loadtest)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The ``tts-triton`` argument parser (``bench`` parses its own options)."""
+    p = argparse.ArgumentParser(prog="tts-triton", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _serve_parser(sub)
+    _client_parsers(sub)
+    _build_parser(sub)
     sub.add_parser("bench", help="benchmark a server: latency, RTF, throughput (tts-triton bench --help)",
                    add_help=False)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``tts-triton`` command; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:  # its options belong to tts_triton.bench, which parses them itself
         from tts_triton.bench import main as bench_main

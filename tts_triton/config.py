@@ -235,6 +235,8 @@ class RequestLimits:
     min_reference_seconds: float = 0.5
     max_reference_seconds: float = 30.0
     reference_rates: tuple[int, int] = (8_000, 96_000)
+    #: Server-side time limit of one request (a client's own request ``timeout`` can only shorten it).
+    max_request_seconds: float = 600.0
 
     def reference_frames(self) -> tuple[int, int]:
         """The fewest and most mel frames of a reference clip (after resampling to the model's rate)."""

@@ -6,6 +6,12 @@ assembles (and caches) a ``--backend-directory`` holding ``python/`` for the run
 ``TritonServer`` starts the server with the running environment's ``bin`` first on ``PATH`` so that
 Python models import this environment's packages (numpy < 2, onnxruntime, ...).
 
+The server is owned by the ``TritonServer`` object: it runs in its own process group, it is stopped
+with SIGTERM and then SIGKILL, and it receives SIGTERM from the kernel when the thread that started it
+dies (``PR_SET_PDEATHSIG``), so no exit path of the parent, ``kill -9`` included, leaves it running.
+Its ports are checked before it starts (``PortInUseError`` names the holder), and readiness is only
+believed once the child itself listens on its HTTP and gRPC ports.
+
 Typical use::
 
     with TritonServer(Path("model_repository"), http_port=free_port()) as server:
@@ -15,10 +21,13 @@ Typical use::
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import importlib.metadata
 import importlib.util
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -34,14 +43,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from tts_triton.paths import cache_dir
+
 __all__ = [
+    "PortInUseError",
     "TritonInstall",
     "TritonNotFoundError",
     "TritonServer",
     "TritonServerError",
+    "check_ports",
     "find_triton",
     "free_port",
+    "port_holders",
     "prepare_backends",
+    "set_parent_death_signal",
 ]
 
 PYTRITON_REQUIREMENT = "nvidia-pytriton==0.7.0"
@@ -49,6 +64,16 @@ _PYTHON_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
 _STUB = "triton_python_backend_stub"
 _BACKEND_FILES = ("libtriton_python.so", "triton_python_backend_utils.py")
 _ERROR_LINE = re.compile(r"E\d{4} |error: |\[libprotobuf ERROR")
+#: Where the Python backend's shared-memory regions live.
+SHM_DIR = Path("/dev/shm")
+#: Control APIs refused without the admin header (Triton's restricted-API options, HTTP and gRPC alike).
+RESTRICTED_APIS = ("shared-memory", "logging", "trace", "model-repository")
+#: Header (gRPC metadata key) that unlocks ``RESTRICTED_APIS``; its value is ``TritonServer.admin_key``.
+ADMIN_HEADER = "tts-triton-admin-key"
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_TCP_LISTEN = "0A"  # socket state in /proc/net/tcp
+#: Default-named logs (one per owning process) untouched this long are removed when a server starts.
+LOG_RETENTION_S = 14 * 24 * 3600
 
 
 class TritonServerError(RuntimeError):
@@ -57,6 +82,14 @@ class TritonServerError(RuntimeError):
 
 class TritonNotFoundError(TritonServerError):
     """The Triton server files (from the nvidia-pytriton wheel) are not installed."""
+
+
+class PortInUseError(TritonServerError):
+    """A port the server needs is taken; the one-line message names the port and, when visible, its holder."""
+
+    def __init__(self, message: str, *, port: int) -> None:
+        super().__init__(message)
+        self.port = port
 
 
 @dataclass(frozen=True)
@@ -111,10 +144,6 @@ def find_triton() -> TritonInstall:
     return install
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tts-triton"
-
-
 def _backend_sources(install: TritonInstall) -> dict[str, Path]:
     sources = {name: install.python_backend / name for name in _BACKEND_FILES}
     sources[_STUB] = install.stub
@@ -135,7 +164,7 @@ def prepare_backends(install: TritonInstall, directory: Path | None = None) -> P
     complete and rebuilt otherwise. It is assembled in a temporary sibling and renamed into place, so
     concurrent callers never see a half-copied backend.
     """
-    target = directory or _cache_dir() / f"backends-{install.version}-py{_PYTHON_VERSION}"
+    target = directory or cache_dir() / f"backends-{install.version}-py{_PYTHON_VERSION}"
     sources = _backend_sources(install)
     if _is_complete(target / "python", sources):
         return target
@@ -164,6 +193,104 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def _listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on TCP ``port`` (any address, IPv4 and IPv6) in this network namespace."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == _TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(fields[9])
+    return inodes
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    """Inodes of the sockets process ``pid`` has open (empty when it is gone or not ours to inspect)."""
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def _command_line(pid: int, limit: int = 120) -> str:
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    text = " ".join([Path(words[0].decode(errors="replace")).name, *(w.decode(errors="replace") for w in words[1:])])
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def port_holders(port: int) -> list[tuple[int, str]]:
+    """``(pid, command line)`` of the processes listening on TCP ``port`` that this user may inspect.
+
+    Empty when the port is free, or held by another user's process or from another network namespace.
+    """
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return []
+    pids = (int(entry) for entry in os.listdir("/proc") if entry.isdigit())
+    return [(pid, _command_line(pid)) for pid in sorted(pids) if _socket_inodes(pid) & inodes]
+
+
+def _bindable(host: str, port: int) -> bool:
+    """Whether a TCP listener could bind ``host:port`` now (``SO_REUSEADDR``, as servers bind)."""
+    family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                                         flags=socket.AI_PASSIVE)[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError:
+            return False
+    return True
+
+
+def check_ports(host: str, ports: dict[str, int]) -> None:
+    """Raise ``PortInUseError`` for the first of ``ports`` (label -> port) that cannot be bound on ``host``.
+
+    The message is one line naming the port and what holds it, e.g. ``gRPC port 8001 on 127.0.0.1 is in
+    use by pid 4242 (tritonserver --model-repository=...)``. Two labels sharing a port are an error too.
+    """
+    seen: dict[int, str] = {}
+    for label, port in ports.items():
+        if port in seen:
+            raise PortInUseError(f"{label} port {port} is also given as the {seen[port]} port", port=port)
+        seen[port] = label
+        if _bindable(host, port):
+            continue
+        holders = port_holders(port)
+        who = (", ".join(f"pid {pid} ({command})" for pid, command in holders) if holders
+               else "a process this user cannot inspect (another user's, or in another network namespace)")
+        raise PortInUseError(f"{label} port {port} on {host or '0.0.0.0'} is in use by {who}", port=port)
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded at import: a preexec_fn should only make system calls
+
+
+def set_parent_death_signal(sig: int, parent: int) -> None:
+    """Have the kernel send this process ``sig`` when the thread that forked it dies (``PR_SET_PDEATHSIG``,
+    kept across exec); exit at once if ``parent`` is already gone (this process was re-parented)."""
+    _LIBC.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _prune_logs(folder: Path, older_than_s: float = LOG_RETENTION_S) -> None:
+    """Remove the default-named server logs in ``folder`` not written for ``older_than_s`` seconds."""
+    cutoff = time.time() - older_than_s
+    for log in folder.glob("tritonserver-*.log"):
+        with contextlib.suppress(OSError):  # removed by another process meanwhile
+            if log.stat().st_mtime < cutoff:
+                log.unlink()
+
+
 def _client_host(host: str) -> str:
     """The address a local client uses to reach a server bound to ``host``, formatted for a URL."""
     if host in ("", "0.0.0.0"):
@@ -177,16 +304,27 @@ class TritonServer:
     """A ``tritonserver`` child process serving one model repository.
 
     Contract:
-    - ``start`` returns only once ``/v2/health/ready`` answers 200, which (strict readiness, model
-      control mode ``none``, exit on error) means every model in the repository loaded. Otherwise it
-      stops the process and raises ``TritonServerError`` with the tail of the server log.
+    - ``start`` first checks that the three ports can be bound (else ``PortInUseError``, naming the port
+      and its holder, and nothing is started). It returns only once the child process itself listens on
+      its HTTP and gRPC ports and ``/v2/health/ready`` answers 200, which (strict readiness, model control mode
+      ``none``, exit on error) means every model in the repository loaded. Otherwise it stops the
+      process and raises ``TritonServerError`` with the tail of the server log.
     - The server runs in its own process group (a terminal's Ctrl-C reaches this process, not the
-      server), and ``stop`` ends the whole group, Python backend stubs included.
+      server). ``stop`` sends it SIGTERM (graceful: models are unloaded), then SIGKILLs the whole group,
+      Python backend stubs included, after a grace period. If the thread that called ``start`` dies
+      without stopping it (even by SIGKILL), the kernel sends the server SIGTERM: start it from a thread
+      that outlives it (normally the main thread).
     - All server output (stdout, stderr, Triton's log) is appended to ``log_file``, by default
-      ``$XDG_CACHE_HOME/tts-triton/logs/tritonserver-<http_port>.log``; ``log_tail`` and ``log_errors``
-      read only what the latest ``start`` appended.
+      ``$XDG_CACHE_HOME/tts-triton/logs/tritonserver-<http_port>-<pid of this process>.log`` (one file
+      per owning process: a second server never writes into the first one's log; such logs untouched for
+      ``LOG_RETENTION_S`` are removed); ``log_tail`` and ``log_errors`` read only what the latest ``start``
+      appended.
     - Endpoints bind ``host`` (loopback by default). ``extra_args`` are appended to the command line
       and so override the defaults (e.g. ``--model-control-mode=explicit``).
+    - The control APIs of ``RESTRICTED_APIS`` (shared-memory registration, log settings, tracing, model
+      loading) answer only requests carrying the header ``ADMIN_HEADER: admin_key`` (default: a random key).
+    - The Python backend's shared-memory regions are named ``shm_prefix`` + a UUID; ``stop`` removes
+      those left behind (a stub that died leaves its region in ``/dev/shm``).
     """
 
     def __init__(
@@ -201,6 +339,7 @@ class TritonServer:
         log_file: Path | None = None,
         extra_args: Sequence[str] = (),
         install: TritonInstall | None = None,
+        admin_key: str | None = None,
     ) -> None:
         self.model_repository = Path(model_repository).absolute()
         self.host = host
@@ -210,7 +349,11 @@ class TritonServer:
         self.log_verbose = log_verbose
         self.extra_args = tuple(extra_args)
         self.install = install or find_triton()
-        self.log_file = Path(log_file) if log_file else _cache_dir() / "logs" / f"tritonserver-{http_port}.log"
+        default_log = cache_dir() / "logs" / f"tritonserver-{http_port}-{os.getpid()}.log"
+        self.log_file = Path(log_file) if log_file else default_log
+        self.admin_key = admin_key or secrets.token_hex(16)
+        self.shm_prefix = f"tts_triton_{os.getpid()}_{http_port}_"
+        self._prune = log_file is None
         self._log_start = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._group_alive = False
@@ -235,6 +378,15 @@ class TritonServer:
         """Process id of the server, which is also its process group id; ``None`` before ``start``."""
         return self._proc.pid if self._proc is not None else None
 
+    @property
+    def ports(self) -> dict[str, int]:
+        """The server's ports by label (``HTTP``, ``gRPC``, ``metrics``)."""
+        return {"HTTP": self.http_port, "gRPC": self.grpc_port, "metrics": self.metrics_port}
+
+    def admin_headers(self, *, grpc: bool = False) -> dict[str, str]:
+        """The header that unlocks ``RESTRICTED_APIS`` (Triton prefixes gRPC's with ``triton-grpc-protocol-``)."""
+        return {("triton-grpc-protocol-" if grpc else "") + ADMIN_HEADER: self.admin_key}
+
     def is_running(self) -> bool:
         """Whether the server process has been started and has not exited."""
         return self._proc is not None and self._proc.poll() is None
@@ -257,6 +409,9 @@ class TritonServer:
             "--strict-readiness=true",
             "--disable-auto-complete-config",
             f"--log-verbose={self.log_verbose}",
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
+            f"--http-restricted-api={','.join(RESTRICTED_APIS)}:{ADMIN_HEADER}={self.admin_key}",
+            f"--grpc-restricted-protocol={','.join(RESTRICTED_APIS)}:{ADMIN_HEADER}={self.admin_key}",
             *self.extra_args,
         ]
 
@@ -278,8 +433,11 @@ class TritonServer:
             raise TritonServerError(f"tritonserver is already running (pid {self.pid})")
         if not self.model_repository.is_dir():
             raise TritonServerError(f"model repository {self.model_repository} is not a directory")
+        check_ports(self.host, self.ports)
         backends = prepare_backends(self.install)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        if self._prune:
+            _prune_logs(self.log_file.parent)
         with open(self.log_file, "ab") as log:
             self._log_start = log.tell()
             proc = self._proc = subprocess.Popen(
@@ -289,6 +447,7 @@ class TritonServer:
                 stderr=subprocess.STDOUT,
                 env=self.environment(),
                 start_new_session=True,
+                preexec_fn=functools.partial(set_parent_death_signal, signal.SIGTERM, os.getpid()),
             )
         self._group_alive = True
         try:
@@ -303,6 +462,8 @@ class TritonServer:
             raise
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
+        """Return once ``proc`` listens on all its ports and reports ready; another process answering on
+        a port (one that took it after ``check_ports``) never counts."""
         url = f"http://{self.http_url}/v2/health/ready"
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy
         deadline = time.monotonic() + timeout
@@ -310,27 +471,35 @@ class TritonServer:
             code = proc.poll()
             if code is not None:
                 raise TritonServerError(f"tritonserver exited with code {code}")
-            try:
-                with opener.open(url, timeout=1) as response:
+            if self.listens(proc.pid):
+                # URLError/OSError: a 400 while models load
+                with contextlib.suppress(urllib.error.URLError, OSError), opener.open(url, timeout=1) as response:
                     if response.status == 200:
                         return
-            except (urllib.error.URLError, OSError):
-                pass  # not listening yet, or 400 while models load
             if time.monotonic() > deadline:
                 raise TritonServerError(f"tritonserver not ready after {timeout:.0f} s")
             time.sleep(0.1)
 
+    def listens(self, pid: int | None = None) -> bool:
+        """Whether process ``pid`` (default: the server) listens on the HTTP and gRPC ports (the readiness
+        probe's and the clients'; the metrics endpoint may be turned off with ``--allow-metrics=false``)."""
+        pid = self.pid if pid is None else pid
+        if pid is None:
+            return False
+        owned = _socket_inodes(pid)
+        return all(_listening_inodes(port) & owned for port in (self.http_port, self.grpc_port))
+
     def stop(self, timeout: float = 30) -> int | None:
         """Stop the server and every process of its group; return its exit code (``None`` if never started).
 
-        Sends SIGINT (graceful: models are unloaded), then SIGTERM after ``timeout`` seconds, then
-        SIGKILL; finally kills whatever is left in the process group. Idempotent, and safe to call from a
-        signal handler that interrupts ``wait``.
+        Sends SIGTERM (graceful: Triton unloads the models, bounded by its ``--exit-timeout-secs``), then,
+        after ``timeout`` seconds, SIGKILL; finally kills whatever is left in the process group. Idempotent,
+        and safe to call from a signal handler that interrupts ``wait``.
         """
         proc = self._proc
         if proc is None:
             return None
-        for sig, wait_s in ((signal.SIGINT, timeout), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        for sig, wait_s in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
             if proc.poll() is not None:
                 break
             proc.send_signal(sig)
@@ -340,6 +509,8 @@ class TritonServer:
             self._group_alive = False
             with contextlib.suppress(ProcessLookupError):  # stubs left behind by a server that died
                 os.killpg(proc.pid, signal.SIGKILL)
+        for region in SHM_DIR.glob(f"{self.shm_prefix}*"):  # a process still unmapping it keeps its pages
+            region.unlink(missing_ok=True)
         return proc.returncode
 
     def wait(self) -> int:

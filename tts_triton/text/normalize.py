@@ -28,13 +28,20 @@ _KEEP = set(_PAUSES + "'$€£¥₹°#/:~")
 _PARAGRAPH = re.compile(rf"(?<=[^\s{_PAUSES}])[ \t]*\n\s*\n")
 _TITLES = {"Mr": "mister", "Mrs": "missus", "Ms": "miz", "Dr": "doctor", "Prof": "professor", "St": "saint",
            "Mt": "mount", "Capt": "captain", "Gen": "general", "Lt": "lieutenant", "Sgt": "sergeant", "Rev": "reverend"}
-_MID_SENTENCE = {"vs": "versus", "approx": "approximately", "e.g": "for example", "i.e": "that is",
-                 "a.m": "ay em", "p.m": "pee em", "no": "number"}
+_MID_SENTENCE = {"vs": "versus", "approx": "approximately", "e.g": "for example", "i.e": "that is", "no": "number"}
 _MAY_END_SENTENCE = {"etc": "et cetera", "Inc": "incorporated", "Ltd": "limited", "Co": "company",
-                     "Corp": "corporation", "Jr": "junior", "Sr": "senior", "St": "street", "Ave": "avenue"}
+                     "Corp": "corporation", "Jr": "junior", "Sr": "senior", "St": "street", "Ave": "avenue",
+                     "Jan": "January", "Feb": "February", "Mar": "March", "Apr": "April", "Jun": "June",
+                     "Jul": "July", "Aug": "August", "Sep": "September", "Sept": "September", "Oct": "October",
+                     "Nov": "November", "Dec": "December"}
+#: a.m. and p.m. spelled so that espeak-ng says the letters: "eigh em" /eɪ ɛm/ ("ay" would be /aɪ/, "AM" the
+#: word "am"); "PM" is read as the initialism /piːɛm/.
+_CLOCK_READING = {"a": "eigh em", "p": "PM"}
 # Titles before a capitalized name; the period is optional after Mr, Mrs, Ms and Dr.
 _TITLE = re.compile(rf"\b(?:(Mr|Mrs|Ms|Dr)\.?|({'|'.join(_TITLES)})\.)(?=\s+[A-Z])")
-_MID = re.compile(r"\b(vs|approx|e\.g|i\.e|[AaPp]\.[Mm]|No(?=\.\s*\d))\.")
+_MID = re.compile(r"\b(vs|approx|e\.g|i\.e|No(?=\.\s*\d))\.")
+# a.m. / p.m.: a sentence end too before a capital or at the end of the text.
+_CLOCK = re.compile(r"\b([AaPp])\.\s?[Mm]\.(\s+[A-Z]|\s*$)?")
 # Kept as a sentence end before a capital or at the end of the text.
 _END = re.compile(rf"\b({'|'.join(_MAY_END_SENTENCE)})\.(\s+[A-Z]|\s*$)?")
 _INITIALISM = re.compile(r"\b((?:[A-Za-z]\.){2,})(\s*$)?")
@@ -72,6 +79,7 @@ def _filter_char(ch: str) -> str:
 def _abbreviations(text: str) -> str:
     text = _TITLE.sub(lambda m: _TITLES[m[1] or m[2]], text)
     text = _MID.sub(lambda m: _MID_SENTENCE[m[1].lower()] + " ", text)
+    text = _CLOCK.sub(lambda m: _CLOCK_READING[m[1].lower()] + ("." + m[2] if m[2] is not None else " "), text)
     text = _END.sub(lambda m: _MAY_END_SENTENCE[m[1]] + ("." + m[2] if m[2] is not None else ""), text)
     return _INITIALISM.sub(lambda m: " ".join(m[1].split(".")).strip() + ("." if m[2] is not None else " "), text)
 

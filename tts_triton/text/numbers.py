@@ -12,6 +12,9 @@ _ONES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
          "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen")
 _TENS = ("", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
 _SCALES = ("", " thousand", " million", " billion", " trillion", " quadrillion")
+#: Longest digit string read as a number; longer ones are read digit by digit (Python refuses ``int()`` of
+#: strings over 4300 digits, and nobody says "a thousand quadrillion").
+MAX_NUMBER_DIGITS = 15
 _ORDINAL = {"one": "first", "two": "second", "three": "third", "five": "fifth", "eight": "eighth", "nine": "ninth",
             "twelve": "twelfth"}
 #: Currency symbol -> (unit, units, subunit, subunits); None: no subunit is spoken.
@@ -99,10 +102,10 @@ def year(n: int) -> str:
 
 
 def number(integer: str, fraction: str | None = None) -> str:
-    """A written number: years for four digits, digit by digit with a leading zero or over 15 digits."""
+    """A written number: years for four digits, digit by digit with a leading zero or over ``MAX_NUMBER_DIGITS``."""
     if fraction is not None:
         return f"{number(integer)} point {digits(fraction)}"
-    if (len(integer) > 1 and integer[0] == "0") or len(integer) > 15:
+    if (len(integer) > 1 and integer[0] == "0") or len(integer) > MAX_NUMBER_DIGITS:
         return digits(integer)
     return year(int(integer)) if len(integer) == 4 else cardinal(int(integer))
 
@@ -113,7 +116,7 @@ def money(symbol: str, amount: str, scale: str | None = None) -> str:
     integer, _, fraction = amount.partition(".")
     if scale:
         return f"{number(integer, fraction or None)} {scale} {units}"
-    if fraction and (subunit is None or len(fraction) > 2):
+    if (fraction and (subunit is None or len(fraction) > 2)) or len(integer) > MAX_NUMBER_DIGITS:
         return f"{number(integer, fraction)} {units}"
     whole, cents = int(integer), int(fraction.ljust(2, "0")) if fraction else 0
     parts = [f"{cardinal(whole)} {unit if whole == 1 else units}"] if whole or not cents else []
@@ -131,6 +134,11 @@ def _time(match: re.Match[str]) -> str:
     return f"{cardinal(hours)} {'oh ' if minutes < 10 else ''}{cardinal(minutes)}"
 
 
+def _ordinal(match: re.Match[str]) -> str:
+    written = match[1]
+    return digits(written) if len(written) > MAX_NUMBER_DIGITS else ordinal(int(written))
+
+
 def _unit(match: re.Match[str]) -> str:
     singular, plural = _UNITS[match[2]]
     return f"{number(*match[1].split('.'))} {singular if match[1] == '1' else plural}"
@@ -142,7 +150,7 @@ def expand_numbers(text: str) -> str:
     text = _HAN_DECIMAL.sub(lambda m: f"{m[1] or m[3]}点{m[2] or m[4]}", text)
     text = _MONEY.sub(lambda m: money(m[1], m[2], m[3]), text)
     text = _UNIT.sub(_unit, text)
-    text = _ORDINAL_NUM.sub(lambda m: ordinal(int(m[1])), text)
+    text = _ORDINAL_NUM.sub(_ordinal, text)
     text = _TIME.sub(_time, text)
     text = _NEGATIVE.sub("minus ", text)
     return _NUMBER.sub(lambda m: f" {number(m[1], m[2])} ", text)

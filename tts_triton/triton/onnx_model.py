@@ -4,7 +4,8 @@ Generic over the network: the tensors are those the model config declares, check
 graph when the model loads. The requests of one dynamic batch whose dtypes and non-batch shapes agree
 are concatenated along axis 0 and run as one ONNX Runtime call; the outputs are split back by each
 request's batch size. A failed batch is retried request by request, so one bad request gets an error
-response and the others still get their results.
+response and the others still get their results. Input shapes other than those the BLS sends
+(:class:`~tts_triton.triton.utils.RequestShapes`) are rejected with INVALID_ARG before any input is read.
 
 Config parameters (string values; ONNX Runtime's defaults when absent), named as in Triton's
 ``onnxruntime`` backend: ``intra_op_thread_count``, ``inter_op_thread_count``.
@@ -23,7 +24,7 @@ import numpy as np
 import onnxruntime as ort
 
 from tts_triton.onnx_io import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE, io_mismatches
-from tts_triton.triton.utils import config_tensors, int_parameter
+from tts_triton.triton.utils import RequestShapes, config_tensors, int_parameter
 
 try:
     import triton_python_backend_utils as pb_utils
@@ -31,6 +32,11 @@ except ImportError:  # imported outside Triton: for documentation and for tests 
     pb_utils = None
 
 Feed = Mapping[str, np.ndarray]
+
+
+class InvalidRequest(ValueError):
+    """A request's inputs are missing or have a shape the BLS never sends (answered with INVALID_ARG)."""
+
 
 def batch_groups(feeds: Sequence[Feed], *, batched: bool) -> list[list[int]]:
     """Indices of the requests that can run as one call (equal dtypes and non-batch shapes), in arrival order."""
@@ -86,6 +92,7 @@ class TritonPythonModel:
         if problems := io_mismatches(self._session, inputs, outputs, batched=self._batched):
             raise ValueError(f"model {self._name!r}: {path} does not match its config.pbtxt: " + "; ".join(problems))
         self._input_names = [t.name for t in inputs]
+        self._shapes = RequestShapes(config)
         self._output_names = [t.name for t in outputs]
 
     def execute(self, requests: list[Any]) -> list[Any]:
@@ -117,13 +124,12 @@ class TritonPythonModel:
         self._session = None
 
     def _feed(self, request: Any) -> dict[str, np.ndarray]:
-        feed = {}
-        for name in self._input_names:
-            tensor = pb_utils.get_input_tensor_by_name(request, name)
-            if tensor is None:
-                raise ValueError(f"input {name!r} is missing")
-            feed[name] = tensor.as_numpy()
-        return feed
+        tensors = {name: pb_utils.get_input_tensor_by_name(request, name) for name in self._input_names}
+        if missing := [name for name, tensor in tensors.items() if tensor is None]:
+            raise InvalidRequest("; ".join(f"input {name!r} is missing" for name in missing))
+        if problems := self._shapes.problems({name: tuple(t.shape()) for name, t in tensors.items()}):
+            raise InvalidRequest("; ".join(problems))
+        return {name: tensor.as_numpy() for name, tensor in tensors.items()}
 
     def _run(self, feeds: list[Feed], output_names: list[str]) -> list[dict[str, Any] | Exception]:
         try:
@@ -134,4 +140,5 @@ class TritonPythonModel:
             return [self._run([feed], output_names)[0] for feed in feeds]
 
     def _error(self, exc: Exception) -> Any:
-        return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(f"{self._name}: {exc}"))
+        code = pb_utils.TritonError.INVALID_ARG if isinstance(exc, InvalidRequest) else pb_utils.TritonError.INTERNAL
+        return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(f"{self._name}: {exc}", code))

@@ -55,3 +55,8 @@ app.kubernetes.io/component: inference-server
 {{- fail (printf "modelRepository.source must be image, pvc, initContainer or remote (got %q)" $src) }}
 {{- end }}
 {{- end }}
+
+{{/* Secret holding the key of the restricted control APIs: the user's, or the one the chart creates. */}}
+{{- define "tts-triton.adminKeySecret" -}}
+{{- default (printf "%s-admin-key" (include "tts-triton.fullname" . | trunc 53 | trimSuffix "-")) .Values.triton.restrictedApis.adminKeySecret }}
+{{- end }}

@@ -1,0 +1,119 @@
+"""The ``tts-triton`` command as a user runs it (a subprocess of this venv's entry point) against a real server."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+
+from tts_triton import cli
+from tts_triton.server import TritonServer, free_port
+
+TTS_TRITON = str(Path(sys.executable).with_name("tts-triton"))
+
+
+def tts_triton(*args: str, timeout: float = 120, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([TTS_TRITON, *args], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, **kwargs)  # type: ignore[call-overload]
+
+
+def one_line_error(run: subprocess.CompletedProcess[str]) -> str:
+    """The single ``error: ...`` line a failed command printed (asserting there is nothing else)."""
+    assert run.returncode == 1, run.stdout + run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), run.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def server(start_triton: Callable[..., TritonServer], model_repository: Path) -> TritonServer:
+    return start_triton(model_repository)
+
+
+def test_help_is_plain_and_describes_every_option() -> None:
+    top = tts_triton("--help")
+    assert top.returncode == 0 and "``" not in top.stdout and ":class:" not in top.stdout
+    commands = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name, command in commands.items():
+        assert name in top.stdout
+        if name == "bench":  # parses its own options (tts_triton.bench)
+            continue
+        assert command.description, name
+        undocumented = [a.dest for a in command._actions if not a.help]
+        assert not undocumented, f"{name}: options without a description: {undocumented}"
+    assert "{onnxruntime-python,onnxruntime,tensorrt}" in tts_triton("build-repo", "--help").stdout
+
+
+def test_second_serve_on_busy_ports_names_the_port_within_seconds(server: TritonServer, tmp_path: Path) -> None:
+    began = time.monotonic()
+    run = tts_triton("serve", "--model-repository", str(tmp_path / "never-built"), "--http-port", str(free_port()),
+                     "--grpc-port", str(server.grpc_port), "--metrics-port", str(free_port()),
+                     env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert time.monotonic() - began < 10  # 0.3 s when measured: ports are checked before torch is imported
+    line = one_line_error(run)
+    assert line.startswith(f"error: gRPC port {server.grpc_port} on 127.0.0.1 is in use by pid {server.pid} "
+                           "(tritonserver ")
+    assert "--grpc-port" in line and "ready" not in run.stdout
+    assert not (tmp_path / "never-built").exists()  # failed before building anything
+
+
+def test_say_writes_a_wav(server: TritonServer, tmp_path: Path) -> None:
+    run = tts_triton("say", "Hello there.", "-o", str(tmp_path / "a.wav"), "--url", server.grpc_url)
+    assert run.returncode == 0, run.stderr
+    audio, rate = sf.read(tmp_path / "a.wav")
+    assert rate == 22050 and len(audio) > 0
+
+
+def test_say_over_http_on_the_grpc_port_is_one_line(server: TritonServer, tmp_path: Path) -> None:
+    line = one_line_error(tts_triton("say", "Hi.", "-o", str(tmp_path / "a.wav"), "--http", "--url", server.grpc_url,
+                                     "--timeout", "10"))
+    assert f"{server.grpc_url} does not answer HTTP" in line and "gRPC port" in line
+    assert not (tmp_path / "a.wav").exists()
+
+
+def test_say_without_a_server_hints_to_start_one(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as probe:  # a port nobody listens on once closed
+        port = probe.getsockname()[1]
+    line = one_line_error(tts_triton("say", "Hi.", "-o", str(tmp_path / "a.wav"), "--url", f"localhost:{port}",
+                                     "--timeout", "5"))
+    assert f"cannot reach the server at localhost:{port}" in line and "tts-triton serve" in line
+    assert "tts-triton serve" in one_line_error(tts_triton("voices", "--url", f"localhost:{port}", "--timeout", "5"))
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["-o", "missing/dir/a.wav"], "folder"),
+        (["--reference", "ref.wav", "--voice", "f1"], "--reference sets the voice and emotion itself"),
+        (["--reference", "nope.wav"], "--reference nope.wav: no such file"),
+    ],
+    ids=["output-folder-missing", "reference-and-voice", "reference-missing"],
+)
+def test_say_rejects_bad_arguments_before_sending(tmp_path: Path, args: list[str], expected: str) -> None:
+    sf.write(tmp_path / "ref.wav", [0.0] * 22050, 22050)
+    began = time.monotonic()
+    line = one_line_error(tts_triton("say", "Hi.", *args, "--url", f"localhost:{free_port()}", cwd=tmp_path))
+    assert expected in line
+    assert time.monotonic() - began < 15  # no synthesis was attempted
+
+
+def test_loadtest_short_run_writes_its_report(server: TritonServer, tmp_path: Path) -> None:
+    out = tmp_path / "loadtest"
+    run = tts_triton("loadtest", "--users", "2", "--spawn-rate", "2", "--duration", "6s", "--stop-timeout", "60",
+                     "--url", f"grpc://{server.grpc_url}", "--out", str(out), timeout=180)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for name in ("report.png", "report.html", "locust_stats.csv", "locust_stats_history.csv"):
+        assert (out / name).stat().st_size > 0, name
+    with (out / "requests.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and all(not row["error"] for row in rows)
+    assert all(float(row["total_s"]) > 0 for row in rows)

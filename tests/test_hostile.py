@@ -1,0 +1,197 @@
+"""Hostile input against a real tritonserver: clear errors or audio, never an internal failure, and the
+internal surfaces closed (issue 14): digit floods, oversized direct calls to the network models,
+requests Triton rejects before the model, and the restricted control APIs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from tts_triton import contract
+from tts_triton.client import TTSClient
+from tts_triton.config import ModelConfig
+from tts_triton.health import smallest_inputs
+from tts_triton.server import TritonServer
+from tts_triton.shapes import axis_values
+from tts_triton.text.numbers import expand_numbers
+
+DIGIT_FLOODS = ["$" + "9" * 5000, "9" * 5000 + "th", "9" * 5000 + "." + "9" * 5000, "-" + "9" * 6000,
+                "£" + "9" * 5000 + ".99", "9" * 5000 + "km"]
+
+
+@pytest.fixture(scope="module")
+def server(model_repository: Path, start_triton) -> TritonServer:
+    return start_triton(model_repository)
+
+
+@pytest.mark.parametrize("text", DIGIT_FLOODS, ids=lambda t: f"{t[:3]}...{t[-3:]}")
+def test_digit_floods_are_read_digit_by_digit(text: str) -> None:
+    words = expand_numbers(text).split()
+    assert words.count("nine") >= 5000 and not any(ch.isdigit() for ch in "".join(words))
+
+
+@pytest.mark.parametrize("text", DIGIT_FLOODS[:2], ids=["dollar-nines", "nines-th"])
+def test_digit_flood_is_spoken_not_an_internal_error(server: TritonServer, text: str) -> None:
+    with TTSClient(server.grpc_url, timeout=120) as tts:
+        stream = tts.stream(text)
+        assert next(stream).audio.size > 0
+        stream.close()
+        assert tts.is_ready()
+
+
+# --- Direct calls to the network models: shapes beyond what the BLS sends get INVALID_ARG. ---
+
+def network_config(server: TritonServer, model: str) -> dict[str, Any]:
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        return client.get_model_config(model, as_json=True)["config"]
+
+
+def resized(config: dict[str, Any], batch: int, sizes: dict[str, int],
+            only: str | None = None) -> dict[str, np.ndarray]:
+    """The smallest inputs with ``batch`` rows and the named axes set to ``sizes`` (in input ``only``, if given)."""
+    names = json.loads(config["parameters"]["input_axes"]["string_value"])
+    out = {}
+    for name, array in smallest_inputs(config).items():
+        shape = [batch] + [sizes.get(a, d) if a and only in (None, name) else d
+                           for a, d in zip(names[name], array.shape[1:], strict=True)]
+        out[name] = np.zeros(shape, array.dtype)
+    return out
+
+
+def stub_pid(server: TritonServer, model: str) -> int:
+    """The Python backend stub of ``model``'s first instance (its command line names the instance)."""
+    out = subprocess.run(["pgrep", "-f", f"{server.shm_prefix}.* {model}_0_0 "], capture_output=True, text=True)
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) == 1, f"stub of {model}: {out.stdout!r}"
+    return pids[0]
+
+
+def private_memory_mib(pid: int) -> float:
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    return int(fields["RssAnon"].split()[0]) / 1024
+
+
+REF_HIGH = axis_values()[contract.REF_FRAMES].high
+OVERSIZED = [
+    (contract.TEXT_ENCODER, 16, {contract.TOKENS: 4096}, None, "tokens = 4096"),
+    (contract.TEXT_ENCODER, 1, {contract.TOKENS: 100}, None, "tokens = 100"),
+    (contract.STYLE_ENCODER, 16, {contract.REF_FRAMES: REF_HIGH + 5000}, None, f"ref_frames = {REF_HIGH + 5000}"),
+    (contract.DECODER, 8, {contract.TOKENS: 4096}, None, "tokens = 4096"),
+    (contract.DECODER, 1, {contract.TOKENS: 64}, "mask", "differs"),
+    (contract.VOCODER, 16, {contract.FRAMES: 4000}, None, "frames = 4000"),
+    (contract.VOCODER, 1, {contract.FRAMES: 20000}, None, "frames = 20000"),
+]
+
+
+@pytest.mark.parametrize(("model", "batch", "sizes", "only", "message"), OVERSIZED,
+                         ids=[f"{m}-{b}x{list(s.values())[0]}{'-' + o if o else ''}" for m, b, s, o, _ in OVERSIZED])
+def test_oversized_direct_call_is_invalid_arg_without_memory_growth(
+        server: TritonServer, model: str, batch: int, sizes: dict[str, int], only: str | None, message: str) -> None:
+    config = network_config(server, model)
+    inputs = resized(config, batch, sizes, only)
+    pid = stub_pid(server, model)
+    before = private_memory_mib(pid)
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        tensors = []
+        for name, array in inputs.items():
+            tensor = grpcclient.InferInput(name, list(array.shape), contract.WIRE_DTYPES[str(array.dtype)])
+            tensor.set_data_from_numpy(array)
+            tensors.append(tensor)
+        start = time.monotonic()
+        with pytest.raises(InferenceServerException) as caught:
+            client.infer(model, tensors, client_timeout=60)
+        seconds = time.monotonic() - start
+    assert "INVALID_ARG" in str(caught.value.status()), caught.value
+    assert message in caught.value.message()
+    grown = private_memory_mib(pid) - before
+    shapes = [list(a.shape) for a in inputs.values()]
+    print(f"{model} {shapes[0]}: rejected in {seconds:.2f} s, worker +{grown:.1f} MiB")
+    assert grown < 16, f"{model} worker grew by {grown:.0f} MiB"
+    assert seconds < 10, f"rejected only after {seconds:.1f} s"
+
+
+def test_smallest_shapes_still_run(server: TritonServer) -> None:
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        for model in contract.network_specs(ModelConfig()):
+            tensors = []
+            for name, array in smallest_inputs(network_config(server, model)).items():
+                tensor = grpcclient.InferInput(name, list(array.shape), contract.WIRE_DTYPES[str(array.dtype)])
+                tensor.set_data_from_numpy(array)
+                tensors.append(tensor)
+            client.infer(model, tensors, client_timeout=60)
+
+
+# --- Which stream errors end with a FINAL response (README "Errors and the FINAL flag"). ---
+
+def text_input(dtype: str = "BYTES", name: str = "TEXT") -> grpcclient.InferInput:
+    value = np.array([b"Hello."], dtype=np.object_) if dtype == "BYTES" else np.array([1], dtype=np.int32)
+    tensor = grpcclient.InferInput(name, [1], dtype)
+    tensor.set_data_from_numpy(value)
+    return tensor
+
+
+#: case -> (inputs, requested outputs, a word of the error, whether a FINAL follows the error).
+#: Triton rejects the first three before the model runs: one error, no FINAL. The model answers the last.
+STREAM_ERRORS = {
+    "wrong-dtype": ([text_input("INT32")], None, "TEXT", False),
+    "unknown-input": ([text_input(), text_input(name="NOPE")], None, "NOPE", False),
+    "unknown-output": ([text_input()], [grpcclient.InferRequestedOutput("NOPE")], "NOPE", False),
+    "missing-text": ([text_input(name="VOICE")], None, "TEXT", True),
+}
+
+
+@pytest.mark.parametrize("case", STREAM_ERRORS)
+def test_stream_error_ends_with_final_only_when_the_model_answered(server: TritonServer, case: str) -> None:
+    inputs, outputs, name, final_expected = STREAM_ERRORS[case]
+    errors: list[Exception] = []
+    finals: list[Any] = []
+    first = threading.Event()
+
+    def callback(result: Any, error: Exception | None) -> None:
+        if error is not None:
+            errors.append(error)
+        elif result.get_response().parameters["triton_final_response"].bool_param:
+            finals.append(result)
+        first.set()
+
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        client.start_stream(callback)
+        client.async_stream_infer(contract.TTS, inputs, outputs=outputs, enable_empty_final_response=True)
+        assert first.wait(30), "no answer"
+        time.sleep(2)  # a FINAL follows an error at once when it comes at all
+        answers, ended = [str(e) for e in errors], len(finals)
+        client.stop_stream(cancel_requests=True)
+        assert client.is_server_ready()
+    assert len(answers) == 1 and name in answers[0], answers
+    assert ended == int(final_expected)
+
+
+# --- Control APIs: refused without the admin header, over gRPC and HTTP. ---
+
+def test_shared_memory_and_log_control_are_refused_without_the_admin_header(server: TritonServer) -> None:
+    with grpcclient.InferenceServerClient(server.grpc_url) as grpc:
+        for call in (lambda **h: grpc.register_system_shared_memory("r", "triton_python_backend_shm_region_1", 64, **h),
+                     lambda **h: grpc.update_log_settings({"log_verbose_level": 2}, **h),
+                     lambda **h: grpc.get_log_settings(**h),
+                     lambda **h: grpc.unload_model(contract.VOCODER, **h)):
+            with pytest.raises(InferenceServerException, match="restricted"):
+                call()
+        grpc.get_log_settings(headers=server.admin_headers(grpc=True))  # the operator's key opens it
+        assert grpc.is_model_ready(contract.VOCODER)
+    with httpclient.InferenceServerClient(server.http_url) as http:
+        for call in (lambda: http.register_system_shared_memory("r", "triton_python_backend_shm_region_1", 64),
+                     lambda: http.update_log_settings({"log_verbose_level": 2})):
+            with pytest.raises(InferenceServerException, match="restricted"):
+                call()
+        http.get_log_settings(headers=server.admin_headers())
+        assert http.is_server_ready()
