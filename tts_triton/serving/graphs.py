@@ -24,9 +24,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from tts_triton import shapes
+from tts_triton import contract, shapes
 from tts_triton.contract import ModelSpec
 from tts_triton.models.stages import half_precision
+from tts_triton.serving.backends import run_encode
 from tts_triton.serving.batching import Feed, batch_groups, merge, pad_rows, rows, split
 
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "int32": torch.int32, "int64": torch.int64,
@@ -159,3 +160,15 @@ class StageRunner:
 
 def _pinned(like: Tensor) -> Tensor:
     return torch.empty(like.shape, dtype=like.dtype, device="cpu", pin_memory=True)
+
+
+class GraphBackend:
+    """:class:`~tts_triton.serving.pipeline.InferBackend` over :class:`StageRunner` objects, in process."""
+
+    def __init__(self, runners: Mapping[str, StageRunner]) -> None:
+        self.runners = dict(runners)
+
+    async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if model == contract.ENCODE:
+            return await run_encode(self, inputs)
+        return self.runners[model].run([inputs])[0]
