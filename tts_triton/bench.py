@@ -19,9 +19,9 @@ starts); GPU memory from Triton's metrics before, between and after the levels; 
 requests at the best concurrency with GPU memory sampled every few seconds. The report ends with issue 12's
 targets, checked against this run's numbers.
 
-Writes a Markdown report (default ``runs/bench/BENCHMARKS.md``), a PNG plot (default ``runs/bench/concurrency.png``) and,
-with ``--json``, every raw number; all three are rewritten after every level, so a run cut off midway leaves
-the levels it finished.
+Writes a Markdown report (default ``runs/bench/BENCHMARKS.md``), a PNG plot (default
+``runs/bench/concurrency.png``) and, with ``--json``, every raw number; all three are rewritten after every
+level, so a run cut off midway leaves the levels it finished.
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tts_triton.paths import default_model_repository
 from tts_triton.server import TritonInstall, TritonNotFoundError, TritonServer, TritonServerError
 from tts_triton.tables import markdown_table, text_table
-from tts_triton.paths import default_model_repository
 
 __all__ = [
     "SENTENCES",
