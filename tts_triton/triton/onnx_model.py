@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import onnxruntime as ort
 
 from tts_triton.onnx_io import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE, io_mismatches
+from tts_triton.serving.batching import Feed, batch_groups, merge, rows, split
 from tts_triton.triton.utils import RequestShapes, config_tensors, int_parameter
 
 try:
@@ -31,41 +32,18 @@ try:
 except ImportError:  # imported outside Triton: for documentation and for tests of the pure helpers
     pb_utils = None
 
-Feed = Mapping[str, np.ndarray]
 
 
 class InvalidRequest(ValueError):
     """A request's inputs are missing or have a shape the BLS never sends (answered with INVALID_ARG)."""
 
 
-def batch_groups(feeds: Sequence[Feed], *, batched: bool) -> list[list[int]]:
-    """Indices of the requests that can run as one call (equal dtypes and non-batch shapes), in arrival order."""
-    if not batched:
-        return [[i] for i in range(len(feeds))]
-    groups: dict[tuple, list[int]] = {}
-    for i, feed in enumerate(feeds):
-        key = tuple((name, array.dtype.str, array.shape[1:]) for name, array in sorted(feed.items()))
-        groups.setdefault(key, []).append(i)
-    return list(groups.values())
-
-
 def run_batch(
     session: ort.InferenceSession, feeds: Sequence[Feed], output_names: Sequence[str]
 ) -> list[dict[str, Any]]:
     """Run ``feeds`` (one mapping per request, batch on axis 0) as one call; the outputs of each request."""
-    if len(feeds) == 1:
-        return [dict(zip(output_names, session.run(list(output_names), dict(feeds[0])), strict=True))]
-    merged = {name: np.concatenate([feed[name] for feed in feeds]) for name in feeds[0]}
-    sizes = [len(next(iter(feed.values()))) for feed in feeds]
-    results = session.run(list(output_names), merged)
-    split_at = np.cumsum(sizes)[:-1]
-    per_request: list[dict[str, Any]] = [{} for _ in feeds]
-    for name, array in zip(output_names, results, strict=True):
-        if len(array) != sum(sizes):
-            raise RuntimeError(f"output {name!r} has batch size {len(array)}, the batch had {sum(sizes)} rows")
-        for outputs, part in zip(per_request, np.split(array, split_at), strict=True):
-            outputs[name] = part
-    return per_request
+    results = session.run(list(output_names), merge(feeds))
+    return split(dict(zip(output_names, results, strict=True)), [rows(feed) for feed in feeds])
 
 
 class TritonPythonModel:
