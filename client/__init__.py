@@ -16,9 +16,20 @@ reference audio, timeout, MEL). Results are :class:`AudioChunk` and :class:`Synt
 from .audio_io import ReferenceAudio, load_reference_audio, save_wav
 from .errors import InvalidInputError, ServerUnavailableError, TTSError, TTSTimeoutError
 from .grpc_client import DEFAULT_GRPC_URL, AsyncTTSClient, TTSClient
-from .http_client import DEFAULT_HTTP_URL, HttpTTSClient
 from .request import RequestOptions, TTSRequest, build_request
 from .results import AudioChunk, Synthesis, VoiceBank
+
+_HTTP = ("DEFAULT_HTTP_URL", "HttpTTSClient")
+
+
+def __getattr__(name: str) -> object:
+    """The HTTP client loads on first use: ``tritonclient.http`` needs the ``http`` extra (gevent), which a
+    gRPC-only environment (such as a GPU host's bench) may lack."""
+    if name in _HTTP:
+        from . import http_client  # optional dependency: tritonclient[http]
+
+        return getattr(http_client, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "DEFAULT_GRPC_URL",
