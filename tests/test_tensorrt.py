@@ -125,7 +125,7 @@ def test_trtexec_commands_carry_exactly_the_profiles(tmp_path: Path) -> None:
 
 def test_repository_instance_groups_list_every_profile() -> None:
     for name, spec in SPECS.items():
-        config = parse(render(_network_config(spec, RUNTIME_TARGETS["tensorrt"], SETTINGS)))
+        config = parse(render(_network_config(spec, RUNTIME_TARGETS["tensorrt"], SETTINGS, ModelConfig())))
         [group] = config.instance_group
         profiles = network_profiles(spec, SETTINGS.networks[name].max_batch_size)
         assert list(group.profile) == [str(i) for i in range(len(profiles))]
