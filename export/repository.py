@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import os
 import pickle
@@ -52,6 +51,7 @@ from tts_triton.contract import (
     network_specs,
     tts_spec,
 )
+from tts_triton.digest import file_sha256
 from tts_triton.onnx_io import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE, io_mismatches
 from tts_triton.triton.utils import INPUT_AXES, input_axes_parameter
 
@@ -333,7 +333,7 @@ def repository_is_current(
         return True
     artifacts = manifest.get("artifacts_sha256", {})
     files = {name: Path(onnx_dir) / f"{name}.onnx" for name in network_specs(model_config)}
-    return all(path.is_file() and artifacts.get(name) == _sha256(path) for name, path in files.items())
+    return all(path.is_file() and artifacts.get(name) == file_sha256(path) for name, path in files.items())
 
 
 def _fingerprint(
@@ -342,8 +342,8 @@ def _fingerprint(
     """The manifest entries that decide whether a repository must be rebuilt."""
     return {
         "target": target,
-        "checkpoint_sha256": _sha256(checkpoint),
-        "voice_bank_sha256": _sha256(voice_bank),
+        "checkpoint_sha256": file_sha256(checkpoint),
+        "voice_bank_sha256": file_sha256(voice_bank),
         "model_config": model_config.to_dict(),
         "settings": dataclasses.asdict(settings),
         "tts_triton_version": __version__,
@@ -448,7 +448,7 @@ def _install_artifact(
     else:
         raise ValueError(f"target {runtime.name!r}: unknown artifact source {runtime.source!r}")
     shutil.copyfile(source, version_dir / runtime.artifact)
-    return _sha256(source)
+    return file_sha256(source)
 
 
 def _check_onnx(path: Path, spec: ModelSpec) -> None:
@@ -499,13 +499,6 @@ def _swap_in(staging: Path, out_dir: Path) -> None:
     staging.rename(out_dir)
     shutil.rmtree(retired)
 
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _checkpoint_config(path: Path) -> ModelConfig:

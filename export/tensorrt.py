@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import shlex
 import shutil
@@ -34,6 +33,7 @@ from typing import Any
 
 from tts_triton.config import ModelConfig
 from tts_triton.contract import DECODER, STYLE_ENCODER, TEXT_ENCODER, VOCODER, network_specs
+from tts_triton.digest import file_sha256
 
 from .repository import RepositorySettings
 from .tensorrt_profiles import Profile, network_profiles
@@ -95,7 +95,7 @@ class EngineJob:
         """The record's fields that depend on the ONNX file and the spec (not on the host)."""
         profiles = [{name: [list(r.min), list(r.opt), list(r.max)] for name, r in p.shapes.items()}
                     for p in self.profiles]
-        return {"network": self.network, "onnx_sha256": _sha256(self.onnx), "precision": self.precision,
+        return {"network": self.network, "onnx_sha256": file_sha256(self.onnx), "precision": self.precision,
                 "profiles": profiles}
 
 
@@ -199,13 +199,6 @@ def build_engine(job: EngineJob, timing_cache: Path, host: EngineHost, *, worksp
               "built_at": datetime.now(UTC).isoformat(timespec="seconds")}
     job.record.write_text(json.dumps(record, indent=2) + "\n")
 
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _parser() -> argparse.ArgumentParser:

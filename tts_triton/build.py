@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tts_triton import contract
 from tts_triton.checkpoint import DEFAULT_CHECKPOINT, UNTRAINED_LABEL, Checkpoint, init_checkpoint, load_checkpoint
+from tts_triton.digest import file_sha256
 from tts_triton.paths import cache_dir, default_model_repository
 
 DEFAULT_REPOSITORY = default_model_repository()
@@ -35,13 +36,6 @@ def exporter_fingerprint() -> str:
         h.update(path.read_bytes())
     return h.hexdigest()
 
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def materialize_checkpoint(checkpoint: Path | None, cache: Path) -> tuple[Path, Checkpoint]:
@@ -77,7 +71,7 @@ def ensure_repository(out: Path = DEFAULT_REPOSITORY, *, checkpoint: Path | None
     ckpt_path, ckpt = materialize_checkpoint(checkpoint, cache)
     if not ckpt.trained:
         say(f"warning: {UNTRAINED_LABEL}")
-    work = cache / f"{_sha256(ckpt_path)[:16]}-{exporter_fingerprint()[:8]}"
+    work = cache / f"{file_sha256(ckpt_path)[:16]}-{exporter_fingerprint()[:8]}"
     bank = work / "voice_bank.json"
     if not bank.exists():
         if ckpt_path == DEFAULT_CHECKPOINT and SHIPPED_VOICE_BANK.exists():
