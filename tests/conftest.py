@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,3 +173,11 @@ def model_repository(checkpoint_file: Path, tmp_path_factory: pytest.TempPathFac
 def onnx_dir(model_repository: Path) -> Path:
     """The ONNX files the repository was built from."""
     return next(model_repository.parent.glob("cache/*/onnx"))
+
+
+def stub_pid(server: TritonServer, model: str) -> int:
+    """The Python backend stub of ``model``'s first instance (its command line names the instance)."""
+    out = subprocess.run(["pgrep", "-f", f"{server.shm_prefix}.* {model}_0_0 "], capture_output=True, text=True)
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) == 1, f"stub of {model}: {out.stdout!r}"
+    return pids[0]

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from conftest import pick_ports
+from conftest import pick_ports, stub_pid
 
 from tts_triton import contract
 from tts_triton.client import TTSClient
@@ -64,14 +64,6 @@ class StreamWatch:
     def close(self) -> None:
         self.client.stop_stream(cancel_requests=True)
         self.client.close()
-
-
-def stub_pid(server: TritonServer, model: str) -> int:
-    """The Python backend stub of ``model``'s first instance (its command line names the instance)."""
-    out = subprocess.run(["pgrep", "-f", f"{server.shm_prefix}.* {model}_0_0 "], capture_output=True, text=True)
-    pids = [int(p) for p in out.stdout.split()]
-    assert len(pids) == 1, f"stub of {model}: {out.stdout!r}"
-    return pids[0]
 
 
 def failed_count(server: TritonServer) -> float:

@@ -5,7 +5,6 @@ requests Triton rejects before the model, and the restricted control APIs."""
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from conftest import stub_pid
 from tritonclient.utils import InferenceServerException
 
 from tts_triton import contract
@@ -66,14 +66,6 @@ def resized(config: dict[str, Any], batch: int, sizes: dict[str, int],
                            for a, d in zip(names[name], array.shape[1:], strict=True)]
         out[name] = np.zeros(shape, array.dtype)
     return out
-
-
-def stub_pid(server: TritonServer, model: str) -> int:
-    """The Python backend stub of ``model``'s first instance (its command line names the instance)."""
-    out = subprocess.run(["pgrep", "-f", f"{server.shm_prefix}.* {model}_0_0 "], capture_output=True, text=True)
-    pids = [int(p) for p in out.stdout.split()]
-    assert len(pids) == 1, f"stub of {model}: {out.stdout!r}"
-    return pids[0]
 
 
 def private_memory_mib(pid: int) -> float:

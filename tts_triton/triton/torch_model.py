@@ -24,12 +24,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from tts_triton import shapes
 from tts_triton.checkpoint import load_checkpoint
 from tts_triton.config import ModelConfig
 from tts_triton.contract import network_specs
 from tts_triton.serving.graphs import StageRunner
-from tts_triton.triton.utils import config_tensors, parameters
+from tts_triton.triton.utils import RequestShapes, config_tensors, parameters
 
 try:
     import triton_python_backend_utils as pb_utils
@@ -67,10 +66,9 @@ class TritonPythonModel:
         torch.backends.cudnn.benchmark = False  # per-shape autotuning: seconds per new shape, GBs of workspace
         path = os.path.join(args["model_repository"], args["model_version"], CHECKPOINT_FILE)
         stage = load_checkpoint(path).stages(cfg)[self._name]
-        self._max_batch = int(config["max_batch_size"])
-        self._axes = shapes.axis_values()
+        self._shapes = RequestShapes(config)
         self._runner = StageRunner(stage, self._spec, device=device, half=params.get(FP16) == "true",
-                                   max_batch_size=self._max_batch, axes=self._axes)
+                                   max_batch_size=self._shapes.max_batch_size, axes=self._shapes.axes)
         if params.get(CUDA_GRAPHS, "true") == "true":
             graphs = self._runner.warm_up()
             pb_utils.Logger.log_info(f"{self._name}: {graphs} CUDA graphs captured on {device}")
@@ -105,18 +103,13 @@ class TritonPythonModel:
             torch.cuda.empty_cache()
 
     def _feed(self, request: Any) -> tuple[dict[str, np.ndarray], list[str]]:
-        feed, problems = {}, []
-        for spec in self._spec.inputs:
-            tensor = pb_utils.get_input_tensor_by_name(request, spec.name)
-            if tensor is None:
-                problems.append(f"input {spec.name!r} is missing")
-                continue
-            array = tensor.as_numpy()
-            problems += shapes.shape_problems(spec, array.shape, self._axes, batched=True,
-                                              max_batch_size=self._max_batch)
-            feed[spec.name] = array
-        return feed, problems
-
+        """The request's inputs, or why they are not a request the BLS sends (checked before any is read)."""
+        tensors = {name: pb_utils.get_input_tensor_by_name(request, name) for name in self._spec.input_names}
+        if missing := [name for name, tensor in tensors.items() if tensor is None]:
+            return {}, [f"input {name!r} is missing" for name in missing]
+        if problems := self._shapes.problems({name: tuple(t.shape()) for name, t in tensors.items()}):
+            return {}, problems
+        return {name: tensor.as_numpy() for name, tensor in tensors.items()}, []
 
 def _error(message: str, code: int) -> Any:
     return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(message, code))
