@@ -164,12 +164,13 @@ def _default_networks() -> dict[str, NetworkSettings]:
 
 def _gpu_networks() -> dict[str, NetworkSettings]:
     """The ``torch-cuda`` defaults: a CUDA graph replay costs about the same at any batch size, so batches
-    are large and the queue delays short (they bound what a lone stream waits)."""
+    are large. No queue delay: requests that arrive while an instance is busy form the next batch anyway
+    (ragged batches allowed), and a delay would only hold back a lone stream."""
     return {
-        TEXT_ENCODER: NetworkSettings(max_batch_size=32, max_queue_delay_us=100),
+        TEXT_ENCODER: NetworkSettings(max_batch_size=32, max_queue_delay_us=0),
         STYLE_ENCODER: NetworkSettings(max_batch_size=8, max_queue_delay_us=0, response_cache=True),
-        DECODER: NetworkSettings(max_batch_size=128, max_queue_delay_us=200),
-        VOCODER: NetworkSettings(max_batch_size=32, max_queue_delay_us=200),
+        DECODER: NetworkSettings(max_batch_size=128, max_queue_delay_us=0),
+        VOCODER: NetworkSettings(max_batch_size=32, max_queue_delay_us=0),
     }
 
 
@@ -360,6 +361,10 @@ def _network_config(spec: ModelSpec, runtime: RuntimeTarget, settings: Repositor
         config["platform"] = runtime.platform
     config["max_batch_size"] = net.max_batch_size
     config["input"] = [tensor(t) for t in spec.inputs]
+    if runtime.python_model:  # the model groups its requests by shape itself, so the batcher need not
+        for entry in config["input"]:
+            if -1 in entry["dims"]:
+                entry["allow_ragged_batch"] = True
     config["output"] = [tensor(t) for t in spec.outputs]
     config["dynamic_batching"] = {"max_queue_delay_microseconds": net.max_queue_delay_us}
     group: dict[str, Any] = {"kind": EnumValue(settings.instance_kind or runtime.instance_kind), "count": net.instances}
@@ -516,6 +521,18 @@ def _checkpoint_config(path: Path) -> ModelConfig:
     return ModelConfig.from_dict(data["config"])
 
 
+def _tuned(settings: RepositorySettings, knobs: Mapping[str, Sequence[str]]) -> RepositorySettings:
+    """``settings`` with per-network overrides: knob (a NetworkSettings field) -> ``["decoder=2", ...]``."""
+    networks = dict(settings.networks)
+    for knob, values in knobs.items():
+        for value in values:
+            name, _, number = value.partition("=")
+            if name not in networks or not number.isdigit():
+                raise ValueError(f"{value!r}: expected NETWORK=N with NETWORK one of {sorted(networks)}")
+            networks[name] = dataclasses.replace(networks[name], **{knob: int(number)})
+    return dataclasses.replace(settings, networks=networks)
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI: build a model repository; exit status 0 on success, 1 with a message on stderr otherwise."""
     parser = argparse.ArgumentParser(prog="python -m tts_triton.export.repository", description=__doc__.split("\n")[0])
@@ -531,12 +548,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bls-instances", type=int, help="instances of tts and tts_offline (default: the target's)")
     parser.add_argument("--steps-per-call", type=int,
                         help="decoder steps per call (torch-cuda only; default: the checkpoint's)")
+    parser.add_argument("--instances", action="append", default=[], metavar="NETWORK=N",
+                        help="instances of one network model (per GPU for KIND_GPU); repeatable")
+    parser.add_argument("--queue-delay-us", action="append", default=[], metavar="NETWORK=US",
+                        help="dynamic batcher's max queue delay of one network model, microseconds; repeatable")
     args = parser.parse_args(argv)
     overrides = {"instance_kind": args.instance_kind, "steps_per_call": args.steps_per_call}
     if args.bls_instances is not None:
         overrides["bls_instances"] = args.bls_instances
     settings = RepositorySettings.for_target(args.target, **overrides)
     try:
+        settings = _tuned(settings, {"instances": args.instances, "max_queue_delay_us": args.queue_delay_us})
         model_config = (ModelConfig.from_dict(json.loads(args.model_config.read_text())) if args.model_config
                         else _checkpoint_config(args.checkpoint))
         out = build_repository(args.out, onnx_dir=args.onnx_dir, model_config=model_config, checkpoint=args.checkpoint,

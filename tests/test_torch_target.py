@@ -24,8 +24,9 @@ from tts_triton.export.pbtxt import parse
 from tts_triton.export.repository import CHECKPOINT_FILE, RepositorySettings, build_repository
 from tts_triton.models.stages import half_precision
 from tts_triton.serving.backends import TorchBackend
+from tts_triton.serving.batching import Padding, batch_groups, merge, split
 from tts_triton.serving.graphs import StageRunner
-from tts_triton.serving.pipeline import Pipeline, first_stop
+from tts_triton.serving.pipeline import Pipeline, first_stop, pad_tokens
 from tts_triton.text import text_to_sequences
 from tts_triton.triton.torch_model import instance_device
 from tts_triton.voices import VoiceBank
@@ -73,6 +74,44 @@ def test_padded_batches_give_each_row_its_own_result(checkpoint: Checkpoint) -> 
         for name in spec.output_names:
             assert result[name].shape == single[name].shape
             np.testing.assert_allclose(result[name], single[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_requests_in_other_token_buckets_run_as_one_padded_call(checkpoint: Checkpoint) -> None:
+    """The decoder ignores zero padding along the token axis: a 32-token and a 64-token request (and the
+    text encoder's) run as one call padded to 64 tokens and give what each gives alone, at its own length."""
+    stages, specs = checkpoint.stages(), contract.network_specs(checkpoint.config)
+    feeds = [decoder_feed(checkpoint, (SENTENCE_IDS * 4)[:n], seed=n) for n in (12, 40, 20)]
+    assert [f["memory"].shape[1] for f in feeds] == [32, 64, 32]
+    runner = StageRunner(stages[contract.DECODER], specs[contract.DECODER], max_batch_size=4)
+    assert batch_groups(feeds, padding=runner.padding) == [[0, 1, 2]]
+    assert batch_groups(feeds) == [[0, 2], [1]]
+    for feed, result in zip(feeds, runner.run(feeds), strict=True):
+        single = runner.run([feed])[0]
+        for name in specs[contract.DECODER].output_names:
+            assert result[name].shape == single[name].shape, name
+            np.testing.assert_allclose(result[name], single[name], rtol=1e-5, atol=1e-5, err_msg=name)
+    encoder = StageRunner(stages[contract.TEXT_ENCODER], specs[contract.TEXT_ENCODER], max_batch_size=4)
+    ids = [(SENTENCE_IDS * 4)[:n] for n in (9, 50)]
+    texts = [dict(zip(("phonemes", "mask"), pad_tokens(i, STREAMING.bucket(len(i))), strict=True)) for i in ids]
+    for feed, result in zip(texts, encoder.run(texts), strict=True):
+        single = encoder.run([feed])[0]
+        for name in ("memory", "processed_memory"):
+            np.testing.assert_allclose(result[name], single[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_padding_merges_and_cuts_back_along_masked_axes_only() -> None:
+    spec = contract.ModelSpec("toy", inputs=(contract.TensorSpec("x", "float32", (contract.TOKENS, 2)),),
+                              outputs=(contract.TensorSpec("y", "float32", (3, contract.TOKENS)),
+                                       contract.TensorSpec("z", "float32", (4,))), masked_axes=(contract.TOKENS,))
+    padding = Padding.of(spec)
+    assert padding.inputs == {"x": {1: contract.TOKENS}} and padding.outputs == {"y": {2: contract.TOKENS}}
+    feeds = [{"x": np.ones((1, 3, 2), np.float32)}, {"x": np.full((2, 5, 2), 2, np.float32)}]
+    merged = merge(feeds, padding)
+    assert merged["x"].shape == (3, 5, 2) and merged["x"][0, 3:].sum() == 0
+    outputs = {"y": np.arange(3 * 3 * 5, dtype=np.float32).reshape(3, 3, 5), "z": np.zeros((3, 4), np.float32)}
+    first, second = split(outputs, feeds, padding)
+    assert first["y"].shape == (1, 3, 3) and second["y"].shape == (2, 3, 5) and second["z"].shape == (2, 4)
+    np.testing.assert_array_equal(first["y"][0], outputs["y"][0, :, :3])
 
 
 def test_requests_of_other_shapes_run_apart_in_arrival_order(checkpoint: Checkpoint) -> None:
@@ -179,6 +218,8 @@ def test_torch_cuda_configs(checkpoint_file: Path, model_repository: Path, tmp_p
         assert config.parameters["fp16"].string_value == "true"
         assert (out / name / "1" / CHECKPOINT_FILE).read_bytes() == checkpoint_file.read_bytes()
         assert "tts_triton.triton.torch_model" in (out / name / "1" / "model.py").read_text()
+        # requests of other lengths batch together; the model groups (and pads) them itself
+        assert [t.allow_ragged_batch for t in config.input] == [-1 in t.dims for t in config.input]
         served = contract.network_specs(RepositorySettings(steps_per_call=16).serving_config(cfg))[name]
         assert [list(t.dims) for t in config.output] == [t.triton_dims for t in served.outputs]
     decoder = parse((out / contract.DECODER / "config.pbtxt").read_text())

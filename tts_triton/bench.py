@@ -101,7 +101,8 @@ SENTENCES: tuple[tuple[str, str], ...] = (
 )
 #: Models whose statistics are diffed, in pipeline order.
 MODELS = ("tts", "encode", "text_encoder", "style_encoder", "decoder", "vocoder")
-_COUNTERS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output")
+_COMPUTE_PARTS = ("compute_input", "compute_infer", "compute_output")
+_COUNTERS = ("success", "fail", "queue", *_COMPUTE_PARTS)
 MAX_CONCURRENCY = 256
 _REPORT_EVERY = 10.0  # seconds between progress lines within a level
 _UNEVEN_LOAD = 10.0  # percentage points of other processes' CPU share between levels that void the comparison
@@ -228,19 +229,19 @@ class ModelDelta:
         """Inferences per execution (the dynamic batcher's average batch size); NaN without executions."""
         return self.counters["inference_count"] / self.executions if self.executions else math.nan
 
-    def _per_request_ms(self, *stats: str) -> float:
+    def per_request_ms(self, *stats: str) -> float:
         count = self.counters[f"{stats[0]}.count"]
         return sum(self.counters[f"{s}.ns"] for s in stats) / count / 1e6 if count else math.nan
 
     @property
     def queue_ms(self) -> float:
         """Mean time a request waited in the model's queue, ms."""
-        return self._per_request_ms("queue")
+        return self.per_request_ms("queue")
 
     @property
     def compute_ms(self) -> float:
         """Mean compute time (input + infer + output) per request, ms; a batch's time counts for each member."""
-        return self._per_request_ms("compute_input", "compute_infer", "compute_output")
+        return self.per_request_ms(*_COMPUTE_PARTS)
 
 
 def diff_stats(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]],
@@ -320,7 +321,8 @@ def summarize(level: LevelResult) -> LevelSummary:
 LEVEL_HEADERS = ("runtime", "concurrency", "measured", "done", "errors", "cut off", "first chunk p50 ms", "p90 ms",
                  "p99 ms", "RTF mean", "RTF p90", "audio s / s", "requests / s", "loaded s", "CPU busy %",
                  "of which bench %")
-MODEL_HEADERS = ("model", "requests", "failures", "executions", "avg batch", "queue ms / req", "compute ms / req")
+MODEL_HEADERS = ("model", "requests", "failures", "executions", "avg batch", "queue ms / req", "compute ms / req",
+                 "of which input", "infer", "output")
 
 
 def _num(value: float, digits: int = 0) -> str:
@@ -338,7 +340,7 @@ def level_row(s: LevelSummary, runtime: str) -> list[str]:
 def model_row(m: ModelDelta) -> list[str]:
     """One row of a per-model statistics table (headers :data:`MODEL_HEADERS`)."""
     return [m.name, str(m.requests), str(m.failures), str(m.executions), _num(m.avg_batch, 2), _num(m.queue_ms, 2),
-            _num(m.compute_ms, 2)]
+            _num(m.compute_ms, 2), *(_num(m.per_request_ms(part), 2) for part in _COMPUTE_PARTS)]
 
 
 # ------------------------------------------------------------------ GPU memory, baseline ratios, targets (pure)
@@ -673,7 +675,9 @@ def _reading_section(report: Report) -> list[str]:
         "runs in the background, so its compute time is not the stream's duration. `encode` (and `style_encoder`) "
         "run only for requests with reference audio; preset voices call `text_encoder` directly.\n",
         "- compute ms / req counts a batch's execution time once per request in it; with batching the busy time "
-        "of the model is about compute ms / req × requests / avg batch.\n",
+        "of the model is about compute ms / req × requests / avg batch. It splits into Triton's *input* (gathering "
+        "the batch's inputs), *infer* (the model's `execute`; for a Python model, with the hand-over to its stub "
+        "process) and *output* (its responses).\n",
     ]
 
 

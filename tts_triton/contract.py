@@ -45,6 +45,9 @@ class ModelSpec:
     outputs: tuple[TensorSpec, ...]
     #: True when the leading batch dimension is implicit (Triton ``max_batch_size > 0``).
     batched: bool = True
+    #: Dynamic axes along which the network ignores zero padding (a ``mask`` input marks the real positions):
+    #: requests that differ only there may be padded to the longest and run as one call.
+    masked_axes: tuple[str, ...] = ()
 
     def input(self, name: str) -> TensorSpec:
         return _find(self.inputs, name, self.name)
@@ -110,6 +113,7 @@ def text_encoder_spec(cfg: ModelConfig) -> ModelSpec:
         TEXT_ENCODER,
         inputs=(TensorSpec("phonemes", "int32", (TOKENS,)), f32("mask", TOKENS)),
         outputs=(f32("memory", TOKENS, cfg.text.dim), f32("processed_memory", TOKENS, cfg.decoder.attention_dim)),
+        masked_axes=(TOKENS,),
     )
 
 
@@ -134,7 +138,11 @@ def decoder_spec(cfg: ModelConfig) -> ModelSpec:
         f32("alignment", d.steps_per_call, TOKENS),
         *(TensorSpec(s.name + STATE_OUT_SUFFIX, s.dtype, s.dims) for s in states),
     )
-    return ModelSpec(DECODER, inputs=context + states, outputs=outputs)
+    return ModelSpec(DECODER, inputs=context + states, outputs=outputs, masked_axes=(TOKENS,))
+
+
+#: Outputs the decode loop never reads; the BLS does not request them (direct callers may).
+DIAGNOSTIC_OUTPUTS = frozenset({"alignment"})
 
 
 def vocoder_spec(cfg: ModelConfig) -> ModelSpec:

@@ -1,8 +1,9 @@
 """Run one network stage on a device for a batch of requests; on CUDA, as captured CUDA graphs.
 
 :class:`StageRunner` takes the requests of one dynamic batch as numpy feeds (the tensors of the
-stage's contract spec, batch axis first), merges those whose shapes agree, pads the batch to a
-:func:`~tts_triton.shapes.batch_buckets` size and runs the stage once per group. On CUDA, every
+stage's contract spec, batch axis first), merges those whose shapes agree (or differ only along the
+stage's masked axes: zero-padded to the longest, see :class:`~tts_triton.serving.batching.Padding`),
+pads the batch to a :func:`~tts_triton.shapes.batch_buckets` size and runs the stage once per group. On CUDA, every
 combination of batch bucket and bucketed axis size that the decode loop sends (:mod:`tts_triton.shapes`)
 is captured once as a CUDA graph by :meth:`StageRunner.warm_up`; a call is then a copy into pinned host
 memory, one host-to-device copy per input, one graph replay and one copy back. A shape with no graph
@@ -17,7 +18,8 @@ every network is row-independent, so padding never changes a real row's result.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +30,7 @@ from tts_triton import contract, shapes
 from tts_triton.contract import ModelSpec
 from tts_triton.models.stages import half_precision
 from tts_triton.serving.backends import run_encode
-from tts_triton.serving.batching import Feed, batch_groups, merge, pad_rows, rows, split
+from tts_triton.serving.batching import Feed, Padding, batch_groups, merge, pad_rows, rows, split
 
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "int32": torch.int32, "int64": torch.int64,
                 "bool": torch.bool}
@@ -60,6 +62,7 @@ class StageRunner:
             half_precision(self.stage)
         self.dtype = torch.float16 if half else torch.float32
         self.spec = spec
+        self.padding = Padding.of(spec)
         self.batch_sizes = shapes.batch_buckets(max_batch_size)
         self.axes = dict(axes or shapes.axis_values())
         self.calls: dict[tuple, CapturedCall] = {}
@@ -79,58 +82,79 @@ class StageRunner:
     def warm_up(self, progress: Callable[[str], None] | None = None) -> int:
         """Capture every (batch bucket, input shapes) as a CUDA graph; the number captured (0 off CUDA).
 
+        All graphs share one memory pool and, per input, one device buffer and one pinned host buffer
+        (views of the largest size): replays run one at a time, each one's inputs written just before it.
         Later calls must run with ``self.device`` as the current CUDA device."""
         if self._pool is None:
             return 0
+        combos = [(batch, shapes_) for shapes_ in self.graph_shapes() for batch in self.batch_sizes]
+        if not combos:
+            return 0
+        buffers = []
+        for i, t in enumerate(self.spec.inputs):
+            n, dtype = max(batch * math.prod(shapes_[i]) for batch, shapes_ in combos), TORCH_DTYPES[t.dtype]
+            buffers.append((torch.zeros(n, dtype=dtype, device=self.device), _pinned(n, dtype)))
         with torch.cuda.device(self.device):
-            for input_shapes in self.graph_shapes():
-                for batch in self.batch_sizes:
-                    self.calls[(batch, input_shapes)] = self._capture(batch, input_shapes)
-                if progress:
+            side = torch.cuda.Stream(self.device)  # one warm-up stream: each new stream gets its own cuBLAS workspace
+            for batch, input_shapes in combos:
+                self.calls[(batch, input_shapes)] = self._capture(batch, input_shapes, buffers, side)
+                if progress and batch == self.batch_sizes[-1]:
                     progress(f"{self.spec.name}: {len(self.calls)} CUDA graphs captured (inputs {input_shapes})")
             torch.cuda.synchronize(self.device)
+            host_outputs = _shared_hosts([call.outputs for call in self.calls.values()])
+            for call, hosts in zip(self.calls.values(), host_outputs, strict=True):
+                call.host_outputs = hosts
+            torch.cuda.empty_cache()  # the warm-up's eager blocks; the graphs keep their pool
         return len(self.calls)
 
-    def run(self, feeds: Sequence[Feed]) -> list[dict[str, np.ndarray]]:
-        """The outputs of every request (by contract name, batch axis first, contract dtypes), in order."""
+    def run(self, feeds: Sequence[Feed], outputs: Collection[str] | None = None) -> list[dict[str, np.ndarray]]:
+        """The ``outputs`` (default: all) of every request by contract name, batch axis first, contract dtypes,
+        in order.
+
+        Requests that differ only along the stage's masked axes (the token axis of the encoder and the
+        decoder) run as one call, padded to the longest of them."""
+        names = [n for n in self.spec.output_names if outputs is None or n in outputs]
         results: list[dict[str, np.ndarray]] = [{} for _ in feeds]
-        for group in batch_groups(feeds):
-            sizes = [rows(feeds[i]) for i in group]
-            merged = merge([feeds[i] for i in group])
-            outputs = self._run_rows(merged, sum(sizes))
-            for i, result in zip(group, split(outputs, sizes), strict=True):
+        for group in batch_groups(feeds, padding=self.padding):
+            members = [feeds[i] for i in group]
+            merged = merge(members, self.padding)
+            merged_out = self._run_rows(merged, rows(merged), names)
+            for i, result in zip(group, split(merged_out, members, self.padding), strict=True):
                 results[i] = result
         return results
 
-    def _run_rows(self, feed: Feed, n: int) -> dict[str, np.ndarray]:
-        """One merged feed of ``n`` rows, in calls of at most the largest batch bucket."""
+    def _run_rows(self, feed: Feed, n: int, names: list[str]) -> dict[str, np.ndarray]:
+        """Outputs ``names`` of one merged feed of ``n`` rows, in calls of at most the largest batch bucket."""
         step = self.batch_sizes[-1]
         if n > step:
-            parts = [self._run_rows({k: v[i : i + step] for k, v in feed.items()}, min(step, n - i))
+            parts = [self._run_rows({k: v[i : i + step] for k, v in feed.items()}, min(step, n - i), names)
                      for i in range(0, n, step)]
-            return {name: np.concatenate([p[name] for p in parts]) for name in self.spec.output_names}
+            return {name: np.concatenate([p[name] for p in parts]) for name in names}
         batch = shapes.bucket_for(n, self.batch_sizes)
         input_shapes = tuple(feed[name].shape[1:] for name in self.spec.input_names)
         call = self.calls.get((batch, input_shapes))
         if call is not None:
-            return self._replay(call, feed, n)
+            return self._replay(call, feed, n, names)
         if input_shapes in self.bucketed:  # what a graph would compute, eagerly: the same padded batch
             padded = self._eager({name: pad_rows(array, batch) for name, array in feed.items()})
-            return {name: array[:n] for name, array in padded.items()}
-        return self._eager(feed)
+            return {name: padded[name][:n] for name in names}
+        computed = self._eager(feed)
+        return {name: computed[name] for name in names}
 
-    def _replay(self, call: CapturedCall, feed: Feed, n: int) -> dict[str, np.ndarray]:
+    def _replay(self, call: CapturedCall, feed: Feed, n: int, names: list[str]) -> dict[str, np.ndarray]:
         for name, host, device in zip(self.spec.input_names, call.host_inputs, call.inputs, strict=True):
             target = host.numpy()
             target[:n] = feed[name]
             target[n:] = 0
             device.copy_(host, non_blocking=True)
         call.graph.replay()
-        for host, device in zip(call.host_outputs, call.outputs, strict=True):
-            host.copy_(device, non_blocking=True)
+        copied = []
+        for name, host, device in zip(self.spec.output_names, call.host_outputs, call.outputs, strict=True):
+            if name in names:
+                host.copy_(device, non_blocking=True)
+                copied.append((name, host))
         torch.cuda.current_stream(self.device).synchronize()
-        return {name: host.numpy()[:n].copy() for name, host in zip(self.spec.output_names, call.host_outputs,
-                                                                    strict=True)}
+        return {name: host.numpy()[:n].copy() for name, host in copied}
 
     def _eager(self, feed: Feed) -> dict[str, np.ndarray]:
         with torch.inference_mode():
@@ -143,10 +167,11 @@ class StageRunner:
         cast = [x.to(self.dtype) if x.is_floating_point() else x for x in inputs]
         return tuple(out.float() for out in self.stage(*cast))
 
-    def _capture(self, batch: int, input_shapes: tuple[tuple[int, ...], ...]) -> CapturedCall:
-        inputs = [torch.zeros((batch, *shape), dtype=TORCH_DTYPES[t.dtype], device=self.device)
-                  for t, shape in zip(self.spec.inputs, input_shapes, strict=True)]
-        side = torch.cuda.Stream(self.device)
+    def _capture(self, batch: int, input_shapes: tuple[tuple[int, ...], ...],
+                 buffers: Sequence[tuple[Tensor, Tensor]], side: torch.cuda.Stream) -> CapturedCall:
+        sizes = [(batch, *shape) for shape in input_shapes]
+        inputs = [device[: math.prod(size)].view(size) for (device, _), size in zip(buffers, sizes, strict=True)]
+        hosts = [host[: math.prod(size)].view(size) for (_, host), size in zip(buffers, sizes, strict=True)]
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.inference_mode(), torch.cuda.stream(side):
             for _ in range(2):  # kernels and workspaces are chosen outside the capture
@@ -155,11 +180,17 @@ class StageRunner:
         graph = torch.cuda.CUDAGraph()
         with torch.inference_mode(), torch.cuda.graph(graph, pool=self._pool):
             outputs = list(self._forward(*inputs))
-        return CapturedCall(graph, inputs, outputs, [_pinned(x) for x in inputs], [_pinned(x) for x in outputs])
+        return CapturedCall(graph, inputs, outputs, hosts, [])
 
 
-def _pinned(like: Tensor) -> Tensor:
-    return torch.empty(like.shape, dtype=like.dtype, device="cpu", pin_memory=True)
+def _pinned(numel: int, dtype: torch.dtype) -> Tensor:
+    return torch.empty(numel, dtype=dtype, device="cpu", pin_memory=True)
+
+
+def _shared_hosts(outputs: Sequence[Sequence[Tensor]]) -> list[list[Tensor]]:
+    """Pinned host mirrors of every call's outputs, as views of one buffer per output position."""
+    hosts = [_pinned(max(out[i].numel() for out in outputs), outputs[0][i].dtype) for i in range(len(outputs[0]))]
+    return [[host[: x.numel()].view(x.shape) for host, x in zip(hosts, out, strict=True)] for out in outputs]
 
 
 class GraphBackend:

@@ -51,11 +51,13 @@ from tts_triton.voices import VoiceBank
 
 
 class BlsBackend:
-    """:class:`~tts_triton.serving.pipeline.InferBackend` over BLS calls to the other models (CPU tensors)."""
+    """:class:`~tts_triton.serving.pipeline.InferBackend` over BLS calls to the other models (CPU tensors);
+    requests every output but :data:`~tts_triton.contract.DIAGNOSTIC_OUTPUTS`."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         specs = {**contract.network_specs(cfg), contract.ENCODE: contract.encode_spec(cfg)}
-        self.outputs = {name: spec.output_names for name, spec in specs.items()}
+        self.outputs = {name: [o for o in spec.output_names if o not in contract.DIAGNOSTIC_OUTPUTS]
+                        for name, spec in specs.items()}
 
     async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         request = pb_utils.InferenceRequest(

@@ -24,7 +24,7 @@ import numpy as np
 import onnxruntime as ort
 
 from tts_triton.onnx_io import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE, io_mismatches
-from tts_triton.serving.batching import Feed, batch_groups, merge, rows, split
+from tts_triton.serving.batching import Feed, batch_groups, merge, split
 from tts_triton.triton.utils import RequestShapes, config_tensors, int_parameter
 
 try:
@@ -43,7 +43,7 @@ def run_batch(
 ) -> list[dict[str, Any]]:
     """Run ``feeds`` (one mapping per request, batch on axis 0) as one call; the outputs of each request."""
     results = session.run(list(output_names), merge(feeds))
-    return split(dict(zip(output_names, results, strict=True)), [rows(feed) for feed in feeds])
+    return split(dict(zip(output_names, results, strict=True)), feeds)
 
 
 class TritonPythonModel:

@@ -71,12 +71,13 @@ class TritonPythonModel:
                                    max_batch_size=self._shapes.max_batch_size, axes=self._shapes.axes)
         if params.get(CUDA_GRAPHS, "true") == "true":
             graphs = self._runner.warm_up()
-            pb_utils.Logger.log_info(f"{self._name}: {graphs} CUDA graphs captured on {device}")
+            held = torch.cuda.memory_reserved(device) / 2**20
+            pb_utils.Logger.log_info(f"{self._name}: {graphs} CUDA graphs on {device}; torch holds {held:.0f} MiB")
 
     def execute(self, requests: list[Any]) -> list[Any]:
         """One response per request, in order; a request with a bad shape gets INVALID_ARG alone."""
         responses: list[Any] = [None] * len(requests)
-        feeds, accepted = [], []
+        feeds, accepted, wanted = [], [], []
         for i, request in enumerate(requests):
             feed, problems = self._feed(request)
             if problems:
@@ -84,15 +85,15 @@ class TritonPythonModel:
             else:
                 feeds.append(feed)
                 accepted.append(i)
+                wanted.append(list(request.requested_output_names()) or self._spec.output_names)
         try:
-            results = self._runner.run(feeds) if feeds else []
+            results = self._runner.run(feeds, {name for names in wanted for name in names}) if feeds else []
         except Exception as exc:  # the whole batch failed on the device: every accepted request is told
             for i in accepted:
                 responses[i] = _error(f"{self._name}: {type(exc).__name__}: {exc}", pb_utils.TritonError.INTERNAL)
             return responses
-        for i, result in zip(accepted, results, strict=True):
-            wanted = list(requests[i].requested_output_names()) or self._spec.output_names
-            tensors = [pb_utils.Tensor(name, np.ascontiguousarray(result[name])) for name in wanted]
+        for i, names, result in zip(accepted, wanted, results, strict=True):
+            tensors = [pb_utils.Tensor(name, np.ascontiguousarray(result[name])) for name in names]
             responses[i] = pb_utils.InferenceResponse(output_tensors=tensors)
         return responses
 
