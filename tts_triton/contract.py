@@ -93,19 +93,25 @@ def f32(name: str, *dims: Dim) -> TensorSpec:
     return TensorSpec(name, "float32", dims)
 
 
-def decoder_states(cfg: ModelConfig) -> tuple[TensorSpec, ...]:
-    """Recurrent state of the decoder, carried by the caller from one call to the next."""
+def decoder_state_fields(cfg: ModelConfig) -> tuple[tuple[str, int], ...]:
+    """The fixed-size parts of the decoder's recurrent state, (name, size) in the order ``state`` packs them."""
     d = cfg.decoder
     return (
-        f32("last_frame", cfg.n_mels),
-        f32("attention_hidden", d.attention_rnn_dim),
-        f32("attention_cell", d.attention_rnn_dim),
-        f32("decoder_hidden", d.decoder_rnn_dim),
-        f32("decoder_cell", d.decoder_rnn_dim),
-        f32("attention_weights", TOKENS),
-        f32("attention_weights_cum", TOKENS),
-        f32("attention_context", cfg.text.dim),
+        ("last_frame", cfg.n_mels),
+        ("attention_hidden", d.attention_rnn_dim),
+        ("attention_cell", d.attention_rnn_dim),
+        ("decoder_hidden", d.decoder_rnn_dim),
+        ("decoder_cell", d.decoder_rnn_dim),
+        ("attention_context", cfg.text.dim),
     )
+
+
+def decoder_states(cfg: ModelConfig) -> tuple[TensorSpec, ...]:
+    """Recurrent state of the decoder, carried by the caller from one call to the next: ``state``, the
+    :func:`decoder_state_fields` concatenated, and ``attention``, the attention weights and their running
+    sum over the tokens. Two tensors, not eight: every tensor of a call costs the BLS and the decoder model
+    a shared-memory hand-over per request."""
+    return (f32("state", sum(size for _, size in decoder_state_fields(cfg))), f32("attention", 2, TOKENS))
 
 
 def text_encoder_spec(cfg: ModelConfig) -> ModelSpec:

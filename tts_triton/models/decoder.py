@@ -23,7 +23,8 @@ from tts_triton.models.layers import ConvNorm, lstm_cell, masked_logits
 
 
 class DecoderState(NamedTuple):
-    """Everything the decoder carries from one step to the next (field order = contract order)."""
+    """Everything the decoder carries from one step to the next (packed for serving by
+    :class:`~tts_triton.models.stages.DecoderStage`)."""
 
     last_frame: Tensor  # [B, n_mels]
     attention_hidden: Tensor  # [B, attention_rnn_dim]

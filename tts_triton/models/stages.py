@@ -7,6 +7,7 @@ server and the oracle compute the same graphs.
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from tts_triton import contract
@@ -43,18 +44,23 @@ class StyleEncoderStage(nn.Module):
 
 
 class DecoderStage(nn.Module):
-    """K unrolled decoder steps with the recurrent state as explicit inputs and outputs."""
+    """K unrolled decoder steps with the recurrent state as explicit inputs and outputs, packed as the
+    contract's ``state`` and ``attention`` (:func:`~tts_triton.contract.decoder_states`)."""
 
     def __init__(self, decoder: Decoder) -> None:
         super().__init__()
         self.decoder = decoder
         self.steps = decoder.cfg.decoder.steps_per_call
+        self.fields = contract.decoder_state_fields(decoder.cfg)
 
-    def forward(self, memory: Tensor, processed_memory: Tensor, mask: Tensor, style: Tensor,
-                *state: Tensor) -> tuple[Tensor, ...]:
-        mel, gate, alignment, nxt = self.decoder.run(DecoderState(*state), self.steps, memory, processed_memory,
-                                                     mask, style)
-        return (mel, gate, alignment, *nxt)
+    def forward(self, memory: Tensor, processed_memory: Tensor, mask: Tensor, style: Tensor, state: Tensor,
+                attention: Tensor) -> tuple[Tensor, ...]:
+        parts = dict(zip((name for name, _ in self.fields), state.split([size for _, size in self.fields], dim=-1),
+                         strict=True))
+        unpacked = DecoderState(**parts, attention_weights=attention[:, 0], attention_weights_cum=attention[:, 1])
+        mel, gate, alignment, nxt = self.decoder.run(unpacked, self.steps, memory, processed_memory, mask, style)
+        packed = torch.cat([getattr(nxt, name) for name, _ in self.fields], dim=-1)
+        return mel, gate, alignment, packed, torch.stack((nxt.attention_weights, nxt.attention_weights_cum), dim=1)
 
 
 class VocoderStage(nn.Module):
