@@ -55,6 +55,7 @@ from tts_triton.data.sentences import generate
 from tts_triton.serving.pipeline import Pipeline
 from tts_triton.text import text_to_sequences
 from tts_triton.voices import VoiceBank
+from tts_triton.workers import single_threaded_blas
 
 #: WORLD / SPTK analysis: 5 ms frames, harvest F0 search range, 24th-order mel-cepstrum with the
 #: all-pass constant that approximates the mel scale at 22.05 kHz (``pysptk.util.mcepalpha(22050)``).
@@ -222,18 +223,8 @@ def reference_features(ref: Reference, cache: Path, espeak_version: str) -> Feat
 @contextmanager
 def process_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
     """``jobs`` spawned worker processes with single-threaded BLAS (set while they start, restored after)."""
-    names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-    saved = {name: os.environ.get(name) for name in names}
-    os.environ.update(dict.fromkeys(names, "1"))
-    try:
-        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-            yield pool
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    with single_threaded_blas(), ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+        yield pool
 
 
 def _mcds(synth: np.ndarray, refs: Sequence[np.ndarray]) -> list[float]:
