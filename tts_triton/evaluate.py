@@ -52,6 +52,7 @@ from tts_triton.config import STREAMING
 from tts_triton.data import espeak
 from tts_triton.data.prosody import EMOTIONS, PITCH_ORDER, VOICES, Emotion, Voice, render
 from tts_triton.data.sentences import generate
+from tts_triton.figures import pyplot
 from tts_triton.serving.pipeline import Pipeline
 from tts_triton.text import text_to_sequences
 from tts_triton.voices import VoiceBank
@@ -583,11 +584,7 @@ def write_plots(folder: Path, item: Item, synth: Synthesis, espeak_audio: np.nda
 
     Returns figure name -> file name in ``folder``.
     """
-    import matplotlib  # optional heavy dependency (the eval extra): imported only to plot
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     folder.mkdir(parents=True, exist_ok=True)
     files = {"mel": "mel.png", "alignment": "alignment.png", "f0": "f0_emotions.png"}
 
@@ -629,12 +626,11 @@ def write_plots(folder: Path, item: Item, synth: Synthesis, espeak_audio: np.nda
 
 def _save(fig: Any, path: Path) -> None:
     """Write ``fig`` as a 256-colour PNG (a third of the size of matplotlib's RGBA one) and close it."""
-    import matplotlib.pyplot as plt  # optional heavy dependency (the eval extra), with its PIL
-    from PIL import Image
+    from PIL import Image  # optional heavy dependency (the eval extra: matplotlib's PIL)
 
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=72)
-    plt.close(fig)
+    pyplot().close(fig)
     Image.open(buffer).convert("RGB").quantize(256).save(path, optimize=True)
 
 
