@@ -83,6 +83,8 @@ TORCH_MODULE = "tts_triton.triton.torch_model"
 CHECKPOINT_FILE = "model.pt"
 #: Ensembles of the repository: name -> member networks, run side by side.
 ENSEMBLES = {ENCODE: (TEXT_ENCODER, STYLE_ENCODER)}
+#: Python BLS models of the repository (``include_bls``): name -> decoupled (streams its responses).
+BLS_MODELS = {TTS: True, TTS_OFFLINE: False}
 KIND_CPU, KIND_GPU = "KIND_CPU", "KIND_GPU"
 
 
@@ -282,7 +284,7 @@ def build_repository(
                 "voice_bank": json.dumps(bank, ensure_ascii=False, separators=(",", ":")),
                 "checkpoint_name": checkpoint_name or checkpoint.name,
             }
-            for name, decoupled in ((TTS, True), (TTS_OFFLINE, False)):
+            for name, decoupled in BLS_MODELS.items():
                 spec = tts_spec(model_config, name)
                 version_dir = _model_dir(staging, name, _bls_config(spec, decoupled, params, settings))
                 _write_adapter(version_dir, name, BLS_MODULE)

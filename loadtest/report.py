@@ -15,10 +15,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
+from tts_triton.figures import pyplot, save_figure
 
 PERCENTILES = ("50%", "90%", "99%")
 LATENCIES = (("first_chunk", "first_chunk_s", "time to first audio chunk"), ("stream", "total_s", "whole stream"))
@@ -52,7 +49,7 @@ def read_requests(folder: Path) -> list[dict[str, str]]:
 def plot(history: dict[str, dict[str, list[float]]], requests: list[dict[str, str]], title: str, out: Path) -> None:
     """Three panels over seconds since the start: first-chunk latency, stream latency, throughput and users."""
     t0 = min(min(columns["Timestamp"]) for columns in history.values())
-    fig, axes = plt.subplots(3, 1, figsize=(11, 10), sharex=True)
+    fig, axes = pyplot().subplots(3, 1, figsize=(11, 10), sharex=True)
     for ax, (name, field, label) in zip(axes, LATENCIES, strict=False):
         ok = [r for r in requests if not r["error"] and r[field]]
         if ok:
@@ -89,9 +86,7 @@ def plot(history: dict[str, dict[str, list[float]]], requests: list[dict[str, st
     ax.legend(lines[0] + user_lines[0], lines[1] + user_lines[1], loc="upper left", fontsize=8)
 
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    save_figure(fig, out, dpi=120)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -56,6 +56,7 @@ from tts_triton.evaluate import (
     synthesize,
     voice_bank_for,
 )
+from tts_triton.figures import pyplot, save_figure
 from tts_triton.models.acoustic import AcousticModel
 from tts_triton.models.decoder import Prenet
 from tts_triton.serving.backends import TorchBackend
@@ -98,13 +99,9 @@ def band_hybrids(predicted: np.ndarray, target: np.ndarray) -> tuple[np.ndarray,
 
 def spectrograms(path: Path, title: str, espeak: np.ndarray, alone: np.ndarray, system: np.ndarray) -> None:
     """Log-magnitude spectrograms (0-6 kHz) of the three clips, one above the other, to ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from scipy.signal import stft
 
-    fig, axes = plt.subplots(3, 1, figsize=(10, 9), sharex=True)
+    fig, axes = pyplot().subplots(3, 1, figsize=(10, 9), sharex=True)
     clips = (("espeak-ng", espeak), ("HiFi-GAN generator alone", alone),
              ("system: generator, then the mel match", system))
     for ax, (name, x) in zip(axes, clips, strict=True):
@@ -115,9 +112,7 @@ def spectrograms(path: Path, title: str, espeak: np.ndarray, alone: np.ndarray, 
         ax.set_ylabel("Hz")
     axes[-1].set_xlabel("s")
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=70)
-    plt.close(fig)
+    save_figure(fig, path, dpi=70)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

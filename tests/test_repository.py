@@ -30,7 +30,6 @@ from tts_triton.contract import (
     STYLE_ENCODER,
     TEXT_ENCODER,
     TTS,
-    TTS_OFFLINE,
     VOCODER,
     ModelSpec,
     encode_spec,
@@ -40,6 +39,8 @@ from tts_triton.contract import (
 from tts_triton.export import repository as repo_mod
 from tts_triton.export.pbtxt import parse
 from tts_triton.export.repository import (
+    BLS_MODELS,
+    ENSEMBLES,
     MANIFEST,
     RUNTIME_TARGETS,
     EnginesMissingError,
@@ -56,7 +57,7 @@ from tts_triton.triton.onnx_model import batch_groups, run_batch
 
 CFG = ModelConfig()
 SPECS = network_specs(CFG)
-ALL_MODELS = [*SPECS, ENCODE, TTS, TTS_OFFLINE]
+ALL_MODELS = [*SPECS, *ENSEMBLES, *BLS_MODELS]
 VOICE_BANK = {
     "voices": ["晓晓", 'say "hi"\\'], "emotions": ["neutral", "happy"],
     "default_voice": "晓晓", "default_emotion": "neutral",
@@ -140,7 +141,7 @@ def built(request: pytest.FixtureRequest, sources: SimpleNamespace, tmp_path_fac
 
 
 def contract_specs() -> dict[str, ModelSpec]:
-    return {**SPECS, ENCODE: encode_spec(CFG), TTS: tts_spec(CFG, TTS), TTS_OFFLINE: tts_spec(CFG, TTS_OFFLINE)}
+    return {**SPECS, ENCODE: encode_spec(CFG), **{name: tts_spec(CFG, name) for name in BLS_MODELS}}
 
 
 def test_every_config_matches_the_contract(built) -> None:
@@ -204,7 +205,7 @@ def test_encode_ensemble_wires_existing_tensors(built) -> None:
 def test_bls_models_carry_config_voice_bank_and_adapter(built, sources) -> None:
     target, out, configs = built
     instances = RepositorySettings.for_target(target).bls_instances
-    for name in (TTS, TTS_OFFLINE):
+    for name in BLS_MODELS:
         config = configs[name]
         assert config.backend == "python" and config.max_batch_size == 0
         assert [(mc.ModelInstanceGroup.Kind.Name(g.kind), g.count) for g in config.instance_group] == [

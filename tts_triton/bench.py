@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tts_triton.figures import pyplot, save_figure
 from tts_triton.paths import default_model_repository
 from tts_triton.server import TritonInstall, TritonNotFoundError, TritonServer, TritonServerError
 from tts_triton.tables import markdown_table, text_table
@@ -1032,13 +1033,9 @@ def sentence_rows(levels: Sequence[LevelResult], model_config: str) -> list[tupl
 def plot(summaries: Sequence[LevelSummary], baseline: Sequence[LevelSummary], path: Path, title: str) -> None:
     """Three panels against concurrency (log scales): first-chunk p50/p99, RTF, aggregate x real time; the eager
     baseline's levels as dashed grey reference lines."""
-    import matplotlib  # optional heavy dependency (the dev/loadtest extras)
+    from matplotlib.ticker import FormatStrFormatter  # optional heavy dependency (the dev/loadtest extras)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FormatStrFormatter
-
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    fig, axes = pyplot().subplots(1, 3, figsize=(14, 4.2))
     panels = (
         (axes[0], "first-chunk latency", "ms", (("p50", "first_chunk_p50", "o"), ("p99", "first_chunk_p99", "^"))),
         (axes[1], "real-time factor (total time / audio s)", "", (("mean", "rtf_mean", "o"),)),
@@ -1065,10 +1062,8 @@ def plot(summaries: Sequence[LevelSummary], baseline: Sequence[LevelSummary], pa
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 # --------------------------------------------------------------------------- command line

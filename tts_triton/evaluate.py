@@ -52,9 +52,11 @@ from tts_triton.config import STREAMING
 from tts_triton.data import espeak
 from tts_triton.data.prosody import EMOTIONS, PITCH_ORDER, VOICES, Emotion, Voice, render
 from tts_triton.data.sentences import generate
+from tts_triton.figures import pyplot
 from tts_triton.serving.pipeline import Pipeline
 from tts_triton.text import text_to_sequences
 from tts_triton.voices import VoiceBank
+from tts_triton.workers import single_threaded_blas
 
 #: WORLD / SPTK analysis: 5 ms frames, harvest F0 search range, 24th-order mel-cepstrum with the
 #: all-pass constant that approximates the mel scale at 22.05 kHz (``pysptk.util.mcepalpha(22050)``).
@@ -222,18 +224,8 @@ def reference_features(ref: Reference, cache: Path, espeak_version: str) -> Feat
 @contextmanager
 def process_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
     """``jobs`` spawned worker processes with single-threaded BLAS (set while they start, restored after)."""
-    names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-    saved = {name: os.environ.get(name) for name in names}
-    os.environ.update(dict.fromkeys(names, "1"))
-    try:
-        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-            yield pool
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    with single_threaded_blas(), ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+        yield pool
 
 
 def _mcds(synth: np.ndarray, refs: Sequence[np.ndarray]) -> list[float]:
@@ -592,11 +584,7 @@ def write_plots(folder: Path, item: Item, synth: Synthesis, espeak_audio: np.nda
 
     Returns figure name -> file name in ``folder``.
     """
-    import matplotlib  # optional heavy dependency (the eval extra): imported only to plot
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     folder.mkdir(parents=True, exist_ok=True)
     files = {"mel": "mel.png", "alignment": "alignment.png", "f0": "f0_emotions.png"}
 
@@ -638,12 +626,11 @@ def write_plots(folder: Path, item: Item, synth: Synthesis, espeak_audio: np.nda
 
 def _save(fig: Any, path: Path) -> None:
     """Write ``fig`` as a 256-colour PNG (a third of the size of matplotlib's RGBA one) and close it."""
-    import matplotlib.pyplot as plt  # optional heavy dependency (the eval extra), with its PIL
-    from PIL import Image
+    from PIL import Image  # optional heavy dependency (the eval extra: matplotlib's PIL)
 
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=72)
-    plt.close(fig)
+    pyplot().close(fig)
     Image.open(buffer).convert("RGB").quantize(256).save(path, optimize=True)
 
 

@@ -55,6 +55,7 @@ from tts_triton.data.sentences import (
 )
 from tts_triton.text import text_to_sequences
 from tts_triton.text.symbols import BOS_ID, EOS_ID, N_SYMBOLS
+from tts_triton.workers import single_threaded_blas
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.jsonl"
@@ -213,25 +214,12 @@ class _Progress:
             print(file=sys.stderr)
 
 
-#: Worker processes run single-threaded BLAS: ``jobs`` processes with a BLAS pool each oversubscribe the CPU
-#: (seen on a 16-core host: a tenth of the throughput).
-_SINGLE_THREADED = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-
-
 def _results(groups: list[list[Utterance]], jobs: int) -> Iterator[list[Rendered]]:
     if jobs <= 1:
         yield from map(render_group, groups)
         return
-    saved = {name: os.environ.get(name) for name in _SINGLE_THREADED}
-    os.environ.update(_SINGLE_THREADED)  # inherited by the spawned workers, then restored here
-    try:
+    with single_threaded_blas():  # multiprocessing.Pool starts its workers at once, and they keep the setting
         pool = multiprocessing.get_context("spawn").Pool(jobs)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     with pool:
         yield from pool.imap(render_group, groups, chunksize=4)
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from tts_triton import audio
-from tts_triton.data.corpus import FORMAT_VERSION, MANIFEST, SUMMARY, audio_shard_name, mel_shard_name
+from tts_triton.data.corpus import FORMAT_VERSION, MANIFEST, SUMMARY, Utterance, audio_shard_name, mel_shard_name
 from tts_triton.data.prosody import EMOTIONS, VOICES
 from tts_triton.text.symbols import PAD_ID
 
@@ -27,15 +27,9 @@ EMOTION_INDEX: dict[str, int] = {name: i for i, name in enumerate(EMOTIONS)}
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One manifest line (see :mod:`tts_triton.data.corpus`)."""
+class Entry(Utterance):
+    """One manifest line (see :mod:`tts_triton.data.corpus`): an utterance, its phoneme ids, its place in the shards."""
 
-    id: str
-    sentence_id: str
-    split: str
-    voice: str
-    emotion: str
-    text: str
     ids: tuple[int, ...]
     n_samples: int
     n_frames: int

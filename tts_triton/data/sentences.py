@@ -405,62 +405,51 @@ def _reported(g: _Grammar) -> str:
 
 def _question(g: _Grammar) -> str:
     r = g.r
-    kind = r.below(12)
+    # One template per kind; called after the draws below (the kind is drawn first, then the words they share).
+    questions: tuple[Callable[[], str], ...] = (
+        lambda: f"did {subject} {verb.base} {g.object_phrase(verb)}{g.tail(_PAST_TIMES)}",
+        lambda: f"where did {subject} {verb.base} the {singular}{' ' + verb.particle if verb.particle else ''}",
+        lambda: f"why {'were' if plural else 'was'} {subject} {verb.ing} {g.object_phrase(verb)}{g.tail(_PAST_TIMES)}",
+        lambda: f"how many {many} did {subject} {verb.base}{' ' + verb.particle if verb.particle else ''}",
+        lambda: f"who {verb.past} {g.object_phrase(verb)}{g.tail(_PAST_TIMES)}",
+        lambda: f"what did {subject} find {g.location()}",
+        lambda: f"could you {verb.base} {g.object_phrase(verb)}, please",
+        lambda: f"would you like {_article(singular) if r.chance(0.5) else 'some ' + many}",
+        lambda: f"is it true that {g.past_clause()}",
+        lambda: f"do you know where {g.place()} is",
+        lambda: f"{g.past_clause()}, {r.choice(['right', 'really', 'or not'])}",
+        lambda: f"will {subject} {verb.base} {g.object_phrase(verb)} {r.choice(FUTURE_TIMES)}",
+    )
+    kind = r.below(len(questions))
     subject, plural = g.person()
     verb = _OBJECT_VERBS[r.below(len(_OBJECT_VERBS))]
     singular, many = _THINGS[r.below(len(_THINGS))]
-    if kind == 0:
-        text = f"did {subject} {verb.base} {g.object_phrase(verb)}{g.tail(_PAST_TIMES)}"
-    elif kind == 1:
-        text = f"where did {subject} {verb.base} the {singular}{' ' + verb.particle if verb.particle else ''}"
-    elif kind == 2:
-        text = f"why {'were' if plural else 'was'} {subject} {verb.ing} {g.object_phrase(verb)}{g.tail(_PAST_TIMES)}"
-    elif kind == 3:
-        text = f"how many {many} did {subject} {verb.base}{' ' + verb.particle if verb.particle else ''}"
-    elif kind == 4:
-        text = f"who {verb.past} {g.object_phrase(verb)}{g.tail(_PAST_TIMES)}"
-    elif kind == 5:
-        text = f"what did {subject} find {g.location()}"
-    elif kind == 6:
-        text = f"could you {verb.base} {g.object_phrase(verb)}, please"
-    elif kind == 7:
-        text = f"would you like {_article(singular) if r.chance(0.5) else 'some ' + many}"
-    elif kind == 8:
-        text = f"is it true that {g.past_clause()}"
-    elif kind == 9:
-        text = f"do you know where {g.place()} is"
-    elif kind == 10:
-        text = f"{g.past_clause()}, {r.choice(['right', 'really', 'or not'])}"
-    else:
-        text = f"will {subject} {verb.base} {g.object_phrase(verb)} {r.choice(FUTURE_TIMES)}"
-    return _cap(text) + "?"
+    return _cap(questions[kind]()) + "?"
 
 
 def _exclamation(g: _Grammar) -> str:
     r = g.r
-    kind = r.below(9)
+
+    def stop() -> str:
+        verb = _OBJECT_VERBS[r.below(len(_OBJECT_VERBS))]
+        return f"stop {verb.ing} {g.object_phrase(verb)}"
+
+    # One template per kind; called after the draws below (the kind is drawn first, then the words they share).
+    exclamations: tuple[Callable[[], str], ...] = (
+        lambda: f"what {_article(adjective + ' ' + singular)}",
+        lambda: f"what {adjective} {many} those are",
+        lambda: f"watch out for the {singular}",
+        lambda: f"{r.choice(INTERJECTIONS)}, {g.past_clause()}",
+        stop,
+        lambda: f"look at that {r.choice(THING_ADJECTIVES)} {singular}",
+        lambda: f"hurry, {g.place()} closes at {r.between(1, 12)} o'clock",
+        lambda: f"I can't believe {g.past_clause()}",
+        lambda: f"{r.choice(INTERJECTIONS)}, that is {adjective}",
+    )
+    kind = r.below(len(exclamations))
     singular, many = _THINGS[r.below(len(_THINGS))]
     adjective = r.choice(EXCLAIM_ADJECTIVES)
-    if kind == 0:
-        text = f"what {_article(adjective + ' ' + singular)}"
-    elif kind == 1:
-        text = f"what {adjective} {many} those are"
-    elif kind == 2:
-        text = f"watch out for the {singular}"
-    elif kind == 3:
-        text = f"{r.choice(INTERJECTIONS)}, {g.past_clause()}"
-    elif kind == 4:
-        verb = _OBJECT_VERBS[r.below(len(_OBJECT_VERBS))]
-        text = f"stop {verb.ing} {g.object_phrase(verb)}"
-    elif kind == 5:
-        text = f"look at that {r.choice(THING_ADJECTIVES)} {singular}"
-    elif kind == 6:
-        text = f"hurry, {g.place()} closes at {r.between(1, 12)} o'clock"
-    elif kind == 7:
-        text = f"I can't believe {g.past_clause()}"
-    else:
-        text = f"{r.choice(INTERJECTIONS)}, that is {adjective}"
-    return _cap(text) + "!"
+    return _cap(exclamations[kind]()) + "!"
 
 
 def _imperative(g: _Grammar) -> str:

@@ -41,6 +41,7 @@ import torch
 from tts_triton import audio
 from tts_triton.checkpoint import Checkpoint, init_checkpoint, load_checkpoint
 from tts_triton.config import ModelConfig, VocoderConfig
+from tts_triton.figures import pyplot, save_figure
 
 
 def pick_device(name: str | None = None, fixed_shapes: bool = False) -> torch.device:
@@ -262,24 +263,13 @@ def save_wav(path: Path, samples: np.ndarray, rate: int = audio.SAMPLE_RATE) -> 
         w.writeframes(pcm.tobytes())
 
 
-def _pyplot() -> Any:
-    """``matplotlib.pyplot`` on the Agg backend."""
-    import matplotlib  # optional heavy dependency (the dev/eval extras): imported only to plot
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_panels(path: Path, panels: Sequence[tuple[str, np.ndarray]], title: str = "") -> None:
     """One PNG of stacked image panels, each ``(name, array [rows, cols])`` drawn with time along x.
 
     Alignments are given ``[decoder steps, tokens]`` and mels ``[frames, n_mels]``; both are transposed
     so that the token / mel axis runs up.
     """
-    plt = _pyplot()
-    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 2.6 * len(panels)), squeeze=False)
+    fig, axes = pyplot().subplots(len(panels), 1, figsize=(10, 2.6 * len(panels)), squeeze=False)
     for ax, (name, array) in zip(axes[:, 0], panels, strict=True):
         image = ax.imshow(np.asarray(array, dtype=np.float32).T, aspect="auto", origin="lower",
                           interpolation="none")
@@ -287,16 +277,13 @@ def plot_panels(path: Path, panels: Sequence[tuple[str, np.ndarray]], title: str
         fig.colorbar(image, ax=ax, pad=0.01)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    save_figure(fig, path, dpi=80)
 
 
 def plot_losses(path: Path, rows: Sequence[dict[str, Any]], keys: Sequence[str], title: str) -> None:
     """Loss curves (log scale) of ``keys`` over ``step`` from log rows, train rows solid and val rows dashed."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(10, 4))
+    fig, ax = pyplot().subplots(figsize=(10, 4))
     for kind, style in (("train", "-"), ("val", "--")):
         picked = [r for r in rows if r.get("kind") == kind]
         for key in keys:
@@ -309,10 +296,8 @@ def plot_losses(path: Path, rows: Sequence[dict[str, Any]], keys: Sequence[str],
     if ax.lines:
         ax.legend(fontsize=7, ncol=3)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    save_figure(fig, path, dpi=80)
 
 
 def merge(acoustic: Checkpoint, vocoder: Checkpoint, command: str | None = None) -> Checkpoint:
