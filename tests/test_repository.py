@@ -170,11 +170,11 @@ def test_networks_batch_dynamically_with_explicit_delay(built) -> None:
         assert f"max_queue_delay_microseconds: {net.max_queue_delay_us}\n" in (out / name / "config.pbtxt").read_text()
         assert config.max_batch_size == net.max_batch_size
         assert [(mc.ModelInstanceGroup.Kind.Name(g.kind), g.count) for g in config.instance_group] == [
-            (runtime.instance_kind, net.instances)
+            (net.kind or runtime.instance_kind, net.instances)
         ]
         assert (config.backend, config.platform) == (("python", "") if runtime.python_model else ("", runtime.platform))
         assert config.response_cache.enable == net.response_cache
-        if runtime.onnxruntime_threads:
+        if runtime.cpu_threads:
             assert config.parameters[onnx_model.INTRA_OP_THREADS].string_value == str(net.intra_op_threads)
     assert configs[STYLE_ENCODER].response_cache.enable
 

@@ -179,10 +179,14 @@ class StreamingConfig:
     Each vocoder call sees ``left_context`` already-vocoded frames and ``right_context`` frames of
     lookahead around the chunk it emits; the context samples are cut away, so the concatenated
     stream matches one-shot vocoding of the whole mel. Chunks grow along ``chunk_frames`` (the
-    last size repeats) so that the first audio leaves early and later calls amortise overhead.
+    last size repeats) so that the first audio leaves early and each chunk is ready before the audio
+    before it has played (chunk ``i`` needs about twice the frames already sent) at a real-time factor
+    up to about 0.25 per stream.
     """
 
-    chunk_frames: tuple[int, ...] = (12, 24, 48, 96, 192)
+    #: With the contexts, calls of 24, 48, 72, then 96 frames: few shapes, so streams at different points
+    #: share a vocoder batch and one graph replay.
+    chunk_frames: tuple[int, ...] = (12, 24, 48, 72)
     #: 12 frames each side reproduce one-shot vocoding of the default voice at >= 44 dB SNR (16: 83 dB,
     #: 8: 26 dB; ``scripts/vocoder_context.py``, docs/vocoder_context.md). 12 + a first chunk of 12 is
     #: exactly one decoder call (K * r = 24 frames), so the first audio needs no second call; 16 would
@@ -192,14 +196,20 @@ class StreamingConfig:
     #: Encoder memory is padded to the smallest bucket that fits so that streams share batches.
     token_buckets: tuple[int, ...] = (32, 64, 128, 256, 512)
     #: Every vocoder call holds one of these frame counts (context included): the planner widens a final
-    #: chunk's left context, or pads a short sentence's mel on the right, to reach the smallest that fits.
-    #: Streams then share vocoder batches and every shape has its CUDA graph or engine profile.
-    vocoder_frames: tuple[int, ...] = (24, 48, 72, 96, 120, 144, 168, 192, 216, 240)
+    #: chunk's left context to the steady window (:attr:`steady_frames`) or else to the smallest that fits,
+    #: or pads a short sentence's mel on the right. Streams then share vocoder batches and every shape has
+    #: its CUDA graph or engine profile.
+    vocoder_frames: tuple[int, ...] = (24, 48, 72, 96)
 
     def __post_init__(self) -> None:
         longest = self.left_context + max(self.chunk_frames) + self.right_context
         if sorted(self.vocoder_frames) != list(self.vocoder_frames) or self.vocoder_frames[-1] < longest:
             raise ValueError(f"vocoder_frames must ascend and reach {longest} frames: {self.vocoder_frames}")
+
+    @property
+    def steady_frames(self) -> int:
+        """Frames of the vocoder call of every chunk once the chunks stop growing."""
+        return self.vocoder_bucket(self.left_context + self.chunk_frames[-1] + self.right_context)
 
     @property
     def max_tokens(self) -> int:

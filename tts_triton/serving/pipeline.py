@@ -79,8 +79,9 @@ class ChunkPlanner:
 
     Chunk ``i`` holds ``streaming.chunk_size(i)`` frames and waits for ``right_context`` frames of
     lookahead; once the sentence is finished, everything left goes out in one final chunk. Every window
-    spans one of ``streaming.vocoder_frames``: a final chunk takes more left context to fill its bucket,
-    and only a sentence shorter than the bucket is padded with silence on the right.
+    spans one of ``streaming.vocoder_frames``: a final chunk takes more left context to fill the steady
+    window (or, when it needs more or the sentence is shorter, the smallest bucket that fits), and only
+    a sentence shorter than its bucket is padded with silence on the right.
     """
 
     def __init__(self, streaming: StreamingConfig = STREAMING) -> None:
@@ -102,7 +103,9 @@ class ChunkPlanner:
                 return None
         self.emitted = end
         self.index += 1
-        length = s.vocoder_bucket(ctx_end - max(0, start - s.left_context))
+        needed = ctx_end - max(0, start - s.left_context)
+        steady = s.steady_frames
+        length = steady if finished and needed <= steady <= ctx_end else s.vocoder_bucket(needed)
         return ChunkWindow(max(0, ctx_end - length), start, end, ctx_end, length)
 
 

@@ -9,8 +9,9 @@ against :mod:`tts_triton.shapes` (anything else gets INVALID_ARG, before any wor
 that agree in shape as one padded call, and answers with CPU tensors (a GPU tensor returned across the
 BLS boundary costs far more than the copy).
 
-Config parameters (strings): ``model_config`` (ModelConfig JSON), ``fp16`` (``"true"``: fp16 weights;
-the vocoder's mel match stays fp32), ``cuda_graphs`` (``"false"`` runs eagerly, for comparison).
+Config parameters (strings): ``model_config`` (ModelConfig JSON), ``fp16`` (``"true"``: fp16 weights on a GPU;
+the vocoder's mel match stays fp32), ``cuda_graphs`` (``"false"`` runs eagerly, for comparison),
+``intra_op_thread_count`` (PyTorch's threads for an instance on the CPU).
 
 The version directory's ``model.py`` only re-exports :class:`TritonPythonModel`.
 """
@@ -27,8 +28,9 @@ import torch
 from tts_triton.checkpoint import load_checkpoint
 from tts_triton.config import ModelConfig
 from tts_triton.contract import network_specs
+from tts_triton.onnx_io import INTRA_OP_THREADS
 from tts_triton.serving.graphs import StageRunner
-from tts_triton.triton.utils import RequestShapes, config_tensors, parameters
+from tts_triton.triton.utils import RequestShapes, config_tensors, int_parameter, parameters
 
 try:
     import triton_python_backend_utils as pb_utils
@@ -63,11 +65,14 @@ class TritonPythonModel:
         device = instance_device(args)
         if device.type == "cuda":
             torch.cuda.set_device(device)
+        else:  # on a host shared with the other models' processes
+            torch.set_num_threads(int_parameter(config, INTRA_OP_THREADS, torch.get_num_threads()))
         torch.backends.cudnn.benchmark = False  # per-shape autotuning: seconds per new shape, GBs of workspace
         path = os.path.join(args["model_repository"], args["model_version"], CHECKPOINT_FILE)
         stage = load_checkpoint(path).stages(cfg)[self._name]
         self._shapes = RequestShapes(config)
-        self._runner = StageRunner(stage, self._spec, device=device, half=params.get(FP16) == "true",
+        half = params.get(FP16) == "true" and device.type == "cuda"
+        self._runner = StageRunner(stage, self._spec, device=device, half=half,
                                    max_batch_size=self._shapes.max_batch_size, axes=self._shapes.axes)
         if params.get(CUDA_GRAPHS, "true") == "true":
             graphs = self._runner.warm_up()
