@@ -1099,6 +1099,8 @@ def parser() -> argparse.ArgumentParser:
                         "else none)")
     p.add_argument("--baseline-concurrency", type=int, nargs="+", default=[1, 64],
                    help="the baseline's levels (default 1 64)")
+    p.add_argument("--mps", action="store_true",
+                   help="run the embedded server's CUDA processes under an MPS daemon of its own (as serve --mps)")
     p.add_argument("--soak", type=int, default=0, metavar="N",
                    help="after the sweep, N requests at the best concurrency with GPU memory sampled (default 0: no "
                         "soak)")
@@ -1176,8 +1178,8 @@ def _server(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator[Ta
         if port not in ports:
             ports.append(port)
     install = bundle_install(args.triton_home) if args.triton_home else None
-    server = (BundleServer if install else TritonServer)(repository.resolve(), http_port=ports[0],
-                                                         grpc_port=ports[1], metrics_port=ports[2], install=install)
+    server = (BundleServer if install else TritonServer)(repository.resolve(), http_port=ports[0], grpc_port=ports[1],
+                                                         metrics_port=ports[2], install=install, mps=args.mps)
     say(f"starting the embedded tritonserver{f' from {args.triton_home}' if install else ''} "
         f"(log: {server.log_file}) ...")
     with server:

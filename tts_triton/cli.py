@@ -58,7 +58,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     server = TritonServer(args.model_repository.absolute(), host=args.host, http_port=args.http_port,
                           grpc_port=args.grpc_port, metrics_port=args.metrics_port, log_verbose=args.log_verbose,
-                          admin_key=os.environ.get("TTS_TRITON_ADMIN_KEY"))
+                          admin_key=os.environ.get("TTS_TRITON_ADMIN_KEY"), mps=args.mps)
     try:
         check_ports(args.host, server.ports)  # before building: a busy port fails in seconds
         if args.no_build and not (args.model_repository / "repository.json").is_file():
@@ -226,6 +226,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--health-interval", type=float, default=5.0,
                    help="seconds between deep health checks; 2 failures in a row restart the server "
                         "(0: no checks, exit when the server exits; default %(default)s)")
+    s.add_argument("--mps", action="store_true",
+                   help="run the models' CUDA processes under a CUDA MPS daemon of the server's own (GPU targets: "
+                        "their kernels then share the GPU instead of taking turns)")
     s.add_argument("--exit-with-parent", action="store_true",
                    help="stop when the process that started serve exits, even by SIGKILL (for scripts)")
     s.set_defaults(func=_serve)

@@ -184,8 +184,6 @@ class StreamingConfig:
     up to about 0.25 per stream.
     """
 
-    #: With the contexts, calls of 24, 48, 72, then 96 frames: few shapes, so streams at different points
-    #: share a vocoder batch and one graph replay.
     chunk_frames: tuple[int, ...] = (12, 24, 48, 72)
     #: 12 frames each side reproduce one-shot vocoding of the default voice at >= 44 dB SNR (16: 83 dB,
     #: 8: 26 dB; ``scripts/vocoder_context.py``, docs/vocoder_context.md). 12 + a first chunk of 12 is
@@ -195,21 +193,17 @@ class StreamingConfig:
     right_context: int = 12
     #: Encoder memory is padded to the smallest bucket that fits so that streams share batches.
     token_buckets: tuple[int, ...] = (32, 64, 128, 256, 512)
-    #: Every vocoder call holds one of these frame counts (context included): the planner widens a final
-    #: chunk's left context to the steady window (:attr:`steady_frames`) or else to the smallest that fits,
-    #: or pads a short sentence's mel on the right. Streams then share vocoder batches and every shape has
-    #: its CUDA graph or engine profile.
-    vocoder_frames: tuple[int, ...] = (24, 48, 72, 96)
+    #: Every vocoder call holds one of these frame counts (context included): the planner widens a window's
+    #: left context to the smallest that fits (into silence before the sentence). Two sizes: streams at
+    #: different points share a vocoder batch in at most two graph replays (each shape costs a replay; on the
+    #: H200 a batch of 15 mixed windows took 12 ms as four replays, one of 16 x 96 frames 5.7 ms), at about
+    #: 1.2x the frames of the tightest windows. Every shape has its CUDA graph or engine profile.
+    vocoder_frames: tuple[int, ...] = (48, 96)
 
     def __post_init__(self) -> None:
         longest = self.left_context + max(self.chunk_frames) + self.right_context
         if sorted(self.vocoder_frames) != list(self.vocoder_frames) or self.vocoder_frames[-1] < longest:
             raise ValueError(f"vocoder_frames must ascend and reach {longest} frames: {self.vocoder_frames}")
-
-    @property
-    def steady_frames(self) -> int:
-        """Frames of the vocoder call of every chunk once the chunks stop growing."""
-        return self.vocoder_bucket(self.left_context + self.chunk_frames[-1] + self.right_context)
 
     @property
     def max_tokens(self) -> int:

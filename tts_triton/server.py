@@ -38,11 +38,12 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from tts_triton.mps import MpsDaemon, MpsError
 from tts_triton.paths import cache_dir
 
 __all__ = [
@@ -325,6 +326,8 @@ class TritonServer:
       loading) answer only requests carrying the header ``ADMIN_HEADER: admin_key`` (default: a random key).
     - The Python backend's shared-memory regions are named ``shm_prefix`` + a UUID; ``stop`` removes
       those left behind (a stub that died leaves its region in ``/dev/shm``).
+    - With ``mps``, ``start`` first starts a CUDA MPS control daemon of the server's own
+      (:class:`~tts_triton.mps.MpsDaemon`; its absence is a ``TritonServerError``) and ``stop`` ends it.
     """
 
     def __init__(
@@ -340,6 +343,7 @@ class TritonServer:
         extra_args: Sequence[str] = (),
         install: TritonInstall | None = None,
         admin_key: str | None = None,
+        mps: bool = False,
     ) -> None:
         self.model_repository = Path(model_repository).absolute()
         self.host = host
@@ -357,6 +361,7 @@ class TritonServer:
         self._log_start = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._group_alive = False
+        self._mps = MpsDaemon() if mps else None
 
     @property
     def http_url(self) -> str:
@@ -424,7 +429,7 @@ class TritonServer:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(
             filter(None, [str(self.install.libs), libdir, env.get("LD_LIBRARY_PATH")])
         )
-        return env
+        return env | (self._mps.env if self._mps else {})
 
     def start(self, timeout: float = 120) -> None:
         """Start the server and wait until it is ready; raise ``TritonServerError`` (with the log tail) if
@@ -435,10 +440,15 @@ class TritonServer:
             raise TritonServerError(f"model repository {self.model_repository} is not a directory")
         check_ports(self.host, self.ports)
         backends = prepare_backends(self.install)
+        if self._mps:
+            try:
+                self._mps.start()
+            except MpsError as err:
+                raise TritonServerError(str(err)) from None
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         if self._prune:
             _prune_logs(self.log_file.parent)
-        with open(self.log_file, "ab") as log:
+        with open(self.log_file, "ab") as log, self._stopped_on_error():
             self._log_start = log.tell()
             proc = self._proc = subprocess.Popen(
                 self.command(backends),
@@ -458,6 +468,14 @@ class TritonServer:
             self.stop()
             raise TritonServerError(report) from None
         except BaseException:  # e.g. KeyboardInterrupt while waiting: leave nothing running
+            self.stop()
+            raise
+
+    @contextlib.contextmanager
+    def _stopped_on_error(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
             self.stop()
             raise
 
@@ -497,8 +515,13 @@ class TritonServer:
         and safe to call from a signal handler that interrupts ``wait``.
         """
         proc = self._proc
-        if proc is None:
-            return None
+        try:
+            return None if proc is None else self._stop(proc, timeout)
+        finally:
+            if self._mps:
+                self._mps.stop()
+
+    def _stop(self, proc: subprocess.Popen[bytes], timeout: float) -> int | None:
         for sig, wait_s in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
             if proc.poll() is not None:
                 break

@@ -20,7 +20,7 @@ import numpy as np
 from tts_triton import audio, contract
 from tts_triton.config import STREAMING, ModelConfig, StreamingConfig
 
-#: Log-mel of silence (the floor of :func:`tts_triton.audio.mel_spectrogram`): pads a short final chunk.
+#: Log-mel of silence (the floor of :func:`tts_triton.audio.mel_spectrogram`): fills a window before frame 0.
 SILENCE = float(np.log(audio.LOG_CLAMP))
 
 
@@ -56,18 +56,14 @@ class SentenceStats:
 class ChunkWindow:
     """Frames ``[start, end)`` are emitted by vocoding ``[ctx_start, ctx_end)`` and trimming the context.
 
-    ``length`` is the frame count of the vocoder call, one of ``StreamingConfig.vocoder_frames``: the mel
-    ``[ctx_start, ctx_end)`` followed by ``length - (ctx_end - ctx_start)`` frames of silence.
+    ``ctx_end - ctx_start`` is one of ``StreamingConfig.vocoder_frames``; frames before 0 (``ctx_start < 0``)
+    are silence.
     """
 
     ctx_start: int
     start: int
     end: int
     ctx_end: int
-    length: int = 0
-
-    def __post_init__(self) -> None:
-        self.length = self.length or self.ctx_end - self.ctx_start
 
     def trim(self, samples: np.ndarray, hop: int = audio.HOP_LENGTH) -> np.ndarray:
         lo = (self.start - self.ctx_start) * hop
@@ -79,9 +75,9 @@ class ChunkPlanner:
 
     Chunk ``i`` holds ``streaming.chunk_size(i)`` frames and waits for ``right_context`` frames of
     lookahead; once the sentence is finished, everything left goes out in one final chunk. Every window
-    spans one of ``streaming.vocoder_frames``: a final chunk takes more left context to fill the steady
-    window (or, when it needs more or the sentence is shorter, the smallest bucket that fits), and only
-    a sentence shorter than its bucket is padded with silence on the right.
+    spans the smallest of ``streaming.vocoder_frames`` that holds the chunk and its contexts: it reaches
+    further left to fill it, into silence before the sentence's first frame where it must. So streams at
+    different points share a vocoder batch, and the few shapes mean few graph replays per batch.
     """
 
     def __init__(self, streaming: StreamingConfig = STREAMING) -> None:
@@ -103,10 +99,8 @@ class ChunkPlanner:
                 return None
         self.emitted = end
         self.index += 1
-        needed = ctx_end - max(0, start - s.left_context)
-        steady = s.steady_frames
-        length = steady if finished and needed <= steady <= ctx_end else s.vocoder_bucket(needed)
-        return ChunkWindow(max(0, ctx_end - length), start, end, ctx_end, length)
+        length = s.vocoder_bucket(ctx_end - max(0, start - s.left_context))
+        return ChunkWindow(ctx_end - length, start, end, ctx_end)
 
 
 def first_stop(gate: np.ndarray) -> int | None:
@@ -188,9 +182,9 @@ class Pipeline:
                 return
 
     async def vocode(self, mel: np.ndarray, window: ChunkWindow) -> np.ndarray:
-        frames = mel[window.ctx_start : window.ctx_end]
-        if pad := window.length - len(frames):
-            frames = np.concatenate([frames, np.full((pad, mel.shape[1]), SILENCE, np.float32)])
+        frames = mel[max(0, window.ctx_start) : window.ctx_end]
+        if window.ctx_start < 0:
+            frames = np.concatenate([np.full((-window.ctx_start, mel.shape[1]), SILENCE, np.float32), frames])
         out = await self.backend.infer(contract.VOCODER, {"mel": frames[None]})
         return window.trim(out["audio"][0])
 
