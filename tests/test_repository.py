@@ -206,7 +206,8 @@ def test_encode_ensemble_wires_existing_tensors(built) -> None:
 
 def test_bls_models_carry_config_voice_bank_and_adapter(built, sources) -> None:
     target, out, configs = built
-    instances = RepositorySettings.for_target(target).bls_instances
+    settings = RepositorySettings.for_target(target)
+    instances = settings.bls_instances
     for name in BLS_MODELS:
         config = configs[name]
         assert config.backend == "python" and config.max_batch_size == 0
@@ -214,7 +215,7 @@ def test_bls_models_carry_config_voice_bank_and_adapter(built, sources) -> None:
             ("KIND_CPU", instances)]
         params = {k: v.string_value for k, v in config.parameters.items()}
         assert json.loads(params["voice_bank"]) == VOICE_BANK
-        assert ModelConfig.from_dict(json.loads(params["model_config"])) == CFG
+        assert ModelConfig.from_dict(json.loads(params["model_config"])) == settings.serving_config(CFG)
         assert params["checkpoint_name"] == sources.checkpoint.name
         assert json.loads((out / name / repo_mod.VOICE_BANK_FILE).read_text(encoding="utf-8")) == VOICE_BANK
         adapter = (out / name / "1" / "model.py").read_text()
