@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import re
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +30,7 @@ from tts_triton.serving.batching import Padding, batch_groups, merge, split
 from tts_triton.serving.graphs import StageRunner
 from tts_triton.serving.pipeline import Pipeline, first_stop, pad_tokens
 from tts_triton.text import text_to_sequences
-from tts_triton.triton.torch_model import instance_device
+from tts_triton.triton.torch_model import PHASE_METRIC, PHASES, instance_device
 from tts_triton.voices import VoiceBank
 
 SENTENCES = ("Please turn left at the next corner.", "The train to the airport leaves at noon.",
@@ -246,6 +248,15 @@ def test_served_torch_target_matches_the_reference(torch_repository: Path, start
     assert streamed.mel.shape == ref_mel.shape
     assert np.abs(streamed.mel - ref_mel).max() <= 1e-3
     assert snr_db(ref_audio, streamed.audio) >= 30.0
+
+    # each network model counts where its execute time went
+    with urllib.request.urlopen(server.metrics_url, timeout=10) as page:
+        lines = [line for line in page.read().decode().splitlines() if line.startswith(PHASE_METRIC + "{")]
+    seconds = {(m["model"], m["phase"]): float(line.rsplit(" ", 1)[1])
+               for line in lines for m in [dict(re.findall(r'(\w+)="([^"]*)"', line))]}
+    for name in (contract.TEXT_ENCODER, contract.DECODER, contract.VOCODER):
+        assert all(seconds[(name, phase)] > 0 for phase in PHASES), (name, seconds)
+    assert seconds[(contract.DECODER, "run")] > seconds[(contract.DECODER, "responses")]
 
     # a direct call outside the shapes the decode loop sends is refused before any work
     with grpcclient.InferenceServerClient(server.grpc_url) as direct:

@@ -878,7 +878,7 @@ async def _baseline_levels(client: InProcessClient, plan: BaselinePlan, runtime:
     await _warm_up(client, plan.warmup, say)
     levels = []
     for concurrency in plan.concurrency:
-        requests = plan.requests or 8 * concurrency
+        requests = measured_requests(plan.requests, concurrency)
         say(f"{runtime} c={concurrency}: up to {requests} measured requests started within {plan.seconds:g} s")
         cpu_before = CpuSample.read()
         level = await run_level(client, concurrency, requests, plan.seconds, plan.grace, say)
@@ -1087,7 +1087,8 @@ def parser() -> argparse.ArgumentParser:
                         "wheel's server (default: $TRITON_HOME if set)")
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16],
                    help=f"levels, 1-{MAX_CONCURRENCY} (default 1 4 16)")
-    p.add_argument("--requests", type=int, help="measured requests per level at most (default 8 x concurrency)")
+    p.add_argument("--requests", type=int,
+                   help="measured requests per level at most (default 8 x concurrency, at least 32)")
     p.add_argument("--seconds", type=float, default=30.0,
                    help="per level, measured requests start only during this many seconds (default %(default)s)")
     p.add_argument("--grace", type=float, default=90.0,
@@ -1233,12 +1234,17 @@ class _Run:
         self.say(f"  GPU memory {label}: " + ("n/a (no GPU metrics)" if used is None else _gib(used)))
 
 
+def measured_requests(cap: int | None, concurrency: int) -> int:
+    """Measured requests of a level: ``cap``, else 8 per stream but at least 32 (a p99 needs some)."""
+    return cap or max(32, 8 * concurrency)
+
+
 async def _sweep(run: _Run, server: Any, client: Any, target: Target) -> None:
     args = run.args
     for concurrency in args.concurrency:
         before = await _wait_idle(server)
         cpu_before = CpuSample.read(target.process_group)
-        requests = args.requests or 8 * concurrency
+        requests = measured_requests(args.requests, concurrency)
         run.say(f"level c={concurrency}: up to {requests} measured requests started within {args.seconds:g} s")
         level = await run_level(client, concurrency, requests, args.seconds, args.grace, run.say)
         level.cpu_busy, level.cpu_steal, level.cpu_own = CpuSample.usage(cpu_before,

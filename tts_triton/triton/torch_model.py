@@ -9,6 +9,8 @@ against :mod:`tts_triton.shapes` (anything else gets INVALID_ARG, before any wor
 that agree in shape as one padded call, and answers with CPU tensors (a GPU tensor returned across the
 BLS boundary costs far more than the copy).
 
+Metrics: :data:`PHASE_METRIC` (seconds of ``execute`` by model and phase) beside Triton's own.
+
 Config parameters (strings): ``model_config`` (ModelConfig JSON), ``fp16`` (``"true"``: fp16 weights on a GPU;
 the vocoder's mel match stays fp32), ``cuda_graphs`` (``"false"`` runs eagerly, for comparison),
 ``intra_op_thread_count`` (PyTorch's threads for an instance on the CPU).
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -38,6 +41,12 @@ except ImportError:  # imported outside Triton: for documentation and for tests 
     pb_utils = None
 
 CHECKPOINT_FILE = "model.pt"
+#: Counter of the seconds ``execute`` spent, by model and phase (:data:`PHASES`): where a network call's
+#: time goes inside the model. Triton's own ``compute_infer`` minus their sum is the stub's hand-over.
+PHASE_METRIC = "tts_network_seconds_total"
+PHASES = ("inputs", "run", "responses")
+PHASE_DESCRIPTION = ("Seconds the network models' execute spent: inputs (reading and checking the requests), run "
+                     "(merging, the device, splitting), responses (building them)")
 FP16 = "fp16"
 CUDA_GRAPHS = "cuda_graphs"
 
@@ -78,9 +87,13 @@ class TritonPythonModel:
             graphs = self._runner.warm_up()
             held = torch.cuda.memory_reserved(device) / 2**20
             pb_utils.Logger.log_info(f"{self._name}: {graphs} CUDA graphs on {device}; torch holds {held:.0f} MiB")
+        self._family = pb_utils.MetricFamily(name=PHASE_METRIC, description=PHASE_DESCRIPTION,
+                                             kind=pb_utils.MetricFamily.COUNTER)
+        self._phases = {p: self._family.Metric(labels={"model": self._name, "phase": p}) for p in PHASES}
 
     def execute(self, requests: list[Any]) -> list[Any]:
         """One response per request, in order; a request with a bad shape gets INVALID_ARG alone."""
+        began = time.perf_counter()
         responses: list[Any] = [None] * len(requests)
         feeds, accepted, wanted = [], [], []
         for i, request in enumerate(requests):
@@ -91,20 +104,26 @@ class TritonPythonModel:
                 feeds.append(feed)
                 accepted.append(i)
                 wanted.append(list(request.requested_output_names()) or self._spec.output_names)
+        read = time.perf_counter()
         try:
             results = self._runner.run(feeds, {name for names in wanted for name in names}) if feeds else []
         except Exception as exc:  # the whole batch failed on the device: every accepted request is told
             for i in accepted:
                 responses[i] = _error(f"{self._name}: {type(exc).__name__}: {exc}", pb_utils.TritonError.INTERNAL)
             return responses
+        ran = time.perf_counter()
         for i, names, result in zip(accepted, wanted, results, strict=True):
             tensors = [pb_utils.Tensor(name, np.ascontiguousarray(result[name])) for name in names]
             responses[i] = pb_utils.InferenceResponse(output_tensors=tensors)
+        for phase, seconds in zip(PHASES, (read - began, ran - read, time.perf_counter() - ran), strict=True):
+            self._phases[phase].increment(seconds)
         return responses
 
     def finalize(self) -> None:
         """Release the graphs and the device memory they hold."""
         self._runner = None
+        del self._phases  # a Metric must go before its MetricFamily
+        del self._family
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
