@@ -67,4 +67,4 @@ def test_server_passes_the_daemon_to_its_models(model_repository: Path, tmp_path
     while len(ports) < 3:
         ports += [port] if (port := free_port()) not in ports else []
     with pytest.raises(TritonServerError, match=CONTROL):
-        TritonServer(model_repository, mps=True, **dict(zip(("http_port", "grpc_port", "metrics_port"), ports))).start()
+        TritonServer(model_repository, mps=True, http_port=ports[0], grpc_port=ports[1], metrics_port=ports[2]).start()
