@@ -172,14 +172,16 @@ def _gpu_networks() -> dict[str, NetworkSettings]:
     are large. No queue delay: requests that arrive while an instance is busy form the next batch anyway
     (ragged batches allowed), and a delay would only hold back a lone stream. The style encoder runs once
     per request with reference audio, a few ms on the CPU: a CUDA process of its own would hold ~0.6 GB.
-    Two decoder instances and four BLS instances: the decode loop's per-call Python work runs in parallel
-    (under MPS on one H200: 722x real time at concurrency 256 against 516x with one of each, run 5)."""
+    Two decoder, two vocoder and four BLS instances: a model's per-call work on the host (its stub's
+    hand-over, merging, copies) runs beside the other instance's graph replay. Under MPS on one H200 at
+    concurrency 256: one decoder and two BLS 538x real time, two decoders and four BLS 723x, and two
+    vocoders more 916x (runs 6 and 7 in BENCHMARKS.md); each CUDA instance holds about 1.1 GB."""
     return {
         TEXT_ENCODER: NetworkSettings(max_batch_size=32, max_queue_delay_us=0),
         STYLE_ENCODER: NetworkSettings(max_batch_size=8, max_queue_delay_us=0, response_cache=True, kind=KIND_CPU,
                                        intra_op_threads=4),
         DECODER: NetworkSettings(max_batch_size=128, max_queue_delay_us=0, instances=2),
-        VOCODER: NetworkSettings(max_batch_size=64, max_queue_delay_us=0),
+        VOCODER: NetworkSettings(max_batch_size=64, max_queue_delay_us=0, instances=2),
     }
 
 

@@ -137,6 +137,8 @@ class RequestRecord:
     audio_seconds: float = 0.0
     chunks: int = 0
     error: str | None = None
+    #: ``audio_seconds`` when the level's load ended (a filler still running then finishes unmeasured)
+    audio_when_loaded: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -308,7 +310,8 @@ def summarize(level: LevelResult) -> LevelSummary:
         first_chunk_p99=percentile(first, 99),
         rtf_mean=sum(rtf) / len(rtf) if rtf else math.nan,
         rtf_p90=percentile(rtf, 90),
-        audio_per_second=sum(r.audio_seconds for r in level.records) / span if span > 0 else math.nan,
+        audio_per_second=sum(r.audio_seconds if r.audio_when_loaded is None else r.audio_when_loaded
+                             for r in level.records) / span if span > 0 else math.nan,
         requests_per_second=sum(r.ok for r in level.records) / span if span > 0 else math.nan,
         loaded_seconds=span,
         cpu_busy=level.cpu_busy,
@@ -590,7 +593,9 @@ def _method_section(report: Report) -> list[str]:
         f"- Per concurrency C: C closed-loop workers (one `AsyncTTSClient`, one gRPC stream per request, no think "
         f"time). Requests started in the first {report.seconds:g} s (up to `--requests`) are measured; then "
         f"unmeasured filler requests keep C streams in flight until every measured one finished (at most "
-        f"{report.grace:g} s more; requests still running then are cancelled and counted as *cut off*).\n",
+        f"{report.grace:g} s more; measured requests still running then are counted as *cut off*). That ends the "
+        f"load; the streams still open may then finish unmeasured within {report.grace:g} s (only what runs after "
+        "that is cancelled: Triton 2.51 can crash on cancels, server#7840).\n",
         "- Requests cycle through the sentence set below in order, with the server's default voice and emotion.\n",
         f"- Eager baseline (runtime `{report.baseline_runtime}`), when run: the same sentence mix and the same levels' "
         "rules, in one separate process before the server starts: the default checkpoint's PyTorch stages (fp32, "
@@ -735,14 +740,18 @@ async def _one_stream(client: Any, record: RequestRecord, t0: float) -> None:
 async def run_level(client: Any, concurrency: int, requests: int, seconds: float, grace: float,
                     say: Callable[[str], None]) -> LevelResult:
     """Hold ``concurrency`` streams in flight; measure the requests started in the first ``seconds`` (at most
-    ``requests``); stop when they all finished or ``seconds + grace`` passed (cancelling what still runs).
+    ``requests``); the load ends when they all finished or ``seconds + grace`` passed. Streams still running
+    then may finish within ``grace`` more seconds (audio they receive after the end does not count); only
+    what runs after that is cancelled: Triton 2.51's gRPC frontend can crash on a cancel that races a
+    stream's completion (triton-inference-server/server#7840, fixed in 2.53).
     The returned result has no model statistics or CPU usage yet."""
     t0 = _now()
     records: list[RequestRecord] = []
     counters = {"measured": 0, "next": 0}
+    loading = True
 
     async def worker() -> None:
-        while True:
+        while loading:
             measured = counters["measured"] < requests and _now() - t0 < seconds
             counters["measured"] += measured
             record = RequestRecord(index=counters["next"], measured=measured, start=_now() - t0)
@@ -770,10 +779,16 @@ async def run_level(client: Any, concurrency: int, requests: int, seconds: float
                     f"{pending()} measured in flight{'' if issuing else ', draining'}")
                 next_report += _REPORT_EVERY
     finally:
-        loaded = _now() - t0
-        for task in workers:
+        loaded, loading = _now() - t0, False
+        for record in records:
+            record.audio_when_loaded = record.audio_seconds
+        _, running = await asyncio.wait(workers, timeout=grace)
+        for task in running:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
+        for record in records:  # a measured stream that outlived the load stays cut off
+            if record.measured and record.end is not None and record.end > loaded:
+                record.end = None
     return LevelResult(concurrency, records, loaded)
 
 

@@ -1,7 +1,7 @@
 """Snapshot or diff the network models' phase counters: `phases.py save FILE` | `phases.py diff FILE`.
 
-Prints, per model over the interval: executions, ms per execution of Triton's compute_infer, and of the
-model's own execute phases (tts_network_seconds_total); the rest of compute_infer is the stub's hand-over."""
+Prints, per model over the interval: executions, Triton's compute_infer per execution (request-weighted),
+the model's own execute phases per execution (tts_network_seconds_total), and the rest: the stub's hand-over."""
 import json
 import re
 import sys
@@ -16,7 +16,8 @@ def read() -> dict[str, float]:
         text = page.read().decode()
     values = {}
     for line in text.splitlines():
-        for name in ("tts_network_seconds_total", "nv_inference_compute_infer_duration_us", "nv_inference_exec_count"):
+        for name in ("tts_network_seconds_total", "nv_inference_compute_infer_duration_us", "nv_inference_exec_count",
+                     "nv_inference_count"):
             if line.startswith(name + "{"):
                 labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
                 values[f"{name}|{labels['model']}|{labels.get('phase', '')}"] = float(line.rsplit(" ", 1)[1])
@@ -32,7 +33,8 @@ else:
         execs = delta.get(f"nv_inference_exec_count|{model}|", 0.0)
         if not execs:
             continue
-        infer = delta[f"nv_inference_compute_infer_duration_us|{model}|"] / 1e3 / execs
+        # Triton adds a batch's compute time once per request in it: per request = an execution, request-weighted
+        infer = delta[f"nv_inference_compute_infer_duration_us|{model}|"] / 1e3 / delta[f"nv_inference_count|{model}|"]
         phases = {p: delta.get(f"tts_network_seconds_total|{model}|{p}", 0.0) * 1e3 / execs
                   for p in ("inputs", "run", "responses")}
         rest = infer - sum(phases.values())
