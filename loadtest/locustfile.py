@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import csv
 import functools
+import logging
 import os
 import random
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -204,3 +206,14 @@ def _report_exact_latencies(environment: Environment, **_: Any) -> None:
         _write_csv(folder / f"latency_percentiles{suffix}.csv", table)
     RECORDS.clear()
 
+
+
+@events.quit.add_listener
+def _exit_now(exit_code: int, **_: Any) -> None:
+    """Locust has written every output; leave without waiting on threads. A stream cut off at stop leaves
+    tritonclient's gRPC reader thread behind, and the interpreter would wait on it at exit (seen: the process
+    still alive minutes after Locust logged its exit)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)

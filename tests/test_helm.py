@@ -164,6 +164,17 @@ def test_render_defaults():
 
 
 @needs_helm
+def test_render_mps():
+    c = _container(_render("mps.enabled=true"))
+    assert c["command"][:2] == ["/bin/sh", "-c"]
+    assert "nvidia-cuda-mps-control -d && exec tritonserver" in c["command"][2]
+    assert "--model-repository=/models" in c["args"]  # the script's "$@"
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["CUDA_MPS_PIPE_DIRECTORY"] == "/tmp/nvidia-mps" and "utility" in env["NVIDIA_DRIVER_CAPABILITIES"]
+    assert "CUDA_MPS_PIPE_DIRECTORY" not in {e["name"] for e in _container(_render())["env"]}
+
+
+@needs_helm
 def test_render_autoscaling_and_servicemonitor():
     docs = _render("autoscaling.enabled=true", "metrics.serviceMonitor.enabled=true")
     hpa = _one(docs, "HorizontalPodAutoscaler")

@@ -3,28 +3,21 @@
 # instead of time-slicing the GPU; same short sweep as run 4's variants, default and 2 decoder instances.
 set -u
 cd "$(dirname "$0")/../../.."
-source scripts/gpu/probe/env.sh > $OUT/env.log 2>&1; tail -3 $OUT/env.log
+source scripts/gpu/probe/lib.sh
 timeout 150 python3 scripts/gpu/probe/vocoder.py 2>&1 | grep -v Warning | tee $OUT/vocoder.txt | tail -45
-build() { python3 -m tts_triton.export.repository --checkpoint tts_triton/assets/default_voice.pt \
-  --voice-bank tts_triton/assets/voice_bank.json --target torch-cuda "$@"; }
-bench() { timeout "$1" python3 -m tts_triton.bench --url localhost:8001 --metrics-url http://localhost:8002/metrics \
-  --warmup 3 --grace 20 --baseline-device none "${@:2}" 2>&1 | grep -v "^  " | tail -40; }
-stop() { kill $(cat /tmp/triton-8000.pid); sleep 4; }
 which nvidia-cuda-mps-control nvidia-smi; nvidia-smi -q | grep -i "compute mode"
-export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
-mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
-nvidia-cuda-mps-control -d && echo "MPS daemon started" || echo "MPS daemon failed"
+mps_on && echo "MPS daemon started" || echo "MPS daemon failed"
 build --out /tmp/repo
 source scripts/gpu/probe/start.sh /tmp/repo 8000
 echo get_server_list | nvidia-cuda-mps-control; cat /tmp/mps-log/control.log 2>/dev/null | tail -5
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
-bench 120 --concurrency 1 64 128 256 --seconds 6 --out $OUT/mps.md --plot /tmp/mps.png --json /tmp/mps.json
+bench 120 --concurrency 1 64 128 256 --seconds 6 --baseline-device none --out $OUT/mps.md --plot /tmp/mps.png --json /tmp/mps.json
 stop
 echo "=== MPS, 2 decoder instances, 4 BLS ($SECONDS s)"
 build --out /tmp/repo2 --instances decoder=2 --bls-instances 4
 source scripts/gpu/probe/start.sh /tmp/repo2 8000
-bench 100 --concurrency 1 64 256 --seconds 6 --out $OUT/mps-dec2.md --plot /tmp/m2.png --json /tmp/m2.json
+bench 100 --concurrency 1 64 256 --seconds 6 --baseline-device none --out $OUT/mps-dec2.md --plot /tmp/m2.png --json /tmp/m2.json
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
 stop
-echo quit | nvidia-cuda-mps-control
+mps_off
 echo "done after $SECONDS s"
