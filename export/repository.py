@@ -288,16 +288,7 @@ def build_repository(
             config = _ensemble_config(encode_spec(model_config), [specs[m] for m in members], settings)
             _model_dir(staging, name, config)
         if include_bls:
-            params = {
-                "model_config": json.dumps(model_config.to_dict(), separators=(",", ":")),
-                "voice_bank": json.dumps(bank, ensure_ascii=False, separators=(",", ":")),
-                "checkpoint_name": checkpoint_name or checkpoint.name,
-            }
-            for name, decoupled in BLS_MODELS.items():
-                spec = tts_spec(model_config, name)
-                version_dir = _model_dir(staging, name, _bls_config(spec, decoupled, params, settings))
-                _write_adapter(version_dir, name, BLS_MODULE)
-                shutil.copyfile(voice_bank, version_dir.parent / VOICE_BANK_FILE)
+            _write_bls_models(staging, model_config, voice_bank, bank, settings, checkpoint_name or checkpoint.name)
         for kept in KEPT_FILES:
             if (out_dir / kept).is_file():
                 shutil.copyfile(out_dir / kept, staging / kept)
@@ -396,6 +387,20 @@ def _network_config(spec: ModelSpec, runtime: RuntimeTarget, settings: Repositor
     if net.response_cache:
         config["response_cache"] = {"enable": True}
     return config
+
+
+def _write_bls_models(root: Path, model_config: ModelConfig, voice_bank: Path, bank: Mapping[str, Any],
+                      settings: RepositorySettings, checkpoint_name: str) -> None:
+    """``tts`` and ``tts_offline``: config (with the model config and voice bank), adapter, voice bank file."""
+    params = {
+        "model_config": json.dumps(model_config.to_dict(), separators=(",", ":")),
+        "voice_bank": json.dumps(bank, ensure_ascii=False, separators=(",", ":")),
+        "checkpoint_name": checkpoint_name,
+    }
+    for name, decoupled in BLS_MODELS.items():
+        version_dir = _model_dir(root, name, _bls_config(tts_spec(model_config, name), decoupled, params, settings))
+        _write_adapter(version_dir, name, BLS_MODULE)
+        shutil.copyfile(voice_bank, version_dir.parent / VOICE_BANK_FILE)
 
 
 def _ensemble_config(spec: ModelSpec, members: Sequence[ModelSpec], settings: RepositorySettings) -> dict[str, Any]:
