@@ -106,6 +106,7 @@ def test_padding_merges_and_cuts_back_along_masked_axes_only() -> None:
                               outputs=(contract.TensorSpec("y", "float32", (3, contract.TOKENS)),
                                        contract.TensorSpec("z", "float32", (4,))), masked_axes=(contract.TOKENS,))
     padding = Padding.of(spec)
+    assert not Padding.of(dataclasses.replace(spec, masked_axes=()))
     assert padding.inputs == {"x": {1: contract.TOKENS}} and padding.outputs == {"y": {2: contract.TOKENS}}
     feeds = [{"x": np.ones((1, 3, 2), np.float32)}, {"x": np.full((2, 5, 2), 2, np.float32)}]
     merged = merge(feeds, padding)

@@ -37,6 +37,10 @@ class Padding:
 
         return cls(axes(spec.inputs), axes(spec.outputs))
 
+    def __bool__(self) -> bool:
+        """False for a network without masked axes (its requests merge only when their shapes agree)."""
+        return bool(self.inputs)
+
     def lengths(self, feed: Feed) -> dict[str, int]:
         """Masked axis name -> its length in ``feed``."""
         return {name: feed[tensor].shape[axis] for tensor, where in self.inputs.items() for axis, name in where.items()}
