@@ -83,7 +83,7 @@ class TritonPythonModel:
         half = params.get(FP16) == "true" and device.type == "cuda"
         self._runner = StageRunner(stage, self._spec, device=device, half=half,
                                    max_batch_size=self._shapes.max_batch_size, axes=self._shapes.axes)
-        if params.get(CUDA_GRAPHS, "true") == "true":
+        if device.type == "cuda" and params.get(CUDA_GRAPHS, "true") == "true":
             graphs = self._runner.warm_up()
             held = torch.cuda.memory_reserved(device) / 2**20
             pb_utils.Logger.log_info(f"{self._name}: {graphs} CUDA graphs on {device}; torch holds {held:.0f} MiB")
