@@ -20,6 +20,7 @@ An utterance of ``n`` samples has exactly ``n // HOP_LENGTH`` mel frames (reflec
 from __future__ import annotations
 
 import functools
+from math import gcd
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -130,7 +131,6 @@ def resample(audio: np.ndarray, orig_rate: int, target_rate: int = SAMPLE_RATE) 
     """Band-limited polyphase resampling of mono float audio."""
     if orig_rate == target_rate:
         return np.asarray(audio, dtype=np.float32)
-    from math import gcd
 
     from scipy.signal import resample_poly
 

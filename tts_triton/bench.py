@@ -49,9 +49,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tts_triton import audio
+from tts_triton.config import ModelConfig
+from tts_triton.contract import TTS
 from tts_triton.figures import pyplot, save_figure
 from tts_triton.paths import default_model_repository
-from tts_triton.server import TritonInstall, TritonNotFoundError, TritonServer, TritonServerError
+from tts_triton.server import TritonInstall, TritonNotFoundError, TritonServer, TritonServerError, free_port
 from tts_triton.tables import markdown_table, text_table
 
 __all__ = [
@@ -849,7 +852,6 @@ class InProcessClient:
     async def stream(self, text: str) -> AsyncIterator[_AudioChunk]:
         """The chunks of ``text`` with the default voice and emotion."""
         # the serving stack (espeak-ng front end): only the in-process baseline needs it
-        from tts_triton import audio
         from tts_triton.serving.service import SynthesisRequest
 
         async for chunk in self.service.stream(SynthesisRequest(text), self.backend):
@@ -1000,7 +1002,6 @@ class ServerInfo:
 
 async def describe_server(server: Any, url: str, repository: Path | None) -> ServerInfo:
     """Ask the server (metadata, ``tts`` config) and read the repository's manifest when there is one."""
-    from tts_triton.contract import TTS
 
     meta = await server.get_server_metadata(as_json=True)
     config = (await server.get_model_config(TTS, as_json=True)).get("config", {})
@@ -1026,8 +1027,6 @@ async def describe_server(server: Any, url: str, repository: Path | None) -> Ser
 
 def sentence_rows(levels: Sequence[LevelResult], model_config: str) -> list[tuple[str, str, str, str, str]]:
     """The sentence table: kind, text, phoneme ids, audio seconds at the max-steps guard, median measured audio."""
-    from tts_triton import audio
-    from tts_triton.config import ModelConfig
     from tts_triton.text.frontend import text_to_sequences
 
     decoder = ModelConfig.from_dict(json.loads(model_config)).decoder if model_config else None
@@ -1180,7 +1179,6 @@ def _server(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator[Ta
         yield Target(args.url, args.metrics_url)
         return
     from tts_triton.build import ensure_repository
-    from tts_triton.server import free_port
 
     if _needs_cuda(args.target) and not _cuda_available():
         raise TritonServerError(f"--target {args.target} needs a CUDA GPU, and torch sees none on this host")

@@ -30,6 +30,7 @@ import numpy as np
 
 from tts_triton import audio
 from tts_triton.data import espeak
+from tts_triton.data.sentences import generate
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,6 @@ def markdown(table: dict[tuple[str, str], Measurement]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Measure the prosody table on test sentences; exit 1 when some voice breaks the pitch order."""
-    from tts_triton.data.sentences import generate
 
     parser = argparse.ArgumentParser(prog="python -m tts_triton.data.prosody", description=main.__doc__)
     parser.add_argument("--sentences", type=int, default=20, help="test sentences per voice x emotion")
