@@ -52,8 +52,8 @@ from tts_triton.contract import (
     tts_spec,
 )
 from tts_triton.digest import file_sha256
-from tts_triton.onnx_io import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE, io_mismatches
-from tts_triton.triton.utils import INPUT_AXES, input_axes_parameter
+from tts_triton.onnx_io import ONNX_FILE, io_mismatches
+from tts_triton.triton.utils import INPUT_AXES, INTER_OP_THREADS, INTRA_OP_THREADS, input_axes_parameter
 
 from .pbtxt import EnumValue, render, string_parameters, tensor
 from .tensorrt_profiles import network_profiles

@@ -16,8 +16,6 @@ if TYPE_CHECKING:
     import onnxruntime as ort
 
 ONNX_FILE = "model.onnx"
-INTRA_OP_THREADS = "intra_op_thread_count"
-INTER_OP_THREADS = "inter_op_thread_count"
 
 #: ONNX Runtime type string -> contract dtype name.
 ORT_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(int32)": "int32",

@@ -38,7 +38,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -440,25 +440,29 @@ class TritonServer:
             raise TritonServerError(f"model repository {self.model_repository} is not a directory")
         check_ports(self.host, self.ports)
         backends = prepare_backends(self.install)
-        if self._mps:
-            try:
+        try:  # from here on, a failure leaves nothing running (the MPS daemon included)
+            if self._mps:
                 self._mps.start()
-            except MpsError as err:
-                raise TritonServerError(str(err)) from None
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        if self._prune:
-            _prune_logs(self.log_file.parent)
-        with open(self.log_file, "ab") as log, self._stopped_on_error():
-            self._log_start = log.tell()
-            proc = self._proc = subprocess.Popen(
-                self.command(backends),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self.environment(),
-                start_new_session=True,
-                preexec_fn=functools.partial(set_parent_death_signal, signal.SIGTERM, os.getpid()),
-            )
+            self.log_file.parent.mkdir(parents=True, exist_ok=True)
+            if self._prune:
+                _prune_logs(self.log_file.parent)
+            with open(self.log_file, "ab") as log:
+                self._log_start = log.tell()
+                proc = self._proc = subprocess.Popen(
+                    self.command(backends),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self.environment(),
+                    start_new_session=True,
+                    preexec_fn=functools.partial(set_parent_death_signal, signal.SIGTERM, os.getpid()),
+                )
+        except MpsError as err:
+            self.stop()
+            raise TritonServerError(str(err)) from None
+        except BaseException:
+            self.stop()
+            raise
         self._group_alive = True
         try:
             self._wait_ready(proc, timeout)
@@ -468,14 +472,6 @@ class TritonServer:
             self.stop()
             raise TritonServerError(report) from None
         except BaseException:  # e.g. KeyboardInterrupt while waiting: leave nothing running
-            self.stop()
-            raise
-
-    @contextlib.contextmanager
-    def _stopped_on_error(self) -> Iterator[None]:
-        try:
-            yield
-        except BaseException:
             self.stop()
             raise
 

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from tts_triton.onnx_io import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE, io_mismatches
+from tts_triton.onnx_io import ONNX_FILE, io_mismatches
 from tts_triton.serving.batching import Feed, batch_groups, merge, split
-from tts_triton.triton.utils import RequestShapes, config_tensors, int_parameter
+from tts_triton.triton.utils import INTER_OP_THREADS, INTRA_OP_THREADS, RequestShapes, config_tensors, int_parameter
 
 try:
     import triton_python_backend_utils as pb_utils

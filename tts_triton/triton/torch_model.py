@@ -31,9 +31,8 @@ import torch
 from tts_triton.checkpoint import load_checkpoint
 from tts_triton.config import ModelConfig
 from tts_triton.contract import network_specs
-from tts_triton.onnx_io import INTRA_OP_THREADS
 from tts_triton.serving.graphs import StageRunner
-from tts_triton.triton.utils import RequestShapes, config_tensors, int_parameter, parameters
+from tts_triton.triton.utils import INTRA_OP_THREADS, RequestShapes, config_tensors, int_parameter, parameters
 
 try:
     import triton_python_backend_utils as pb_utils

@@ -15,6 +15,10 @@ _NUMPY_DTYPES = {triton: numpy for numpy, triton in TRITON_DTYPES.items()}
 
 #: Network config parameter: JSON ``{input name: [dynamic axis name, or "" for a fixed size, per dimension]}``.
 INPUT_AXES = "input_axes"
+#: Network config parameters: thread counts of a model on the CPU (ONNX Runtime's intra/inter-op pools;
+#: PyTorch's intra-op threads).
+INTRA_OP_THREADS = "intra_op_thread_count"
+INTER_OP_THREADS = "inter_op_thread_count"
 
 
 def parameters(model_config: Mapping[str, Any]) -> dict[str, str]:
