@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import numpy as np
 import pytest
@@ -105,6 +106,86 @@ def test_cancellation_stops_between_decoder_calls() -> None:
     with pytest.raises(Cancelled):
         asyncio.run(consume())
     assert pipeline.stats[0].decoder_calls == 3
+
+
+class PacedBackend(ScriptedDecoder):
+    """A :class:`ScriptedDecoder` whose calls take time: vocoder call ``i`` sleeps ``vocoder_s(i)``; every call is
+    logged as ("start"|"end", model, index)."""
+
+    def __init__(self, cfg: ModelConfig, stop_at: int | None, vocoder_s, fail_decoder_call: int | None = None) -> None:
+        super().__init__(cfg, stop_at)
+        self.vocoder_s, self.fail_decoder_call = vocoder_s, fail_decoder_call
+        self.log: list[tuple[str, str, int]] = []
+        self.counts: dict[str, int] = {}
+
+    async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        index = self.counts[model] = self.counts.get(model, -1) + 1
+        self.log.append(("start", model, index))
+        if model == contract.DECODER and index == self.fail_decoder_call:
+            raise RuntimeError("decoder failed")
+        await asyncio.sleep(self.vocoder_s(index) if model == contract.VOCODER else 0.001)
+        self.log.append(("end", model, index))
+        return await super().infer(model, inputs)
+
+
+def stream_all(pipeline: Pipeline, sentences: list[list[int]]) -> list:
+    async def run() -> list:
+        return [c async for c in pipeline.stream(sentences, np.zeros(pipeline.cfg.style.dim, np.float32))]
+    return asyncio.run(run())
+
+
+def test_decoding_runs_ahead_of_vocoding_and_chunks_stay_in_order() -> None:
+    cfg = ModelConfig()
+    backend = PacedBackend(cfg, stop_at=30, vocoder_s=lambda i: 0.02 / (i + 1))  # later calls finish sooner
+    pipeline = Pipeline(backend, cfg)
+    chunks = stream_all(pipeline, [[1] * 40, [1] * 40])
+    first_vocoder_end = backend.log.index(("end", contract.VOCODER, 0))
+    assert backend.log.index(("start", contract.DECODER, 1)) < first_vocoder_end  # decoder went on meanwhile
+    assert backend.log.index(("start", contract.TEXT_ENCODER, 1)) < backend.log.index(("end", contract.VOCODER, 2))
+    ends = [i for kind, model, i in backend.log if kind == "end" and model == contract.VOCODER]
+    assert ends != sorted(ends)  # they finished out of order ...
+    frames = np.concatenate([c.mel[:, 0] for c in chunks])  # ... and came out in order, each frame once
+    assert len(frames) == sum(s.frames for s in pipeline.stats) and np.all(np.diff(frames) >= 0)
+    assert set(np.unique(frames, return_counts=True)[1]) == {cfg.decoder.frames_per_step}
+    assert [c.sentence for c in chunks] == sorted(c.sentence for c in chunks)
+    np.testing.assert_array_equal(np.concatenate([c.audio for c in chunks]), np.repeat(frames, audio.HOP_LENGTH))
+
+
+def test_a_failure_comes_after_the_chunks_started_before_it() -> None:
+    cfg = ModelConfig()
+    backend = PacedBackend(cfg, stop_at=None, vocoder_s=lambda i: 0.01, fail_decoder_call=2)
+    pipeline = Pipeline(backend, cfg)
+    got = []
+
+    async def consume() -> None:
+        async for chunk in pipeline.stream([[1] * 50], np.zeros(cfg.style.dim, np.float32)):
+            got.append(chunk)
+
+    with pytest.raises(RuntimeError, match="decoder failed"):
+        asyncio.run(consume())
+    assert len(got) == pipeline.stats[0].vocoder_calls > 0
+    assert sum(len(c.mel) for c in got) <= 2 * cfg.decoder.frames_per_call
+
+
+def test_closing_the_stream_early_cancels_the_calls_in_flight() -> None:
+    cfg = ModelConfig()
+    backend = PacedBackend(cfg, stop_at=None, vocoder_s=lambda i: 0.02)
+    pipeline = Pipeline(backend, cfg)
+
+    async def first_chunk_then_leave() -> int:
+        async with contextlib.aclosing(pipeline.stream([[1] * 200], np.zeros(cfg.style.dim, np.float32))) as chunks:
+            async for _ in chunks:
+                break
+        calls = sum(kind == "start" for kind, _, _ in backend.log)
+        await asyncio.sleep(0.1)  # calls still running would end (or new ones start) now
+        return calls
+
+    calls_at_exit = asyncio.run(first_chunk_then_leave())
+    started = {(m, i) for kind, m, i in backend.log if kind == "start"}
+    ended = {(m, i) for kind, m, i in backend.log if kind == "end"}
+    assert len(started) == calls_at_exit  # no call started after the consumer left ...
+    assert started - ended  # ... and those in flight then never finished
+    assert not pipeline.stats[0].hit_max_steps
 
 
 def test_streamed_audio_matches_one_shot_vocoding(checkpoint: Checkpoint) -> None:

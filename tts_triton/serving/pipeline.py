@@ -11,6 +11,7 @@ Stop rule: a decoder call returns K gate logits; decoding stops after the first 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -193,30 +194,59 @@ class Pipeline:
                      ref_mel: np.ndarray | None = None) -> AsyncIterator[Chunk]:
         """Synthesize sentences in order, yielding audio as soon as each chunk is ready.
 
+        Decoding runs ahead of vocoding: a vocoder call starts as soon as its window is decoded, while
+        the decoder goes on (and the next sentence is encoded), so one stream keeps its decoder and
+        vocoder calls in flight together; chunks are yielded in order. A failure comes after the chunks
+        whose vocoder calls started before it.
+
         The style is ``style`` or, when that is None, the style of the reference log-mel ``ref_mel``
         (computed with the first sentence's encoding and kept in ``self.style``). Per-sentence
         statistics are appended to ``self.stats``. Raises :class:`Cancelled` when ``cancelled()``
-        turns true between decoder calls.
+        turns true between decoder calls. Closing the iterator early cancels the calls in flight.
         """
         if (style is None) == (ref_mel is None):
             raise ValueError("give exactly one of style and ref_mel")
         self.style = style
-        for index, ids in enumerate(sentences):
-            stats = SentenceStats()
-            self.stats.append(stats)
-            planner = ChunkPlanner(self.streaming)
-            mel = np.zeros((0, self.cfg.n_mels), np.float32)
-            sent_frames = 0
-            async for frames in self.decode(ids, stats, cancelled, ref_mel if index == 0 else None):
-                mel = np.concatenate([mel, frames])
-                while (window := planner.next_window(len(mel), finished=False)) is not None:
-                    stats.vocoder_calls += 1
-                    yield Chunk(await self.vocode(mel, window), mel[sent_frames : window.end], index)
-                    sent_frames = window.end
-            while (window := planner.next_window(len(mel), finished=True)) is not None:
-                stats.vocoder_calls += 1
-                yield Chunk(await self.vocode(mel, window), mel[sent_frames : window.end], index)
-                sent_frames = window.end
+        pending: asyncio.Queue[asyncio.Future[Chunk] | None] = asyncio.Queue()
+        producer = asyncio.ensure_future(self._decode_all(sentences, cancelled, ref_mel, pending))
+        try:
+            while (chunk := await pending.get()) is not None:
+                yield await chunk
+            await producer  # its failure, if any, after the chunks it started
+        finally:
+            left = [producer]
+            while not pending.empty():
+                left.append(pending.get_nowait())
+            for future in filter(None, left):
+                future.cancel()
+            await asyncio.gather(*filter(None, left), return_exceptions=True)
+
+    async def _decode_all(self, sentences: list[list[int]], cancelled: Callable[[], bool],
+                          ref_mel: np.ndarray | None, pending: asyncio.Queue) -> None:
+        """Decode the sentences in order, putting each chunk's vocoder call on ``pending`` as it starts;
+        None last, also on failure."""
+        try:
+            for index, ids in enumerate(sentences):
+                stats = SentenceStats()
+                self.stats.append(stats)
+                planner = ChunkPlanner(self.streaming)
+                mel = np.zeros((0, self.cfg.n_mels), np.float32)
+                async for frames in self.decode(ids, stats, cancelled, ref_mel if index == 0 else None):
+                    mel = np.concatenate([mel, frames])
+                    self._start_chunks(pending, planner, mel, index, stats, finished=False)
+                self._start_chunks(pending, planner, mel, index, stats, finished=True)
+        finally:
+            pending.put_nowait(None)
+
+    def _start_chunks(self, pending: asyncio.Queue, planner: ChunkPlanner, mel: np.ndarray, sentence: int,
+                      stats: SentenceStats, finished: bool) -> None:
+        """Start the vocoder call of every window of ``mel`` that the planner has ready."""
+        while (window := planner.next_window(len(mel), finished)) is not None:
+            stats.vocoder_calls += 1
+            pending.put_nowait(asyncio.ensure_future(self._chunk(mel, window, sentence)))
+
+    async def _chunk(self, mel: np.ndarray, window: ChunkWindow, sentence: int) -> Chunk:
+        return Chunk(await self.vocode(mel, window), mel[window.start : window.end], sentence)
 
     async def synthesize(self, sentences: list[list[int]], style: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The whole utterance at once: (audio ``[samples]``, decoder mel ``[frames, n_mels]``)."""

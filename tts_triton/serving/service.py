@@ -9,6 +9,7 @@ cached by the SHA-256 of the audio and its rate.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
@@ -146,8 +147,9 @@ class TTSService:
             style = self.style_cache.get(key)
             samples = audio.resample(request.reference_audio, request.reference_sample_rate)
             ref_mel = audio.mel_spectrogram(samples) if style is None else None
-        async for chunk in pipeline.stream(sentences, style, cancelled, ref_mel):
-            if key is not None and ref_mel is not None:
-                self.style_cache.put(key, pipeline.style)
-                ref_mel = None
-            yield chunk
+        async with contextlib.aclosing(pipeline.stream(sentences, style, cancelled, ref_mel)) as chunks:
+            async for chunk in chunks:
+                if key is not None and ref_mel is not None:
+                    self.style_cache.put(key, pipeline.style)
+                    ref_mel = None
+                yield chunk

@@ -31,6 +31,7 @@ decode loop in :mod:`tts_triton.serving.pipeline`; here are only the Triton call
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -186,10 +187,11 @@ class TritonPythonModel:
             self.gate.enter(backend)
         try:
             parsed = parse_request(request_inputs(request, self.spec))
+            chunks = self.service.stream(parsed, backend, lambda: deadline.passed() or request.is_cancelled())
             try:
-                async for chunk in self.service.stream(parsed, backend,
-                                                       lambda: deadline.passed() or request.is_cancelled()):
-                    yield chunk
+                async with contextlib.aclosing(chunks):
+                    async for chunk in chunks:
+                        yield chunk
             except Cancelled:
                 if request.is_cancelled():
                     raise
@@ -215,8 +217,9 @@ class TritonPythonModel:
         want_mel = "MEL" in request.requested_output_names()
         final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
         try:
-            async for chunk in self.chunks(request):
-                sender.send(self.chunk_response(chunk.audio, chunk.mel if want_mel else None))
+            async with contextlib.aclosing(self.chunks(request)) as chunks:
+                async for chunk in chunks:
+                    sender.send(self.chunk_response(chunk.audio, chunk.mel if want_mel else None))
         except Cancelled:
             self.logger.log_info("tts: request cancelled by the client; stream closed")
         except Exception as err:  # every failure still ends the stream below

@@ -42,3 +42,7 @@ variant() {  # variant REPORT BUILD-ARGS...: a short sweep (1, 64, 256) of a rep
   memory | tee -a $OUT/memory.txt
   bench 90 --concurrency 1 64 256 --seconds 6 --baseline-device none --out $OUT/$1 --plot /tmp/v.png --json /tmp/v.json
   stop; }
+top_sampler() {  # every 20 s: the busiest processes over 2 s (full command lines), appended to $OUT/top.txt
+  while sleep 18; do
+    { echo "=== $SECONDS s"; top -b -c -n 2 -d 2 -w 220 | awk '/^top -/{n++} n==2' | sed -n '1,4p;7,30p'; } >> $OUT/top.txt
+  done; }

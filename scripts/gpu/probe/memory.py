@@ -1,0 +1,45 @@
+"""GPU memory of one network's process as the torch-cuda runtime holds it (run in a fresh process per setting).
+
+    python3 scripts/gpu/probe/memory.py NETWORK MAX_BATCH [STEPS_PER_CALL]
+
+Prints one line: the process's GPU memory (nvidia-smi) with the stage loaded (CUDA context, libraries, fp16
+weights), after capturing its CUDA graphs for every batch bucket up to MAX_BATCH (as
+:class:`~tts_triton.triton.torch_model.TritonPythonModel` does at load), and torch's reserved bytes then.
+"""
+
+import dataclasses
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+from tts_triton import contract
+from tts_triton.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from tts_triton.serving.graphs import StageRunner
+
+
+def process_mib() -> int:
+    rows = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                          capture_output=True, text=True, check=True).stdout.splitlines()
+    return sum(int(mib) for pid, mib in (r.split(", ") for r in rows) if int(pid) == os.getpid())
+
+
+network, max_batch = sys.argv[1], int(sys.argv[2])
+ck = load_checkpoint(DEFAULT_CHECKPOINT)
+cfg = ck.config
+if len(sys.argv) > 3:
+    cfg = dataclasses.replace(cfg, decoder=dataclasses.replace(cfg.decoder, steps_per_call=int(sys.argv[3])))
+torch.backends.cudnn.benchmark = False
+torch.cuda.set_device(0)
+runner = StageRunner(ck.stages(cfg)[network], contract.network_specs(cfg)[network], device="cuda", half=True,
+                     max_batch_size=max_batch)
+torch.cuda.synchronize()
+loaded = process_mib()
+began = time.time()
+graphs = runner.warm_up()
+captured = process_mib()
+print(f"{network} max_batch={max_batch} K={cfg.decoder.steps_per_call}: {graphs} graphs in "
+      f"{time.time() - began:.1f} s; process {loaded} MiB loaded, {captured} MiB with graphs; torch reserved "
+      f"{torch.cuda.memory_reserved() / 2**20:.0f} MiB", flush=True)
