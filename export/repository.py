@@ -53,7 +53,7 @@ from tts_triton.contract import (
 )
 from tts_triton.digest import file_sha256
 from tts_triton.onnx_io import ONNX_FILE, io_mismatches
-from tts_triton.triton.utils import INPUT_AXES, INTER_OP_THREADS, INTRA_OP_THREADS, input_axes_parameter
+from tts_triton.triton.utils import BATCH_BUDGET, INPUT_AXES, INTER_OP_THREADS, INTRA_OP_THREADS, input_axes_parameter
 
 from .pbtxt import EnumValue, render, string_parameters, tensor
 from .tensorrt_profiles import network_profiles
@@ -146,7 +146,9 @@ class NetworkSettings:
     ``max_batch_size`` must not exceed what the artifact accepts (ONNX: batch axis dynamic, any size;
     TensorRT: the engine's optimization profile). ``response_cache`` takes effect only when the server
     runs with ``--cache-config local,size=<bytes>``. ``kind`` (``KIND_CPU``/``KIND_GPU``) overrides the
-    target's instance kind for this network (Python-backend targets).
+    target's instance kind for this network (Python-backend targets). ``batch_budget`` (``torch-cuda``)
+    bounds rows x tokens (or mel frames) of one device call: see
+    :class:`~tts_triton.serving.graphs.StageRunner`.
     """
 
     max_batch_size: int
@@ -156,6 +158,7 @@ class NetworkSettings:
     inter_op_threads: int = 1
     response_cache: bool = False
     kind: str | None = None
+    batch_budget: int | None = None
 
 
 def _default_networks() -> dict[str, NetworkSettings]:
@@ -172,16 +175,18 @@ def _gpu_networks() -> dict[str, NetworkSettings]:
     are large. No queue delay: requests that arrive while an instance is busy form the next batch anyway
     (ragged batches allowed), and a delay would only hold back a lone stream. The style encoder runs once
     per request with reference audio, a few ms on the CPU: a CUDA process of its own would hold ~0.6 GB.
-    Two decoder, two vocoder and four BLS instances: a model's per-call work on the host (its stub's
+    Two decoder, two vocoder and eight BLS instances: a model's per-call work on the host (its stub's
     hand-over, merging, copies) runs beside the other instance's graph replay. Under MPS on one H200 at
     concurrency 256: one decoder and two BLS 538x real time, two decoders and four BLS 723x, and two
-    vocoders more 916x (runs 6 and 7 in BENCHMARKS.md); each CUDA instance holds about 1.1 GB."""
+    vocoders more 916x (runs 6 and 7 in BENCHMARKS.md); eight BLS 1047x against four's 859x (run 9). Each
+    CUDA instance holds 1.0-1.2 GB, 0.2-0.4 GB of it the graphs of its largest calls: batch budgets (rows x
+    tokens, rows x mel frames) keep those to what typical batches need."""
     return {
-        TEXT_ENCODER: NetworkSettings(max_batch_size=32, max_queue_delay_us=0),
+        TEXT_ENCODER: NetworkSettings(max_batch_size=32, max_queue_delay_us=0, batch_budget=32 * 256),
         STYLE_ENCODER: NetworkSettings(max_batch_size=8, max_queue_delay_us=0, response_cache=True, kind=KIND_CPU,
                                        intra_op_threads=4),
-        DECODER: NetworkSettings(max_batch_size=128, max_queue_delay_us=0, instances=2),
-        VOCODER: NetworkSettings(max_batch_size=64, max_queue_delay_us=0, instances=2),
+        DECODER: NetworkSettings(max_batch_size=128, max_queue_delay_us=0, instances=2, batch_budget=128 * 64),
+        VOCODER: NetworkSettings(max_batch_size=64, max_queue_delay_us=0, instances=2, batch_budget=64 * 48),
     }
 
 
@@ -204,7 +209,7 @@ class RepositorySettings:
     def for_target(cls, target: str, **overrides: Any) -> RepositorySettings:
         """The default settings of ``target`` (GPU-sized batches for ``torch-cuda``), with ``overrides``."""
         if target == "torch-cuda":  # K=16: a third more throughput than 8 at the same first chunk (H200, run 3)
-            overrides = {"networks": _gpu_networks(), "bls_instances": 4, "steps_per_call": 16, **overrides}
+            overrides = {"networks": _gpu_networks(), "bls_instances": 8, "steps_per_call": 16, **overrides}
         return cls(**overrides)
 
     def serving_config(self, model_config: ModelConfig) -> ModelConfig:
@@ -229,6 +234,8 @@ class RepositorySettings:
         for name, net in self.networks.items():
             if net.max_batch_size < 1 or net.instances < 1 or net.max_queue_delay_us < 0:
                 raise ValueError(f"{name}: need max_batch_size >= 1, instances >= 1, max_queue_delay_us >= 0: {net}")
+            if net.batch_budget is not None and net.batch_budget < 1:
+                raise ValueError(f"{name}: batch_budget must be >= 1 when given: {net}")
 
 
 def build_repository(
@@ -383,6 +390,8 @@ def _network_config(spec: ModelSpec, runtime: RuntimeTarget, settings: Repositor
             "fp16": "true" if settings.fp16 else "false",
             "cuda_graphs": "true" if settings.cuda_graphs else "false",
         }
+        if net.batch_budget is not None:
+            params[BATCH_BUDGET] = str(net.batch_budget)
     config["parameters"] = string_parameters(params)
     if net.response_cache:
         config["response_cache"] = {"enable": True}
@@ -569,12 +578,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="instances of one network model (per GPU for KIND_GPU); repeatable")
     parser.add_argument("--queue-delay-us", action="append", default=[], metavar="NETWORK=US",
                         help="dynamic batcher's max queue delay of one network model, microseconds; repeatable")
+    parser.add_argument("--batch-budget", action="append", default=[], metavar="NETWORK=N",
+                        help="torch-cuda: most rows x tokens (or mel frames) of one device call; repeatable")
     args = parser.parse_args(argv)
     given = {"instance_kind": args.instance_kind, "steps_per_call": args.steps_per_call,
              "bls_instances": args.bls_instances}
     settings = RepositorySettings.for_target(args.target, **{k: v for k, v in given.items() if v is not None})
     try:
-        settings = _tuned(settings, {"instances": args.instances, "max_queue_delay_us": args.queue_delay_us})
+        settings = _tuned(settings, {"instances": args.instances, "max_queue_delay_us": args.queue_delay_us,
+                                     "batch_budget": args.batch_budget})
         model_config = (ModelConfig.from_dict(json.loads(args.model_config.read_text())) if args.model_config
                         else _checkpoint_config(args.checkpoint))
         out = build_repository(args.out, onnx_dir=args.onnx_dir, model_config=model_config, checkpoint=args.checkpoint,

@@ -109,8 +109,8 @@ def test_cancellation_stops_between_decoder_calls() -> None:
 
 
 class PacedBackend(ScriptedDecoder):
-    """A :class:`ScriptedDecoder` whose calls take time: vocoder call ``i`` sleeps ``vocoder_s(i)``; every call is
-    logged as ("start"|"end", model, index)."""
+    """A :class:`ScriptedDecoder` whose calls take time: vocoder call ``i`` sleeps ``vocoder_s(i)`` (no call sleeps,
+    or yields, when ``vocoder_s`` is None); every call is logged as ("start"|"end", model, index)."""
 
     def __init__(self, cfg: ModelConfig, stop_at: int | None, vocoder_s, fail_decoder_call: int | None = None) -> None:
         super().__init__(cfg, stop_at)
@@ -123,7 +123,8 @@ class PacedBackend(ScriptedDecoder):
         self.log.append(("start", model, index))
         if model == contract.DECODER and index == self.fail_decoder_call:
             raise RuntimeError("decoder failed")
-        await asyncio.sleep(self.vocoder_s(index) if model == contract.VOCODER else 0.001)
+        if self.vocoder_s is not None:
+            await asyncio.sleep(self.vocoder_s(index) if model == contract.VOCODER else 0.001)
         self.log.append(("end", model, index))
         return await super().infer(model, inputs)
 
@@ -149,6 +150,15 @@ def test_decoding_runs_ahead_of_vocoding_and_chunks_stay_in_order() -> None:
     assert set(np.unique(frames, return_counts=True)[1]) == {cfg.decoder.frames_per_step}
     assert [c.sentence for c in chunks] == sorted(c.sentence for c in chunks)
     np.testing.assert_array_equal(np.concatenate([c.audio for c in chunks]), np.repeat(frames, audio.HOP_LENGTH))
+
+
+def test_a_backend_that_never_yields_still_vocodes_between_decoder_calls() -> None:
+    """An in-process backend computes inside ``infer``: the first chunk must not wait for the whole sentence."""
+    cfg = ModelConfig()
+    backend = PacedBackend(cfg, stop_at=40, vocoder_s=None)
+    stream_all(Pipeline(backend, cfg), [[1] * 40])
+    starts = [(model, i) for kind, model, i in backend.log if kind == "start"]
+    assert starts.index((contract.VOCODER, 0)) < starts.index((contract.DECODER, 1))
 
 
 def test_a_failure_comes_after_the_chunks_started_before_it() -> None:

@@ -54,6 +54,7 @@ from tts_triton.onnx_io import io_mismatches
 from tts_triton.server import TritonServer
 from tts_triton.triton import onnx_model
 from tts_triton.triton.onnx_model import batch_groups, run_batch
+from tts_triton.triton.utils import BATCH_BUDGET
 
 CFG = ModelConfig()
 SPECS = network_specs(CFG)
@@ -178,6 +179,8 @@ def test_networks_batch_dynamically_with_explicit_delay(built) -> None:
         assert config.response_cache.enable == net.response_cache
         if runtime.cpu_threads:
             assert config.parameters[onnx_model.INTRA_OP_THREADS].string_value == str(net.intra_op_threads)
+        budget = config.parameters[BATCH_BUDGET].string_value if BATCH_BUDGET in config.parameters else None
+        assert budget == (None if net.batch_budget is None else str(net.batch_budget))
     assert configs[STYLE_ENCODER].response_cache.enable
 
 
@@ -331,6 +334,20 @@ def test_cli(sources, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert read_manifest(tmp_path / "repo")["model_config"] == json.loads(json.dumps(CFG.to_dict()))
     assert main([*args, "--out", str(sources.voice_bank)]) == 1
     assert "not a directory" in capsys.readouterr().err
+
+
+def test_network_knobs_from_the_command_line() -> None:
+    base = RepositorySettings.for_target("torch-cuda")
+    assert all(base.networks[n].batch_budget for n in (TEXT_ENCODER, DECODER, VOCODER))
+    tuned = repo_mod._tuned(base, {"instances": ["decoder=3"], "max_queue_delay_us": ["vocoder=50"],
+                                   "batch_budget": ["text_encoder=1024"]})
+    assert tuned.networks[DECODER].instances == 3 and tuned.networks[VOCODER].max_queue_delay_us == 50
+    assert tuned.networks[TEXT_ENCODER].batch_budget == 1024
+    assert tuned.networks[DECODER].batch_budget == base.networks[DECODER].batch_budget
+    with pytest.raises(ValueError, match="expected NETWORK=N"):
+        repo_mod._tuned(base, {"instances": ["decoders=2"]})
+    with pytest.raises(ValueError, match="batch_budget must be >= 1"):
+        repo_mod._tuned(base, {"batch_budget": ["decoder=0"]}).validate(list(SPECS))
 
 
 # --- onnx_model.py outside Triton -------------------------------------------------------------------------

@@ -78,6 +78,24 @@ def test_padded_batches_give_each_row_its_own_result(checkpoint: Checkpoint) -> 
             np.testing.assert_allclose(result[name], single[name], rtol=1e-5, atol=1e-5, err_msg=name)
 
 
+def test_a_batch_budget_bounds_rows_times_tokens_and_splits_bigger_batches(checkpoint: Checkpoint) -> None:
+    spec = contract.decoder_spec(checkpoint.config)
+    stage = checkpoint.stages()[contract.DECODER]
+    budgeted = StageRunner(stage, spec, max_batch_size=8, batch_budget=128)
+    unbounded = StageRunner(stage, spec, max_batch_size=8)
+
+    def input_shapes(tokens: int) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(tokens if d == contract.TOKENS else d for d in t.dims) for t in spec.inputs)
+
+    assert [budgeted.max_rows(input_shapes(n)) for n in (32, 64, 128, 256)] == [4, 2, 1, 1]  # at least one row
+    assert unbounded.max_rows(input_shapes(256)) == 8
+    feeds = [decoder_feed(checkpoint, SENTENCE_IDS[: 8 + i], seed=i) for i in range(6)]
+    assert {f["memory"].shape[1] for f in feeds} == {32}  # one group of six rows: calls of 4 and 2
+    for got, want in zip(budgeted.run(feeds), unbounded.run(feeds), strict=True):
+        for name in spec.output_names:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
 def test_requests_in_other_token_buckets_run_as_one_padded_call(checkpoint: Checkpoint) -> None:
     """The decoder ignores zero padding along the token axis: a 32-token and a 64-token request (and the
     text encoder's) run as one call padded to 64 tokens and give what each gives alone, at its own length."""

@@ -51,11 +51,15 @@ class StageRunner:
     """Runs ``stage`` (a :mod:`tts_triton.models.stages` module) on ``device`` for batches of requests.
 
     ``max_batch_size`` bounds the rows of one call (Triton's ``max_batch_size``); ``axes`` gives the
-    values each dynamic axis takes (default :func:`tts_triton.shapes.axis_values`).
+    values each dynamic axis takes (default :func:`tts_triton.shapes.axis_values`). ``batch_budget``, when
+    given, also bounds rows x the dynamic axes' sizes (tokens, mel frames) of one call, at least one row: a
+    bigger batch runs as several calls, and no graph is captured beyond it. It bounds a process's GPU memory
+    (the largest graph's activations and the shared input buffers) by the work of a call, not by its rows.
     """
 
     def __init__(self, stage: nn.Module, spec: ModelSpec, *, device: str | torch.device = "cpu", half: bool = False,
-                 max_batch_size: int = 1, axes: Mapping[str, shapes.AxisValues] | None = None) -> None:
+                 max_batch_size: int = 1, axes: Mapping[str, shapes.AxisValues] | None = None,
+                 batch_budget: int | None = None) -> None:
         self.device = torch.device(device)
         self.stage = stage.to(self.device).eval()
         if half:
@@ -64,6 +68,7 @@ class StageRunner:
         self.spec = spec
         self.padding = Padding.of(spec)
         self.batch_sizes = shapes.batch_buckets(max_batch_size)
+        self.batch_budget = batch_budget
         self.axes = dict(axes or shapes.axis_values())
         self.calls: dict[tuple, CapturedCall] = {}
         self.bucketed = set(self.graph_shapes())
@@ -79,6 +84,16 @@ class StageRunner:
         return [tuple(tuple(sizes.get(d, d) for d in t.dims) for t in self.spec.inputs)
                 for sizes in (dict(zip(names, combo, strict=True)) for combo in combos)]
 
+    def max_rows(self, input_shapes: tuple[tuple[int, ...], ...]) -> int:
+        """The most rows one call of these (non-batch) input shapes runs: the largest batch bucket within the
+        batch budget, at least the smallest bucket."""
+        if self.batch_budget is None:
+            return self.batch_sizes[-1]
+        sizes = {d: size for t, shape in zip(self.spec.inputs, input_shapes, strict=True)
+                 for d, size in zip(t.dims, shape, strict=True) if isinstance(d, str)}
+        per_row = math.prod(sizes.values())
+        return max([b for b in self.batch_sizes if b * per_row <= self.batch_budget], default=self.batch_sizes[0])
+
     def warm_up(self, progress: Callable[[str], None] | None = None) -> int:
         """Capture every (batch bucket, input shapes) as a CUDA graph; the number captured (0 off CUDA).
 
@@ -87,7 +102,8 @@ class StageRunner:
         Later calls must run with ``self.device`` as the current CUDA device."""
         if self._pool is None:
             return 0
-        combos = [(batch, shapes_) for shapes_ in self.graph_shapes() for batch in self.batch_sizes]
+        combos = [(batch, shapes_) for shapes_ in self.graph_shapes() for batch in self.batch_sizes
+                  if batch <= self.max_rows(shapes_)]
         if not combos:
             return 0
         buffers = []
@@ -98,7 +114,7 @@ class StageRunner:
             side = torch.cuda.Stream(self.device)  # one warm-up stream: each new stream gets its own cuBLAS workspace
             for batch, input_shapes in combos:
                 self.calls[(batch, input_shapes)] = self._capture(batch, input_shapes, buffers, side)
-                if progress and batch == self.batch_sizes[-1]:
+                if progress and batch == self.max_rows(input_shapes):
                     progress(f"{self.spec.name}: {len(self.calls)} CUDA graphs captured (inputs {input_shapes})")
             torch.cuda.synchronize(self.device)
             host_outputs = _shared_hosts([call.outputs for call in self.calls.values()])
@@ -124,14 +140,14 @@ class StageRunner:
         return results
 
     def _run_rows(self, feed: Feed, n: int, names: list[str]) -> dict[str, np.ndarray]:
-        """Outputs ``names`` of one merged feed of ``n`` rows, in calls of at most the largest batch bucket."""
-        step = self.batch_sizes[-1]
+        """Outputs ``names`` of one merged feed of ``n`` rows, in calls of at most :meth:`max_rows` rows."""
+        input_shapes = tuple(feed[name].shape[1:] for name in self.spec.input_names)
+        step = self.max_rows(input_shapes)
         if n > step:
             parts = [self._run_rows({k: v[i : i + step] for k, v in feed.items()}, min(step, n - i), names)
                      for i in range(0, n, step)]
             return {name: np.concatenate([p[name] for p in parts]) for name in names}
         batch = shapes.bucket_for(n, self.batch_sizes)
-        input_shapes = tuple(feed[name].shape[1:] for name in self.spec.input_names)
         call = self.calls.get((batch, input_shapes))
         if call is not None:
             return self._replay(call, feed, n, names)

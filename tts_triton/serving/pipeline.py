@@ -234,6 +234,7 @@ class Pipeline:
                 async for frames in self.decode(ids, stats, cancelled, ref_mel if index == 0 else None):
                     mel = np.concatenate([mel, frames])
                     self._start_chunks(pending, planner, mel, index, stats, finished=False)
+                    await asyncio.sleep(0)  # a backend computing inside infer (in process) vocodes before decoding on
                 self._start_chunks(pending, planner, mel, index, stats, finished=True)
         finally:
             pending.put_nowait(None)

@@ -13,7 +13,8 @@ Metrics: :data:`PHASE_METRIC` (seconds of ``execute`` by model and phase) beside
 
 Config parameters (strings): ``model_config`` (ModelConfig JSON), ``fp16`` (``"true"``: fp16 weights on a GPU;
 the vocoder's mel match stays fp32), ``cuda_graphs`` (``"false"`` runs eagerly, for comparison),
-``intra_op_thread_count`` (PyTorch's threads for an instance on the CPU).
+``intra_op_thread_count`` (PyTorch's threads for an instance on the CPU), ``batch_budget`` (optional: most rows x
+tokens or mel frames of one device call, see :class:`~tts_triton.serving.graphs.StageRunner`).
 
 The version directory's ``model.py`` only re-exports :class:`TritonPythonModel`.
 """
@@ -32,7 +33,14 @@ from tts_triton.checkpoint import load_checkpoint
 from tts_triton.config import ModelConfig
 from tts_triton.contract import network_specs
 from tts_triton.serving.graphs import StageRunner
-from tts_triton.triton.utils import INTRA_OP_THREADS, RequestShapes, config_tensors, int_parameter, parameters
+from tts_triton.triton.utils import (
+    BATCH_BUDGET,
+    INTRA_OP_THREADS,
+    RequestShapes,
+    config_tensors,
+    int_parameter,
+    parameters,
+)
 
 try:
     import triton_python_backend_utils as pb_utils
@@ -81,7 +89,8 @@ class TritonPythonModel:
         self._shapes = RequestShapes(config)
         half = params.get(FP16) == "true" and device.type == "cuda"
         self._runner = StageRunner(stage, self._spec, device=device, half=half,
-                                   max_batch_size=self._shapes.max_batch_size, axes=self._shapes.axes)
+                                   max_batch_size=self._shapes.max_batch_size, axes=self._shapes.axes,
+                                   batch_budget=int_parameter(config, BATCH_BUDGET, 0) or None)
         if device.type == "cuda" and params.get(CUDA_GRAPHS, "true") == "true":
             graphs = self._runner.warm_up()
             held = torch.cuda.memory_reserved(device) / 2**20

@@ -19,6 +19,8 @@ INPUT_AXES = "input_axes"
 #: PyTorch's intra-op threads).
 INTRA_OP_THREADS = "intra_op_thread_count"
 INTER_OP_THREADS = "inter_op_thread_count"
+#: Network config parameter (``torch-cuda``): the most rows x tokens (or mel frames) of one device call.
+BATCH_BUDGET = "batch_budget"
 
 
 def parameters(model_config: Mapping[str, Any]) -> dict[str, str]:
