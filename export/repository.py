@@ -182,10 +182,10 @@ def _gpu_networks() -> dict[str, NetworkSettings]:
     CUDA instance holds 1.0-1.2 GB, 0.2-0.4 GB of it the graphs of its largest calls: batch budgets (rows x
     tokens, rows x mel frames) keep those to what typical batches need."""
     return {
-        TEXT_ENCODER: NetworkSettings(max_batch_size=32, max_queue_delay_us=0, batch_budget=32 * 256),
+        TEXT_ENCODER: NetworkSettings(max_batch_size=32, max_queue_delay_us=0, batch_budget=32 * 128),
         STYLE_ENCODER: NetworkSettings(max_batch_size=8, max_queue_delay_us=0, response_cache=True, kind=KIND_CPU,
                                        intra_op_threads=4),
-        DECODER: NetworkSettings(max_batch_size=128, max_queue_delay_us=0, instances=2, batch_budget=128 * 64),
+        DECODER: NetworkSettings(max_batch_size=64, max_queue_delay_us=0, instances=2, batch_budget=64 * 64),
         VOCODER: NetworkSettings(max_batch_size=64, max_queue_delay_us=0, instances=2, batch_budget=64 * 48),
     }
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -259,6 +261,14 @@ def test_parse_request_accepts_a_reference() -> None:
     req = parse_request({"TEXT": text("Hello."), "REFERENCE_AUDIO": np.zeros(24000, np.float32),
                          "REFERENCE_SAMPLE_RATE": np.array([24000], np.int32)})
     assert req.text == "Hello." and req.reference_sample_rate == 24000 and req.voice is None
+
+
+def test_service_warm_up_loads_the_front_end_before_any_request() -> None:
+    code = ("from tts_triton.config import ModelConfig; from tts_triton.serving.service import TTSService; "
+            "from tts_triton.text import g2p; from tts_triton.voices import from_styles; import numpy as np; "
+            "s = TTSService(ModelConfig(), from_styles({('f1', 'neutral'): np.zeros(4)}, 'f1', 'neutral')); "
+            "assert g2p._ESPEAK._lib is None; s.warm_up(); assert g2p._ESPEAK._lib is not None")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_style_cache_is_lru_by_content() -> None:

@@ -247,7 +247,8 @@ def test_torch_cuda_configs(checkpoint_file: Path, model_repository: Path, tmp_p
         assert [list(t.dims) for t in config.output] == [t.triton_dims for t in served.outputs]
     decoder = parse((out / contract.DECODER / "config.pbtxt").read_text())
     assert [list(t.dims) for t in decoder.output if t.name == "gate"] == [[16]]
-    assert decoder.max_batch_size == 128
+    gpu = RepositorySettings.for_target("torch-cuda").networks[contract.DECODER]
+    assert decoder.max_batch_size == gpu.max_batch_size
     with pytest.raises(ValueError, match="steps_per_call"):
         build_repository(tmp_path / "onnx", onnx_dir=tmp_path, model_config=cfg, checkpoint=checkpoint_file,
                          voice_bank=bank, settings=RepositorySettings(steps_per_call=16))

@@ -135,6 +135,11 @@ class TTSService:
         self.streaming = streaming
         self.style_cache = style_cache or StyleCache()
 
+    def warm_up(self) -> None:
+        """Run the front end once (loads espeak-ng and its voice data), so that the first request of a
+        serving process does not pay for it."""
+        text_to_sequences("Ready.", self.streaming.max_tokens)
+
     async def stream(self, request: SynthesisRequest, backend: InferBackend,
                      cancelled: Callable[[], bool] = lambda: False) -> AsyncIterator[Chunk]:
         """Chunks of the request's audio, in order. Raises InvalidInput before the first chunk on bad input."""

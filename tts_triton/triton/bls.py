@@ -129,6 +129,7 @@ class TritonPythonModel:
         self.cfg = ModelConfig.from_dict(json.loads(params["model_config"]))
         self.spec = contract.tts_spec(self.cfg, config["name"])
         self.service = TTSService(self.cfg, VoiceBank.from_json(params["voice_bank"]))
+        self.service.warm_up()
         self.backend = BlsBackend(self.cfg)
         self.logger = pb_utils.Logger
         labels = {"model": config["name"]}
