@@ -578,6 +578,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="instances of one network model (per GPU for KIND_GPU); repeatable")
     parser.add_argument("--queue-delay-us", action="append", default=[], metavar="NETWORK=US",
                         help="dynamic batcher's max queue delay of one network model, microseconds; repeatable")
+    parser.add_argument("--max-batch-size", action="append", default=[], metavar="NETWORK=N",
+                        help="Triton's max_batch_size of one network model; repeatable")
     parser.add_argument("--batch-budget", action="append", default=[], metavar="NETWORK=N",
                         help="torch-cuda: most rows x tokens (or mel frames) of one device call; repeatable")
     args = parser.parse_args(argv)
@@ -586,7 +588,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = RepositorySettings.for_target(args.target, **{k: v for k, v in given.items() if v is not None})
     try:
         settings = _tuned(settings, {"instances": args.instances, "max_queue_delay_us": args.queue_delay_us,
-                                     "batch_budget": args.batch_budget})
+                                     "batch_budget": args.batch_budget, "max_batch_size": args.max_batch_size})
         model_config = (ModelConfig.from_dict(json.loads(args.model_config.read_text())) if args.model_config
                         else _checkpoint_config(args.checkpoint))
         out = build_repository(args.out, onnx_dir=args.onnx_dir, model_config=model_config, checkpoint=args.checkpoint,

@@ -340,9 +340,9 @@ def test_network_knobs_from_the_command_line() -> None:
     base = RepositorySettings.for_target("torch-cuda")
     assert all(base.networks[n].batch_budget for n in (TEXT_ENCODER, DECODER, VOCODER))
     tuned = repo_mod._tuned(base, {"instances": ["decoder=3"], "max_queue_delay_us": ["vocoder=50"],
-                                   "batch_budget": ["text_encoder=1024"]})
+                                   "batch_budget": ["text_encoder=1024"], "max_batch_size": ["decoder=128"]})
     assert tuned.networks[DECODER].instances == 3 and tuned.networks[VOCODER].max_queue_delay_us == 50
-    assert tuned.networks[TEXT_ENCODER].batch_budget == 1024
+    assert tuned.networks[TEXT_ENCODER].batch_budget == 1024 and tuned.networks[DECODER].max_batch_size == 128
     assert tuned.networks[DECODER].batch_budget == base.networks[DECODER].batch_budget
     with pytest.raises(ValueError, match="expected NETWORK=N"):
         repo_mod._tuned(base, {"instances": ["decoders=2"]})
