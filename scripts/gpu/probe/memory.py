@@ -4,7 +4,9 @@
 
 Prints one line: the process's GPU memory (nvidia-smi) with the stage loaded (CUDA context, libraries, fp16
 weights), after capturing its CUDA graphs for every batch bucket up to MAX_BATCH (as
-:class:`~tts_triton.triton.torch_model.TritonPythonModel` does at load), and torch's reserved bytes then.
+:class:`~tts_triton.triton.torch_model.TritonPythonModel` does at load), torch's reserved bytes then, and the
+median time of one graph replay (GPU only, no copies) at batch 1 and 16 of the first input shape. The
+environment (``CUBLAS_WORKSPACE_CONFIG`` ...) applies as given.
 """
 
 import dataclasses
@@ -40,6 +42,19 @@ loaded = process_mib()
 began = time.time()
 graphs = runner.warm_up()
 captured = process_mib()
-print(f"{network} max_batch={max_batch} K={cfg.decoder.steps_per_call}: {graphs} graphs in "
-      f"{time.time() - began:.1f} s; process {loaded} MiB loaded, {captured} MiB with graphs; torch reserved "
+first = runner.graph_shapes()[0]
+replay_ms = {}
+for batch in (1, 16):
+    graph = runner.calls[(batch, first)].graph
+    times = []
+    for _ in range(60):
+        began_replay = time.perf_counter()
+        graph.replay()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - began_replay) * 1e3)
+    replay_ms[batch] = sorted(times)[len(times) // 2]
+workspace = os.environ.get("CUBLAS_WORKSPACE_CONFIG", "default")
+print(f"{network} max_batch={max_batch} K={cfg.decoder.steps_per_call} cuBLAS workspace {workspace}: replay "
+      f"{replay_ms[1]:.2f} / {replay_ms[16]:.2f} ms at batch 1 / 16 of {first}; ", end="")
+print(f"{graphs} graphs in {time.time() - began:.1f} s; process {loaded} MiB loaded, {captured} MiB with graphs; torch reserved "
       f"{torch.cuda.memory_reserved() / 2**20:.0f} MiB", flush=True)
