@@ -179,13 +179,14 @@ def _gpu_networks() -> dict[str, NetworkSettings]:
     hand-over, merging, copies) runs beside the other instance's graph replay. Under MPS on one H200 at
     concurrency 256: one decoder and two BLS 538x real time, two decoders and four BLS 723x, and two
     vocoders more 916x (runs 6 and 7 in BENCHMARKS.md); eight BLS 1047x against four's 859x (run 9). Each
-    CUDA instance holds 1.0-1.2 GB, 0.2-0.4 GB of it the graphs of its largest calls: batch budgets (rows x
-    tokens, rows x mel frames) keep those to what typical batches need."""
+    CUDA instance holds about 0.9-1.0 GB, 0.2-0.3 GB of it the graphs of its largest calls: batch budgets
+    (rows x tokens, rows x mel frames) keep those to what typical batches need; smaller budgets (decoder 64 x
+    64, text encoder 32 x 128) saved 0.15 GB and cost 5-10 % of the throughput at concurrency 128 (runs 11, 12)."""
     return {
-        TEXT_ENCODER: NetworkSettings(max_batch_size=32, max_queue_delay_us=0, batch_budget=32 * 128),
+        TEXT_ENCODER: NetworkSettings(max_batch_size=32, max_queue_delay_us=0, batch_budget=32 * 256),
         STYLE_ENCODER: NetworkSettings(max_batch_size=8, max_queue_delay_us=0, response_cache=True, kind=KIND_CPU,
                                        intra_op_threads=4),
-        DECODER: NetworkSettings(max_batch_size=64, max_queue_delay_us=0, instances=2, batch_budget=64 * 64),
+        DECODER: NetworkSettings(max_batch_size=128, max_queue_delay_us=0, instances=2, batch_budget=128 * 64),
         VOCODER: NetworkSettings(max_batch_size=64, max_queue_delay_us=0, instances=2, batch_budget=64 * 48),
     }
 
