@@ -168,6 +168,7 @@ def test_render_markdown_has_every_section() -> None:
     assert "| " + " | ".join(LEVEL_HEADERS) + " |" in text
     assert "| " + " | ".join(MODEL_HEADERS) + " |" in text
     assert "| vocoder | 8 | 0 | 2 | 4.00 | 1.00 | 0.00 |" in text
+    assert "| vocoder | 16 | 2000 | 1 | – | – | – |" in text  # settings: no batch budget, threads not given
     assert "![latency and throughput against concurrency](docs/bench/concurrency.png)" in text
     assert "`TTSError: boom`" in text
     assert "- Shared: during the levels other processes used 30-30 % of all cores, CPU steal time 1-1 %" in text

@@ -580,12 +580,13 @@ def _setup_sections(report: Report) -> list[str]:
         "".join(f"- {label}: {value}\n" for label, value in report.server),
     ]
     if report.settings:
-        rows = [[name, *(str(s.get(k, "")) for k in ("max_batch_size", "max_queue_delay_us", "instances",
-                                                      "intra_op_threads", "inter_op_threads"))]
+        rows = [[name, *(str(s.get(k) if s.get(k) is not None else "–")
+                         for k in ("max_batch_size", "max_queue_delay_us", "instances", "batch_budget",
+                                   "intra_op_threads", "inter_op_threads"))]
                 for name, s in report.settings.items()]
         parts += ["\nNetwork model settings (from `repository.json`):\n\n",
-                  markdown_table(("network", "max batch", "max queue delay µs", "instances", "intra-op threads",
-                                  "inter-op threads"), rows), "\n"]
+                  markdown_table(("network", "max batch", "max queue delay µs", "instances", "batch budget",
+                                  "intra-op threads", "inter-op threads"), rows), "\n"]
     return parts
 
 
@@ -1022,6 +1023,9 @@ async def describe_server(server: Any, url: str, repository: Path | None) -> Ser
                                     f"{manifest.get('built_at', '?')}, checkpoint sha256 "
                                     f"{manifest.get('checkpoint_sha256', '?')[:12]}"))
         settings = manifest.get("settings", {}).get("networks", {})
+        served = manifest.get("settings", {})
+        facts.append(("BLS", f"{served.get('bls_instances', '?')} instance(s) of `tts`; decoder steps per call: "
+                             f"{served.get('steps_per_call') or 'the checkpoint’s'}"))
     return ServerInfo(facts, trained, settings, params)
 
 
