@@ -56,5 +56,5 @@ for batch in (1, 16):
 workspace = os.environ.get("CUBLAS_WORKSPACE_CONFIG", "default")
 print(f"{network} max_batch={max_batch} K={cfg.decoder.steps_per_call} cuBLAS workspace {workspace}: replay "
       f"{replay_ms[1]:.2f} / {replay_ms[16]:.2f} ms at batch 1 / 16 of {first}; ", end="")
-print(f"{graphs} graphs in {time.time() - began:.1f} s; process {loaded} MiB loaded, {captured} MiB with graphs; torch reserved "
-      f"{torch.cuda.memory_reserved() / 2**20:.0f} MiB", flush=True)
+print(f"{graphs} graphs in {time.time() - began:.1f} s; process {loaded} MiB loaded, {captured} MiB with graphs; "
+      f"torch reserved {torch.cuda.memory_reserved() / 2**20:.0f} MiB", flush=True)
