@@ -34,7 +34,16 @@ served_sweep() {  # the main measurement against start.sh's server on /tmp/repo 
 product_sweep() {  # product_sweep SECONDS: the main measurement through the product path; GPU memory per
   # process read SECONDS after the start (after the baseline, with the server up)
   ( sleep "$1"; nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > $OUT/memory.txt ) &
-  product_bench 330 --model-repository /tmp/repo "${SWEEP[@]}"; }
+  product_bench 330 --model-repository /tmp/repo "${SWEEP[@]}"
+  cat $OUT/memory.txt; }
+phases() {  # phases WARMUP LEVEL...: per level, the bench alone, then the models' phase counters (phases.py)
+  local warmup=$1 c; shift
+  for c in "$@"; do
+    python3 scripts/gpu/probe/phases.py save /tmp/phases.json
+    bench 60 --warmup "$warmup" --concurrency "$c" --seconds 5 --baseline-device none --out /tmp/p.md \
+      --plot /tmp/p.png --json /tmp/p.json | grep "^triton "
+    echo "concurrency $c:"; python3 scripts/gpu/probe/phases.py diff /tmp/phases.json
+  done 2>&1 | tee $OUT/phases.txt; }
 variant() {  # variant REPORT BUILD-ARGS...: a short sweep (1, 64, 256) of a repository built with BUILD-ARGS
   echo "=== variant $* ($SECONDS s)"
   build --out /tmp/variant "${@:2}"

@@ -8,7 +8,6 @@ nvidia-smi dmon -s u -d 1 -c 400 > $OUT/dmon.txt 2>&1 &
 dmon=$!
 product_sweep 85
 kill $dmon
-cat $OUT/memory.txt
 if [ $SECONDS -lt 420 ]; then
   mps_on
   echo "=== variant K=8 ($SECONDS s)"

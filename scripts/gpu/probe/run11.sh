@@ -6,7 +6,6 @@ set -u
 cd "$(dirname "$0")/../../.."
 source scripts/gpu/probe/lib.sh
 product_sweep 85
-cat $OUT/memory.txt
 if [ $SECONDS -lt 420 ]; then
   mps_on
   echo "=== variant: 4 BLS instances ($SECONDS s)"

@@ -6,16 +6,10 @@ set -u
 cd "$(dirname "$0")/../../.."
 source scripts/gpu/probe/lib.sh
 product_sweep 85
-cat $OUT/memory.txt
 mps_on
 echo "=== phases ($SECONDS s)"
 source scripts/gpu/probe/start.sh /tmp/repo 8000
-for c in 1 64 128; do
-  python3 scripts/gpu/probe/phases.py save /tmp/phases.json
-  bench 60 --warmup 8 --concurrency $c --seconds 5 --baseline-device none --out /tmp/p.md --plot /tmp/p.png \
-    --json /tmp/p.json | grep "^triton "
-  echo "concurrency $c:"; python3 scripts/gpu/probe/phases.py diff /tmp/phases.json
-done 2>&1 | tee $OUT/phases.txt
+phases 8 1 64 128
 stop
 if [ $SECONDS -lt 430 ]; then
   echo "=== variant: run 10's batches ($SECONDS s)"

@@ -6,7 +6,6 @@ set -u
 cd "$(dirname "$0")/../../.."
 source scripts/gpu/probe/lib.sh
 product_sweep 85
-cat $OUT/memory.txt
 if [ $SECONDS -lt 300 ]; then
   echo "=== rerun ($SECONDS s)"
   product_bench 280 --model-repository /tmp/repo "${SWEEP[@]}" --out $OUT/rerun.md --plot $OUT/rerun.png \

@@ -8,12 +8,7 @@ product_sweep 80
 echo "=== phases ($SECONDS s)"
 mps_on
 source scripts/gpu/probe/start.sh /tmp/repo 8000
-for c in 1 64; do
-  python3 scripts/gpu/probe/phases.py save /tmp/phases.json
-  bench 60 --warmup 1 --concurrency $c --seconds 5 --baseline-device none --out /tmp/p.md --plot /tmp/p.png \
-    --json /tmp/p.json | grep "^triton "
-  echo "concurrency $c:"; python3 scripts/gpu/probe/phases.py diff /tmp/phases.json
-done 2>&1 | tee $OUT/phases.txt
+phases 1 1 64
 stop
 if [ $SECONDS -lt 420 ]; then
   echo "=== two vocoder instances ($SECONDS s)"
