@@ -1003,7 +1003,6 @@ class ServerInfo:
 
 async def describe_server(server: Any, url: str, repository: Path | None) -> ServerInfo:
     """Ask the server (metadata, ``tts`` config) and read the repository's manifest when there is one."""
-
     meta = await server.get_server_metadata(as_json=True)
     config = (await server.get_model_config(TTS, as_json=True)).get("config", {})
     params = {k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()}
@@ -1022,10 +1021,11 @@ async def describe_server(server: Any, url: str, repository: Path | None) -> Ser
         facts.append(("Repository", f"`{repository}`, target `{manifest.get('target')}`, built "
                                     f"{manifest.get('built_at', '?')}, checkpoint sha256 "
                                     f"{manifest.get('checkpoint_sha256', '?')[:12]}"))
-        settings = manifest.get("settings", {}).get("networks", {})
         served = manifest.get("settings", {})
+        settings = served.get("networks", {})
+        steps = served.get("steps_per_call") or "the checkpoint's"
         facts.append(("BLS", f"{served.get('bls_instances', '?')} instance(s) of `tts`; decoder steps per call: "
-                             f"{served.get('steps_per_call') or 'the checkpoint’s'}"))
+                             f"{steps}"))
     return ServerInfo(facts, trained, settings, params)
 
 

@@ -33,6 +33,7 @@ class MpsDaemon:
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root) if root else None
         self.env: dict[str, str] = {}
+        self._control = CONTROL
 
     def start(self) -> dict[str, str]:
         """Start the daemon; return the environment variables of its clients. Raises :class:`MpsError`."""
@@ -47,7 +48,7 @@ class MpsDaemon:
         done = subprocess.run([control, "-d"], env={**os.environ, **env}, capture_output=True, text=True, timeout=30)
         if done.returncode != 0:
             raise MpsError(f"{CONTROL} -d failed ({done.returncode}): {(done.stderr or done.stdout).strip()}")
-        self.env = env
+        self.env, self._control = env, control
         return dict(env)
 
     def stop(self) -> None:
@@ -55,5 +56,5 @@ class MpsDaemon:
         if not self.env:
             return
         env, self.env = self.env, {}
-        subprocess.run([shutil.which(CONTROL) or CONTROL], input="quit\n", env={**os.environ, **env},
+        subprocess.run([self._control], input="quit\n", env={**os.environ, **env},
                        capture_output=True, text=True, timeout=30, check=False)

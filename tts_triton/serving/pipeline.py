@@ -216,10 +216,11 @@ class Pipeline:
         finally:
             left = [producer]
             while not pending.empty():
-                left.append(pending.get_nowait())
-            for future in filter(None, left):
+                if (future := pending.get_nowait()) is not None:
+                    left.append(future)
+            for future in left:
                 future.cancel()
-            await asyncio.gather(*filter(None, left), return_exceptions=True)
+            await asyncio.gather(*left, return_exceptions=True)
 
     async def _decode_all(self, sentences: list[list[int]], cancelled: Callable[[], bool],
                           ref_mel: np.ndarray | None, pending: asyncio.Queue) -> None:
