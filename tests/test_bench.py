@@ -4,11 +4,15 @@ eager-baseline ratios and targets, report rendering; and one short run against t
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
 import sysconfig
+from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -40,6 +44,7 @@ from tts_triton.bench import (
     render_markdown,
     report_json,
     run_baseline,
+    run_level,
     summarize,
     target_rows,
 )
@@ -107,12 +112,14 @@ def _level() -> LevelResult:
         RequestRecord(index=2, measured=True, start=4.0, first_chunk=5.0, audio_seconds=1.0, chunks=1),  # cut off
         RequestRecord(index=3, measured=True, start=6.0, error="TTSError: boom"),
         RequestRecord(index=4, measured=False, start=6.5, first_chunk=6.6, end=9.0, audio_seconds=3.0, chunks=2),
+        RequestRecord(index=5, measured=False, start=0.0, opening=True, first_chunk=2.0, end=3.0, audio_seconds=1.0,
+                      chunks=1),
     ]
     return LevelResult(concurrency=2, records=records, loaded_seconds=10.0, cpu_busy=90.0, cpu_steal=1.0,
                        cpu_own=60.0)
 
 
-def test_summarize_separates_measured_fillers_cutoffs_and_errors() -> None:
+def test_summarize_separates_measured_fillers_opening_cutoffs_and_errors() -> None:
     s = summarize(_level())
     assert (s.concurrency, s.measured, s.completed, s.errors, s.cut_off) == (2, 4, 2, 1, 1)
     # first-chunk latency of every measured request that got audio (the cut-off one included)
@@ -120,15 +127,41 @@ def test_summarize_separates_measured_fillers_cutoffs_and_errors() -> None:
     assert s.first_chunk_p99 == pytest.approx(percentile([500.0, 1500.0, 1000.0], 99))
     # RTF over measured completed requests: 4/2 and 6/4
     assert s.rtf_mean == pytest.approx((2.0 + 1.5) / 2)
-    # throughput counts all audio received and every completed stream, fillers included
-    assert s.audio_per_second == pytest.approx(1.0)
-    assert s.requests_per_second == pytest.approx(0.3)
+    # throughput counts all audio received and every completed stream, fillers and the opening burst included
+    assert s.audio_per_second == pytest.approx(1.1)
+    assert s.requests_per_second == pytest.approx(0.4)
+    # the opening burst's first chunks, apart
+    assert (s.opening_p50, s.opening_p99) == pytest.approx((2000.0, 2000.0))
 
 
 def test_summarize_empty_level_gives_nan_not_errors() -> None:
     s = summarize(LevelResult(concurrency=1, records=[], loaded_seconds=0.0))
     assert s.measured == 0 and math.isnan(s.first_chunk_p50) and math.isnan(s.rtf_mean)
     assert math.isnan(s.audio_per_second)
+
+
+class ScriptedClient:
+    """Streams of fixed timing: the first chunk after ``first`` s, the end after ``total`` s (one chunk of 1 s)."""
+
+    def __init__(self, first: float, total: float) -> None:
+        self.first, self.total = first, total
+
+    async def stream(self, text: str) -> AsyncIterator[Any]:
+        await asyncio.sleep(self.first)
+        yield SimpleNamespace(audio=np.zeros(22050, np.float32), sample_rate=22050)
+        await asyncio.sleep(self.total - self.first)
+
+
+def test_run_level_measures_after_each_workers_opening_request() -> None:
+    level = asyncio.run(run_level(ScriptedClient(0.01, 0.03), concurrency=3, requests=6, seconds=60, grace=5,
+                                  say=print))
+    by_start = sorted(level.records, key=lambda r: r.start)
+    assert [r.opening for r in by_start[:3]] == [True] * 3 and not any(r.opening for r in by_start[3:])
+    assert not any(r.measured for r in by_start[:3])  # the burst of 3 streams opened at once
+    assert sum(r.measured for r in level.records) == 6 and all(r.ok for r in level.records if r.measured)
+    s = summarize(level)
+    assert (s.measured, s.completed) == (6, 6)
+    assert s.opening_p50 == pytest.approx(10.0, abs=8.0)
 
 
 def test_cpu_usage() -> None:
@@ -169,6 +202,7 @@ def test_render_markdown_has_every_section() -> None:
     assert "| " + " | ".join(MODEL_HEADERS) + " |" in text
     assert "| vocoder | 8 | 0 | 2 | 4.00 | 1.00 | 0.00 |" in text
     assert "| vocoder | 16 | 2000 | 1 | – | – | – |" in text  # settings: no batch budget, threads not given
+    assert "### Opening burst" in text and "| triton | 2 | 2,000.0 | 2,000.0 |" in text
     assert "![latency and throughput against concurrency](docs/bench/concurrency.png)" in text
     assert "`TTSError: boom`" in text
     assert "- Shared: during the levels other processes used 30-30 % of all cores, CPU steal time 1-1 %" in text
@@ -309,7 +343,7 @@ def test_report_json_is_strict_and_keeps_every_request() -> None:
     report = _report(trained=True)
     report.memory = [MemorySample("start", 0.0, None)]
     data = json.loads(report_json(report), parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
-    assert len(data["report"]["levels"][0]["records"]) == 5
+    assert len(data["report"]["levels"][0]["records"]) == 6
     assert data["report"]["levels"][0]["records"][3]["error"] == "TTSError: boom"
     assert data["summaries"]["levels"][0]["first_chunk_p50"] == pytest.approx(1000.0)
     assert data["report"]["memory"] == [{"label": "start", "seconds": 0.0, "used": None}]

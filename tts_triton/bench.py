@@ -130,11 +130,13 @@ def percentile(values: Sequence[float], q: float) -> float:
 @dataclass
 class RequestRecord:
     """One stream of a level. Times are seconds since the level started; ``first_chunk`` and ``end`` stay
-    None until the first audio arrives / the stream completes (None at the end: cut off or failed)."""
+    None until the first audio arrives / the stream completes (None at the end: cut off or failed). ``opening``:
+    a worker's first request (the level's C streams opened at once; never measured)."""
 
     index: int
     measured: bool
     start: float
+    opening: bool = False
     first_chunk: float | None = None
     end: float | None = None
     audio_seconds: float = 0.0
@@ -293,6 +295,9 @@ class LevelSummary:
     cpu_busy: float
     cpu_steal: float
     cpu_own: float
+    #: First-chunk latency of the opening burst (every worker's first request, all sent at once), ms.
+    opening_p50: float = math.nan
+    opening_p99: float = math.nan
 
 
 def summarize(level: LevelResult) -> LevelSummary:
@@ -300,6 +305,7 @@ def summarize(level: LevelResult) -> LevelSummary:
     measured = [r for r in level.records if r.measured]
     done = [r for r in measured if r.ok and r.audio_seconds > 0]
     first = [1000 * (r.first_chunk - r.start) for r in measured if r.first_chunk is not None]
+    opening = [1000 * (r.first_chunk - r.start) for r in level.records if r.opening and r.first_chunk is not None]
     rtf = [(r.end - r.start) / r.audio_seconds for r in done if r.end is not None]
     span = level.loaded_seconds
     return LevelSummary(
@@ -320,6 +326,8 @@ def summarize(level: LevelResult) -> LevelSummary:
         cpu_busy=level.cpu_busy,
         cpu_steal=level.cpu_steal,
         cpu_own=level.cpu_own,
+        opening_p50=percentile(opening, 50),
+        opening_p99=percentile(opening, 99),
     )
 
 
@@ -342,6 +350,14 @@ def level_row(s: LevelSummary, runtime: str) -> list[str]:
             _num(s.first_chunk_p50, 1), _num(s.first_chunk_p90, 1), _num(s.first_chunk_p99, 1), _num(s.rtf_mean, 3),
             _num(s.rtf_p90, 3), _num(s.audio_per_second, 2), _num(s.requests_per_second, 3),
             _num(s.loaded_seconds, 1), _num(s.cpu_busy), _num(s.cpu_own)]
+
+
+OPENING_HEADERS = ("runtime", "concurrency", "first chunk p50 ms", "p99 ms")
+
+
+def opening_row(s: LevelSummary, runtime: str) -> list[str]:
+    """One row of the opening-burst table (headers :data:`OPENING_HEADERS`)."""
+    return [runtime, str(s.concurrency), _num(s.opening_p50, 1), _num(s.opening_p99, 1)]
 
 
 def model_row(m: ModelDelta) -> list[str]:
@@ -595,7 +611,10 @@ def _method_section(report: Report) -> list[str]:
         "\n## Method\n\n",
         f"- Warm-up: {report.warmup} request(s) one at a time (the first sentences of the set), not measured.\n",
         f"- Per concurrency C: C closed-loop workers (one `AsyncTTSClient`, one gRPC stream per request, no think "
-        f"time). Requests started in the first {report.seconds:g} s (up to `--requests`) are measured; then "
+        "time). Each worker's first request is not measured: the C streams open at the same instant, a burst that a "
+        "steady load never sees (its first-chunk latency is reported apart, under *Opening burst*). The requests "
+        f"started from then on, within {report.seconds:g} s of the first of them (up to `--requests`), are measured; "
+        "then "
         f"unmeasured filler requests keep C streams in flight until every measured one finished (at most "
         f"{report.grace:g} s more; measured requests still running then are counted as *cut off*). That ends the "
         f"load; the streams still open may then finish unmeasured within {report.grace:g} s (only what runs after "
@@ -648,6 +667,10 @@ def _results_section(report: Report) -> list[str]:
     parts = ["\n\n## Results\n\n", "".join(f"> {note}\n\n" for note in report.notes),
              markdown_table(LEVEL_HEADERS, [level_row(s, r) for r, s in report.rows()], left=2),
              "\n\n", f"![latency and throughput against concurrency]({report.plot})\n\n"]
+    parts += ["### Opening burst\n\n",
+              "Each level's first C requests, sent at the same instant (not measured above): a burst of C new "
+              "listeners.\n\n",
+              markdown_table(OPENING_HEADERS, [opening_row(s, r) for r, s in report.rows()], left=1), "\n\n"]
     pairs = baseline_pairs(served, baseline)
     if pairs:
         parts += ["### Against the eager baseline (same run)\n\n",
@@ -743,8 +766,10 @@ async def _one_stream(client: Any, record: RequestRecord, t0: float) -> None:
 
 async def run_level(client: Any, concurrency: int, requests: int, seconds: float, grace: float,
                     say: Callable[[str], None]) -> LevelResult:
-    """Hold ``concurrency`` streams in flight; measure the requests started in the first ``seconds`` (at most
-    ``requests``); the load ends when they all finished or ``seconds + grace`` passed. Streams still running
+    """Hold ``concurrency`` streams in flight; measure the requests started in ``seconds`` (at most ``requests``)
+    from the first measured one. Each worker's first request is not measured: those C open at the same instant,
+    a burst the steady load never sees (they are recorded as ``opening``). The load ends when the measured ones
+    all finished or ``seconds + grace`` passed since the first of them (or the level) started. Streams still running
     then may finish within ``grace`` more seconds (audio they receive after the end does not count); only
     what runs after that is cancelled: Triton 2.51's gRPC frontend can crash on a cancel that races a
     stream's completion (triton-inference-server/server#7840, fixed in 2.53).
@@ -752,14 +777,22 @@ async def run_level(client: Any, concurrency: int, requests: int, seconds: float
     t0 = _now()
     records: list[RequestRecord] = []
     counters = {"measured": 0, "next": 0}
+    window: list[float] = []  # when the first measured request started
     loading = True
 
+    def issuing() -> bool:
+        return counters["measured"] < requests and (not window or _now() - window[0] < seconds)
+
     async def worker() -> None:
+        opening = True
         while loading:
-            measured = counters["measured"] < requests and _now() - t0 < seconds
+            measured = not opening and issuing()
+            if measured and not window:
+                window.append(_now())
             counters["measured"] += measured
-            record = RequestRecord(index=counters["next"], measured=measured, start=_now() - t0)
+            record = RequestRecord(index=counters["next"], measured=measured, start=_now() - t0, opening=opening)
             counters["next"] += 1
+            opening = False
             records.append(record)
             await _one_stream(client, record, t0)
             if record.error:
@@ -774,13 +807,12 @@ async def run_level(client: Any, concurrency: int, requests: int, seconds: float
         while True:
             await asyncio.sleep(0.1)
             elapsed = _now() - t0
-            issuing = counters["measured"] < requests and elapsed < seconds
-            if (not issuing and pending() == 0) or elapsed >= seconds + grace:
+            if (not issuing() and pending() == 0) or _now() - (window or [t0])[0] >= seconds + grace:
                 break
             if elapsed >= next_report:
                 done = sum(r.measured and r.end is not None for r in records)
                 say(f"    c={concurrency} {elapsed:5.0f} s: {done}/{counters['measured']} measured done, "
-                    f"{pending()} measured in flight{'' if issuing else ', draining'}")
+                    f"{pending()} measured in flight{'' if issuing() else ', draining'}")
                 next_report += _REPORT_EVERY
     finally:
         loaded, loading = _now() - t0, False
@@ -831,7 +863,8 @@ def level_line(s: LevelSummary, runtime: str) -> str:
     """The progress line printed when a level ends."""
     return (f"  {runtime} c={s.concurrency}: {s.completed}/{s.measured} done ({s.errors} errors, {s.cut_off} cut "
             f"off) in {s.loaded_seconds:.0f} s; first chunk p50/p90/p99 {_num(s.first_chunk_p50)}/"
-            f"{_num(s.first_chunk_p90)}/{_num(s.first_chunk_p99)} ms; RTF mean {_num(s.rtf_mean, 3)}; "
+            f"{_num(s.first_chunk_p90)}/{_num(s.first_chunk_p99)} ms (opening burst p99 {_num(s.opening_p99)} ms); "
+            f"RTF mean {_num(s.rtf_mean, 3)}; "
             f"{_num(s.audio_per_second, 1)} audio s/s; CPU busy {_num(s.cpu_busy)} % (bench {_num(s.cpu_own)} %)")
 
 
