@@ -1,7 +1,8 @@
 """Where a batch-1 network call's time goes in process: the graph replay alone against the whole
 ``StageRunner.run`` (request grouping, pinned copies in and out, replay, synchronisation, split), per network
 at the first chunk's shapes (64 tokens, 48 frames), with the torch-cuda settings (fp16, K=16, batch budgets).
-Run it as an MPS client (CUDA_MPS_PIPE_DIRECTORY of a running daemon) to see what MPS adds.
+Each StageRunner.run is timed back to back and after 5 ms idle. Run it as an MPS client (CUDA_MPS_PIPE_DIRECTORY
+of a running daemon) to see what MPS adds.
 
     python3 scripts/gpu/probe/overhead.py LABEL
 """
@@ -26,11 +27,13 @@ cfg = settings.serving_config(ck.config)
 torch.backends.cudnn.benchmark = False
 torch.cuda.set_device(0)
 sizes = {contract.TOKENS: 64, contract.FRAMES: 48}
+IDLE_S = 0.005  # a call after the host and the GPU idled this long, as between a stream's calls through Triton
 
 
-def median_ms(call, n: int = 100) -> float:
+def median_ms(call, n: int = 100, idle_s: float = 0.0) -> float:
     times = []
     for _ in range(n):
+        time.sleep(idle_s)
         began = time.perf_counter()
         call()
         times.append((time.perf_counter() - began) * 1e3)
@@ -50,7 +53,9 @@ def measure(name: str, stage: torch.nn.Module) -> str:
         torch.cuda.synchronize()
 
     replay_ms, run_ms = median_ms(replay), median_ms(lambda: runner.run([feed]))
-    return f"{name}: replay {replay_ms:.2f} ms, StageRunner.run {run_ms:.2f} ms (median of 100, batch 1)"
+    idle_ms = median_ms(lambda: runner.run([feed]), idle_s=IDLE_S)
+    return (f"{name}: replay {replay_ms:.2f} ms, StageRunner.run {run_ms:.2f} ms, after {IDLE_S * 1e3:g} ms idle "
+            f"{idle_ms:.2f} ms (medians of 100, batch 1)")
 
 
 stages = ck.stages(cfg)
