@@ -161,7 +161,7 @@ def test_run_level_measures_after_each_workers_opening_request() -> None:
     assert sum(r.measured for r in level.records) == 6 and all(r.ok for r in level.records if r.measured)
     s = summarize(level)
     assert (s.measured, s.completed) == (6, 6)
-    assert s.opening_p50 == pytest.approx(10.0, abs=8.0)
+    assert s.opening_p50 >= 10.0  # the opening streams' first chunks, which each took 10 ms or more
 
 
 def test_cpu_usage() -> None:
