@@ -1,3 +1,5 @@
+# Flawed, kept as the record of run 19: the patched copy under /tmp/pkgroot never reached the stubs, which import
+# tts_triton from the project root (their working directory); every variant ran the unchanged loop. Run 21 redoes it.
 # GPU run 19 (issue 12, session 9): does the first chunk wait on the calls started beside it? The C=1 trace
 # (trace.py) and a short sweep (C=1, 64, 128) of the product's torch-cuda repository for the decode loop as it is
 # (A) and with probe patches to tts_triton/serving: B one vocoder call of a stream in flight at a time
