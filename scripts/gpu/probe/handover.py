@@ -9,11 +9,11 @@ responses out to shared memory).
 """
 
 import argparse
-import json
 import statistics
 import tempfile
 import textwrap
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -80,15 +80,18 @@ DRIVER = textwrap.dedent("""
 """)
 
 
+def _tensors(prefix: str, n: int) -> str:
+    """Config entries of ``n`` FP32 [-1] tensors named ``prefix0``, ``prefix1`` ..."""
+    return ", ".join(f'{{ name: "{prefix}{i}" data_type: TYPE_FP32 dims: [ -1 ] }}' for i in range(n))
+
+
 def write_repository(root: Path) -> None:
     for name, (n_in, n_out) in SINKS.items():
         (root / name / "1").mkdir(parents=True)
         (root / name / "1" / "model.py").write_text(SINK.format(counts=(n_in, n_out)))
-        tensors = lambda kind, prefix, n: ", ".join(  # noqa: E731
-            f'{{ name: "{prefix}{i}" data_type: TYPE_FP32 dims: [ -1 ] }}' for i in range(n))
         (root / name / "config.pbtxt").write_text(
             f'name: "{name}"\nbackend: "python"\nmax_batch_size: 128\ndynamic_batching {{ }}\n'
-            f'input [ {tensors("input", "x", n_in)} ]\noutput [ {tensors("output", "y", n_out)} ]\n'
+            f'input [ {_tensors("x", n_in)} ]\noutput [ {_tensors("y", n_out)} ]\n'
             'instance_group [ { kind: KIND_CPU count: 1 } ]\n')
     (root / "driver" / "1").mkdir(parents=True)
     (root / "driver" / "1" / "model.py").write_text(DRIVER)
@@ -99,8 +102,11 @@ def write_repository(root: Path) -> None:
         'instance_group [ { kind: KIND_CPU count: 1 } ]\n')
 
 
-def sink_counters(client: grpcclient.InferenceServerClient, metrics: str, model: str) -> tuple[int, int, float, float]:
+def sink_counters(client: grpcclient.InferenceServerClient, metrics_url: str,
+                  model: str) -> tuple[int, int, float, float]:
     """(executions, requests, compute_infer seconds, execute seconds) of a sink so far."""
+    with urllib.request.urlopen(metrics_url) as page:
+        metrics = page.read().decode()
     stats = client.get_inference_statistics(model, as_json=True)["model_stats"][0]
     infer = stats["inference_stats"]
     execute = 0.0
@@ -113,10 +119,7 @@ def sink_counters(client: grpcclient.InferenceServerClient, metrics: str, model:
 
 def run_variant(client: grpcclient.InferenceServerClient, metrics_url: str, n_in: int, n: int, kib: float,
                 rounds: int) -> str:
-    import urllib.request
-
     model = f"sink_{n_in}"
-    read = lambda: sink_counters(client, urllib.request.urlopen(metrics_url).read().decode(), model)  # noqa: E731
     elems = int(kib * 1024 / 4)
     cfg = np.array([n_in, n, elems, rounds], np.int32)
     results: list[np.ndarray] = []
@@ -124,12 +127,12 @@ def run_variant(client: grpcclient.InferenceServerClient, metrics_url: str, n_in
     try:
         client.async_stream_infer("driver", [_input(np.array([n_in, n, elems, 10], np.int32))])  # warm-up
         _wait(results, 1)
-        before = read()
+        before = sink_counters(client, metrics_url, model)
         client.async_stream_infer("driver", [_input(cfg)])
         _wait(results, 2)
     finally:
         client.stop_stream()
-    after = read()
+    after = sink_counters(client, metrics_url, model)
     if not isinstance(results[1], np.ndarray):
         raise RuntimeError(str(results[1]))
     execs, reqs, infer, execute = (a - b for a, b in zip(after, before, strict=True))
@@ -174,7 +177,6 @@ def main() -> None:
                 for kib in (0.25, 64):
                     for n in (1, 32):
                         print(run_variant(client, server.metrics_url, n_in, n, kib, args.rounds), flush=True)
-            print(json.dumps({"rounds": args.rounds}))
 
 
 if __name__ == "__main__":
