@@ -53,7 +53,14 @@ from tts_triton.contract import (
 )
 from tts_triton.digest import file_sha256
 from tts_triton.onnx_io import ONNX_FILE, io_mismatches
-from tts_triton.triton.utils import BATCH_BUDGET, INPUT_AXES, INTER_OP_THREADS, INTRA_OP_THREADS, input_axes_parameter
+from tts_triton.triton.utils import (
+    BATCH_BUDGET,
+    FIRST_CHUNK_FIRST,
+    INPUT_AXES,
+    INTER_OP_THREADS,
+    INTRA_OP_THREADS,
+    input_axes_parameter,
+)
 
 from .pbtxt import EnumValue, render, string_parameters, tensor
 from .tensorrt_profiles import network_profiles
@@ -205,6 +212,9 @@ class RepositorySettings:
     fp16: bool = True
     cuda_graphs: bool = True
     steps_per_call: int | None = None
+    #: The BLS's streams put their first chunk first (``StreamingConfig.first_chunk_first``): lower first-chunk
+    #: latency under load for less throughput.
+    first_chunk_first: bool = False
 
     @classmethod
     def for_target(cls, target: str, **overrides: Any) -> RepositorySettings:
@@ -406,6 +416,7 @@ def _write_bls_models(root: Path, model_config: ModelConfig, voice_bank: Path, b
         "model_config": json.dumps(model_config.to_dict(), separators=(",", ":")),
         "voice_bank": json.dumps(bank, ensure_ascii=False, separators=(",", ":")),
         "checkpoint_name": checkpoint_name,
+        FIRST_CHUNK_FIRST: "true" if settings.first_chunk_first else "false",
     }
     for name, decoupled in BLS_MODELS.items():
         version_dir = _model_dir(root, name, _bls_config(tts_spec(model_config, name), decoupled, params, settings))
@@ -583,9 +594,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="Triton's max_batch_size of one network model; repeatable")
     parser.add_argument("--batch-budget", action="append", default=[], metavar="NETWORK=N",
                         help="torch-cuda: most rows x tokens (or mel frames) of one device call; repeatable")
+    parser.add_argument("--first-chunk-first", action="store_true",
+                        help="each stream keeps one vocoder call in flight and decodes on only once its first chunk "
+                             "is out: lower first-chunk latency under load, for less throughput")
     args = parser.parse_args(argv)
     given = {"instance_kind": args.instance_kind, "steps_per_call": args.steps_per_call,
-             "bls_instances": args.bls_instances}
+             "bls_instances": args.bls_instances, "first_chunk_first": args.first_chunk_first or None}
     settings = RepositorySettings.for_target(args.target, **{k: v for k, v in given.items() if v is not None})
     try:
         settings = _tuned(settings, {"instances": args.instances, "max_queue_delay_us": args.queue_delay_us,

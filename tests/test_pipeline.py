@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import subprocess
 import sys
 
@@ -152,6 +153,24 @@ def test_decoding_runs_ahead_of_vocoding_and_chunks_stay_in_order() -> None:
     assert set(np.unique(frames, return_counts=True)[1]) == {cfg.decoder.frames_per_step}
     assert [c.sentence for c in chunks] == sorted(c.sentence for c in chunks)
     np.testing.assert_array_equal(np.concatenate([c.audio for c in chunks]), np.repeat(frames, audio.HOP_LENGTH))
+
+
+def test_first_chunk_first_keeps_one_vocoder_call_in_flight_and_the_first_chunk_ahead() -> None:
+    cfg = ModelConfig()
+    streaming = dataclasses.replace(STREAMING, first_chunk_first=True)
+    backend = PacedBackend(cfg, stop_at=30, vocoder_s=lambda i: 0.02 / (i + 1))
+    chunks = stream_all(Pipeline(backend, cfg, streaming), [[1] * 40, [1] * 40])
+    assert backend.log.index(("start", contract.DECODER, 1)) > backend.log.index(("end", contract.VOCODER, 0))
+    in_flight = 0
+    for kind, model, _ in backend.log:
+        if model == contract.VOCODER:
+            in_flight += 1 if kind == "start" else -1
+            assert in_flight <= 1
+    ends = [i for kind, model, i in backend.log if kind == "end" and model == contract.VOCODER]
+    assert ends == sorted(ends)
+    # the same audio as decoding and vocoding all at once
+    default = stream_all(Pipeline(PacedBackend(cfg, stop_at=30, vocoder_s=lambda i: 0.0), cfg), [[1] * 40, [1] * 40])
+    np.testing.assert_array_equal(np.concatenate([c.audio for c in chunks]), np.concatenate([c.audio for c in default]))
 
 
 def test_a_backend_that_never_yields_still_vocodes_between_decoder_calls() -> None:

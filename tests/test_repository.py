@@ -54,7 +54,7 @@ from tts_triton.onnx_io import io_mismatches
 from tts_triton.server import TritonServer
 from tts_triton.triton import onnx_model
 from tts_triton.triton.onnx_model import batch_groups, run_batch
-from tts_triton.triton.utils import BATCH_BUDGET
+from tts_triton.triton.utils import BATCH_BUDGET, FIRST_CHUNK_FIRST
 
 CFG = ModelConfig()
 SPECS = network_specs(CFG)
@@ -220,6 +220,7 @@ def test_bls_models_carry_config_voice_bank_and_adapter(built, sources) -> None:
         assert json.loads(params["voice_bank"]) == VOICE_BANK
         assert ModelConfig.from_dict(json.loads(params["model_config"])) == settings.serving_config(CFG)
         assert params["checkpoint_name"] == sources.checkpoint.name
+        assert params[FIRST_CHUNK_FIRST] == "false"
         assert json.loads((out / name / repo_mod.VOICE_BANK_FILE).read_text(encoding="utf-8")) == VOICE_BANK
         adapter = (out / name / "1" / "model.py").read_text()
         assert "from tts_triton.triton.bls import TritonPythonModel  # noqa: F401" in adapter
@@ -334,6 +335,11 @@ def test_cli(sources, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert read_manifest(tmp_path / "repo")["model_config"] == json.loads(json.dumps(CFG.to_dict()))
     assert main([*args, "--out", str(sources.voice_bank)]) == 1
     assert "not a directory" in capsys.readouterr().err
+    assert main([*args, "--out", str(tmp_path / "repo"), "--first-chunk-first"]) == 0
+    assert read_manifest(tmp_path / "repo")["settings"]["first_chunk_first"] is True
+    for name in BLS_MODELS:
+        config = parse((tmp_path / "repo" / name / "config.pbtxt").read_text())
+        assert config.parameters[FIRST_CHUNK_FIRST].string_value == "true"
 
 
 def test_network_knobs_from_the_command_line() -> None:

@@ -216,11 +216,13 @@ def test_instance_device_follows_the_instance_kind() -> None:
 
 @pytest.fixture(scope="module")
 def torch_repository(checkpoint_file: Path, model_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The torch-cuda repository of the test checkpoint, its networks on the CPU (fp32: compared to the reference)."""
+    """The torch-cuda repository of the test checkpoint, its networks on the CPU (fp32: compared to the reference),
+    its BLS putting each stream's first chunk first (the ONNX repositories of the other server tests do not)."""
     from tts_triton.checkpoint import load_checkpoint
 
     cfg = load_checkpoint(checkpoint_file).config
-    settings = RepositorySettings.for_target("torch-cuda", instance_kind="KIND_CPU", fp16=False)
+    settings = RepositorySettings.for_target("torch-cuda", instance_kind="KIND_CPU", fp16=False,
+                                             first_chunk_first=True)
     out = tmp_path_factory.mktemp("torch") / "model_repository"
     return build_repository(out, model_config=cfg, checkpoint=checkpoint_file,
                             voice_bank=model_repository / contract.TTS / "voice_bank.json", target="torch-cuda",

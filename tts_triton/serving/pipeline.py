@@ -196,8 +196,9 @@ class Pipeline:
 
         Decoding runs ahead of vocoding: a vocoder call starts as soon as its window is decoded, while
         the decoder goes on (and the next sentence is encoded), so one stream keeps its decoder and
-        vocoder calls in flight together; chunks are yielded in order. A failure comes after the chunks
-        whose vocoder calls started before it.
+        vocoder calls in flight together; chunks are yielded in order. With ``streaming.first_chunk_first``
+        a vocoder call also waits for the stream's previous one, and decoding waits for the first chunk.
+        A failure comes after the chunks whose vocoder calls started before it.
 
         The style is ``style`` or, when that is None, the style of the reference log-mel ``ref_mel``
         (computed with the first sentence's encoding and kept in ``self.style``). Per-sentence
@@ -207,6 +208,7 @@ class Pipeline:
         if (style is None) == (ref_mel is None):
             raise ValueError("give exactly one of style and ref_mel")
         self.style = style
+        self._last_chunk: asyncio.Future[Chunk] | None = None
         pending: asyncio.Queue[asyncio.Future[Chunk] | None] = asyncio.Queue()
         producer = asyncio.ensure_future(self._decode_all(sentences, cancelled, ref_mel, pending))
         try:
@@ -234,20 +236,31 @@ class Pipeline:
                 mel = np.zeros((0, self.cfg.n_mels), np.float32)
                 async for frames in self.decode(ids, stats, cancelled, ref_mel if index == 0 else None):
                     mel = np.concatenate([mel, frames])
-                    self._start_chunks(pending, planner, mel, index, stats, finished=False)
+                    started = self._start_chunks(pending, planner, mel, index, stats, finished=False)
+                    opened = index == 0 and 0 < len(started) == stats.vocoder_calls  # the stream's first chunk began
+                    if self.streaming.first_chunk_first and opened:
+                        await asyncio.wait(started[:1])
                     await asyncio.sleep(0)  # a backend computing inside infer (in process) vocodes before decoding on
                 self._start_chunks(pending, planner, mel, index, stats, finished=True)
         finally:
             pending.put_nowait(None)
 
     def _start_chunks(self, pending: asyncio.Queue, planner: ChunkPlanner, mel: np.ndarray, sentence: int,
-                      stats: SentenceStats, finished: bool) -> None:
-        """Start the vocoder call of every window of ``mel`` that the planner has ready."""
+                      stats: SentenceStats, finished: bool) -> list[asyncio.Future[Chunk]]:
+        """Start the vocoder call of every window of ``mel`` that the planner has ready; those calls."""
+        started = []
         while (window := planner.next_window(len(mel), finished)) is not None:
             stats.vocoder_calls += 1
-            pending.put_nowait(asyncio.ensure_future(self._chunk(mel, window, sentence)))
+            after = self._last_chunk if self.streaming.first_chunk_first else None
+            self._last_chunk = asyncio.ensure_future(self._chunk(mel, window, sentence, after))
+            pending.put_nowait(self._last_chunk)
+            started.append(self._last_chunk)
+        return started
 
-    async def _chunk(self, mel: np.ndarray, window: ChunkWindow, sentence: int) -> Chunk:
+    async def _chunk(self, mel: np.ndarray, window: ChunkWindow, sentence: int,
+                     after: asyncio.Future[Chunk] | None) -> Chunk:
+        if after is not None:  # first_chunk_first: one vocoder call of the stream in flight
+            await asyncio.wait([after])
         return Chunk(await self.vocode(mel, window), mel[window.start : window.end], sentence)
 
     async def synthesize(self, sentences: list[list[int]], style: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -22,7 +22,8 @@ limit bounds that case. A stop at the time limit is an UNAVAILABLE error.
 Metrics: ``tts_active_requests`` (gauge) and ``tts_requests_total`` (counter) by ``model`` and
 ``outcome`` (:data:`OUTCOMES`), beside Triton's own.
 
-Config parameters: ``model_config`` (ModelConfig JSON), ``voice_bank`` (VoiceBank JSON).
+Config parameters: ``model_config`` (ModelConfig JSON), ``voice_bank`` (VoiceBank JSON), ``first_chunk_first``
+(``"true"``: :attr:`~tts_triton.config.StreamingConfig.first_chunk_first` for ``tts``; ``tts_offline`` ignores it).
 
 This module is a thin adapter: request handling lives in :mod:`tts_triton.serving.service`, the
 decode loop in :mod:`tts_triton.serving.pipeline`; here are only the Triton calls.
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import threading
 import time
@@ -43,11 +45,11 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from tts_triton import audio, contract
-from tts_triton.config import LIMITS, ModelConfig
+from tts_triton.config import LIMITS, STREAMING, ModelConfig
 from tts_triton.errors import InvalidInput
 from tts_triton.serving.pipeline import Cancelled, Chunk
 from tts_triton.serving.service import TTSService, parse_request
-from tts_triton.triton.utils import ProgressGate, parameters
+from tts_triton.triton.utils import FIRST_CHUNK_FIRST, ProgressGate, parameters
 from tts_triton.voices import VoiceBank
 
 
@@ -128,7 +130,9 @@ class TritonPythonModel:
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
         self.cfg = ModelConfig.from_dict(json.loads(params["model_config"]))
         self.spec = contract.tts_spec(self.cfg, config["name"])
-        self.service = TTSService(self.cfg, VoiceBank.from_json(params["voice_bank"]))
+        first = self.decoupled and params.get(FIRST_CHUNK_FIRST) == "true"  # tts_offline sends no first chunk
+        streaming = dataclasses.replace(STREAMING, first_chunk_first=first)
+        self.service = TTSService(self.cfg, VoiceBank.from_json(params["voice_bank"]), streaming)
         self.service.warm_up()
         self.backend = BlsBackend(self.cfg)
         self.logger = pb_utils.Logger

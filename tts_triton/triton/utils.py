@@ -21,6 +21,8 @@ INTRA_OP_THREADS = "intra_op_thread_count"
 INTER_OP_THREADS = "inter_op_thread_count"
 #: Network config parameter (``torch-cuda``): the most rows x tokens (or mel frames) of one device call.
 BATCH_BUDGET = "batch_budget"
+#: ``tts`` config parameter: ``"true"`` sets ``StreamingConfig.first_chunk_first`` (``tts_offline`` ignores it).
+FIRST_CHUNK_FIRST = "first_chunk_first"
 
 
 def parameters(model_config: Mapping[str, Any]) -> dict[str, str]:
