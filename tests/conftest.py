@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tts_triton.config import DecoderConfig, ModelConfig, StyleEncoderConfig, TextEncoderConfig
-from tts_triton.server import TritonServer, free_port
+from tts_triton.server import TritonServer, free_ports
 
 #: A model small enough that a CPU training step takes well under a second (the vocoder stays v2). Its style
 #: encoder halves the mel axis six times, down to 2 from 80 bins and from 128, so its GRU width is layout-free.
@@ -38,12 +38,7 @@ class TritonPorts:
 
 def pick_ports() -> TritonPorts:
     """Three distinct free loopback ports."""
-    ports: list[int] = []
-    while len(ports) < 3:
-        port = free_port()
-        if port not in ports:
-            ports.append(port)
-    return TritonPorts(*ports)
+    return TritonPorts(*free_ports(3))
 
 
 #: Seconds a stopping test server waits for in-flight work and model unloading (Triton's default: 30).

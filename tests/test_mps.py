@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tts_triton.mps import CONTROL, MpsDaemon, MpsError
-from tts_triton.server import TritonServer, TritonServerError, free_port
+from tts_triton.server import TritonServer, TritonServerError, free_ports
 
 FAKE = """#!/bin/sh
 echo "args=$* pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY stdin=$( [ "$1" = -d ] || cat )" >> "{record}"
@@ -63,8 +63,6 @@ def test_server_passes_the_daemon_to_its_models(model_repository: Path, tmp_path
     server.stop()  # never started a server: still quits the daemon
     assert record.read_text().splitlines()[-1].endswith("stdin=quit")
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
-    ports: list[int] = []
-    while len(ports) < 3:
-        ports += [port] if (port := free_port()) not in ports else []
+    ports = free_ports(3)
     with pytest.raises(TritonServerError, match=CONTROL):
         TritonServer(model_repository, mps=True, http_port=ports[0], grpc_port=ports[1], metrics_port=ports[2]).start()

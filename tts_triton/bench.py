@@ -54,7 +54,7 @@ from tts_triton.config import ModelConfig
 from tts_triton.contract import TTS
 from tts_triton.figures import pyplot, save_figure
 from tts_triton.paths import default_model_repository
-from tts_triton.server import TritonInstall, TritonNotFoundError, TritonServer, TritonServerError, free_port
+from tts_triton.server import TritonInstall, TritonNotFoundError, TritonServer, TritonServerError, free_ports
 from tts_triton.tables import markdown_table, text_table
 
 __all__ = [
@@ -1223,18 +1223,21 @@ def _server(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator[Ta
         repository = ensure_repository(args.model_repository, target=args.target)
     except ValueError as err:  # an unknown target, a checkpoint that does not fit
         raise TritonServerError(f"cannot build {args.model_repository}: {err}") from None
-    ports: list[int] = []
-    while len(ports) < 3:
-        port = free_port()
-        if port not in ports:
-            ports.append(port)
-    install = bundle_install(args.triton_home) if args.triton_home else None
-    server = (BundleServer if install else TritonServer)(repository.resolve(), http_port=ports[0], grpc_port=ports[1],
-                                                         metrics_port=ports[2], install=install, mps=args.mps)
-    say(f"starting the embedded tritonserver{f' from {args.triton_home}' if install else ''} "
+    server = embedded_server(repository, args.triton_home, mps=args.mps)
+    say(f"starting the embedded tritonserver{f' from {args.triton_home}' if args.triton_home else ''} "
         f"(log: {server.log_file}) ...")
     with server:
         yield Target(server.grpc_url, server.metrics_url, repository, server.pid, f"triton {args.target}")
+
+
+def embedded_server(repository: Path, triton_home: Path | None = None, **options: Any) -> TritonServer:
+    """A server (not started) for ``repository`` on three free loopback ports: nvidia-pytriton's Triton, or the
+    bundle unpacked at ``triton_home`` (a GPU host); ``options`` go to :class:`~tts_triton.server.TritonServer`."""
+    http, grpc, metrics = free_ports(3)
+    if triton_home:
+        return BundleServer(repository.resolve(), http_port=http, grpc_port=grpc, metrics_port=metrics,
+                            install=bundle_install(triton_home), **options)
+    return TritonServer(repository.resolve(), http_port=http, grpc_port=grpc, metrics_port=metrics, **options)
 
 
 class BundleServer(TritonServer):

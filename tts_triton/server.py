@@ -194,6 +194,15 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def free_ports(count: int = 3, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct ports of :func:`free_port` (HTTP, gRPC and metrics for a server)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        if (port := free_port(host)) not in ports:
+            ports.append(port)
+    return ports
+
+
 def _listening_inodes(port: int) -> set[str]:
     """Socket inodes listening on TCP ``port`` (any address, IPv4 and IPv6) in this network namespace."""
     inodes = set()

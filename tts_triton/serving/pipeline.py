@@ -208,7 +208,6 @@ class Pipeline:
         if (style is None) == (ref_mel is None):
             raise ValueError("give exactly one of style and ref_mel")
         self.style = style
-        self._last_chunk: asyncio.Future[Chunk] | None = None
         pending: asyncio.Queue[asyncio.Future[Chunk] | None] = asyncio.Queue()
         producer = asyncio.ensure_future(self._decode_all(sentences, cancelled, ref_mel, pending))
         try:
@@ -228,6 +227,8 @@ class Pipeline:
                           ref_mel: np.ndarray | None, pending: asyncio.Queue) -> None:
         """Decode the sentences in order, putting each chunk's vocoder call on ``pending`` as it starts;
         None last, also on failure."""
+        first_chunk_first = self.streaming.first_chunk_first
+        last: asyncio.Future[Chunk] | None = None  # the stream's latest vocoder call
         try:
             for index, ids in enumerate(sentences):
                 stats = SentenceStats()
@@ -236,25 +237,28 @@ class Pipeline:
                 mel = np.zeros((0, self.cfg.n_mels), np.float32)
                 async for frames in self.decode(ids, stats, cancelled, ref_mel if index == 0 else None):
                     mel = np.concatenate([mel, frames])
-                    started = self._start_chunks(pending, planner, mel, index, stats, finished=False)
-                    opened = index == 0 and 0 < len(started) == stats.vocoder_calls  # the stream's first chunk began
-                    if self.streaming.first_chunk_first and opened:
-                        await asyncio.wait(started[:1])
+                    started = self._start_chunks(pending, planner, mel, index, stats, False, last)
+                    if started:
+                        if first_chunk_first and index == 0 and len(started) == stats.vocoder_calls:
+                            await asyncio.wait(started[:1])  # the stream's first chunk before decoding on
+                        last = started[-1]
                     await asyncio.sleep(0)  # a backend computing inside infer (in process) vocodes before decoding on
-                self._start_chunks(pending, planner, mel, index, stats, finished=True)
+                if started := self._start_chunks(pending, planner, mel, index, stats, True, last):
+                    last = started[-1]
         finally:
             pending.put_nowait(None)
 
     def _start_chunks(self, pending: asyncio.Queue, planner: ChunkPlanner, mel: np.ndarray, sentence: int,
-                      stats: SentenceStats, finished: bool) -> list[asyncio.Future[Chunk]]:
-        """Start the vocoder call of every window of ``mel`` that the planner has ready; those calls."""
-        started = []
+                      stats: SentenceStats, finished: bool,
+                      last: asyncio.Future[Chunk] | None) -> list[asyncio.Future[Chunk]]:
+        """Start the vocoder call of every window of ``mel`` that the planner has ready (with ``first_chunk_first``,
+        each after the one before it, the first after ``last``); those calls."""
+        started: list[asyncio.Future[Chunk]] = []
         while (window := planner.next_window(len(mel), finished)) is not None:
             stats.vocoder_calls += 1
-            after = self._last_chunk if self.streaming.first_chunk_first else None
-            self._last_chunk = asyncio.ensure_future(self._chunk(mel, window, sentence, after))
-            pending.put_nowait(self._last_chunk)
-            started.append(self._last_chunk)
+            after = (started[-1] if started else last) if self.streaming.first_chunk_first else None
+            started.append(asyncio.ensure_future(self._chunk(mel, window, sentence, after)))
+            pending.put_nowait(started[-1])
         return started
 
     async def _chunk(self, mel: np.ndarray, window: ChunkWindow, sentence: int,

@@ -19,8 +19,7 @@ from pathlib import Path
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from tts_triton.bench import BundleServer, bundle_install
-from tts_triton.server import TritonServer, free_port
+from tts_triton.bench import embedded_server
 
 SINKS = {"sink_1": (1, 1), "sink_6": (6, 4)}  # model -> (inputs, outputs)
 SINK = textwrap.dedent("""
@@ -164,10 +163,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         write_repository(Path(tmp))
-        ports = dict(http_port=free_port(), grpc_port=free_port(), metrics_port=free_port())
-        install = bundle_install(args.triton_home) if args.triton_home else None
-        server = (BundleServer if install else TritonServer)(Path(tmp), install=install, extra_args=args.server_arg,
-                                                             **ports)
+        server = embedded_server(Path(tmp), args.triton_home, extra_args=args.server_arg)
         with server:
             client = grpcclient.InferenceServerClient(server.grpc_url)
             print("| tensors | KiB each | N concurrent | round p50 ms | sink executions | avg batch | compute_infer "

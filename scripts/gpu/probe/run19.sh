@@ -1,3 +1,5 @@
+# Rerun at commit 52d41b6: its patches apply to the decode loop of then (the --first-chunk-first setting has
+# since replaced them).
 # Flawed, kept as the record of run 19: the patched copy under /tmp/pkgroot never reached the stubs, which import
 # tts_triton from the project root (their working directory); every variant ran the unchanged loop. Run 21 redoes it.
 # GPU run 19 (issue 12, session 9): does the first chunk wait on the calls started beside it? The C=1 trace

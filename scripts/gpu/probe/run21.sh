@@ -1,3 +1,5 @@
+# Rerun at commit 52d41b6: its patches apply to the decode loop of then (the --first-chunk-first setting has
+# since replaced them).
 # GPU run 21 (issue 12, session 9): run 19 done right. Run 19's patches never reached the stubs: they import
 # tts_triton from the project root (their working directory), not from /tmp/pkgroot where run 19 put the patched
 # copy. Here the patch is applied in place. The C=1 trace and a short sweep (C=1, 64, 128) for the decode loop as

@@ -21,11 +21,10 @@ from typing import Any
 
 import tritonclient.grpc as grpcclient
 
-from tts_triton.bench import SENTENCES, BundleServer, bundle_install
+from tts_triton.bench import SENTENCES, embedded_server
 from tts_triton.build import ensure_repository
 from tts_triton.client import AsyncTTSClient
 from tts_triton.config import STREAMING
-from tts_triton.server import TritonServer, free_port
 from tts_triton.text import text_to_sequences
 
 NETWORKS = ("text_encoder", "decoder", "vocoder")
@@ -93,12 +92,9 @@ def main() -> None:
     repository = ensure_repository(args.model_repository, target=args.target)
     with tempfile.TemporaryDirectory() as tmp:
         trace_file = Path(tmp) / "trace.json"
-        install = bundle_install(args.triton_home) if args.triton_home else None
         trace_args = [f"--trace-config=triton,file={trace_file}", "--trace-config=triton,log-frequency=0",
                       "--trace-config=rate=1", "--trace-config=count=-1", "--trace-config=level=TIMESTAMPS"]
-        server = (BundleServer if install else TritonServer)(
-            repository.resolve(), http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
-            install=install, mps=args.mps, extra_args=trace_args)
+        server = embedded_server(repository, args.triton_home, mps=args.mps, extra_args=trace_args)
         with server:
             stats = grpcclient.InferenceServerClient(server.grpc_url)
             asyncio.run(stream_all(server.grpc_url, args.warmup))
