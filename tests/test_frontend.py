@@ -12,10 +12,19 @@ import pytest
 
 from tts_triton.config import STREAMING
 from tts_triton.errors import InvalidInput
-from tts_triton.text import FrontendError, normalize, phonemize, sequence_to_text, split_sentences, text_to_sequences
+from tts_triton.text import (
+    FrontendError,
+    Sentence,
+    normalize,
+    phonemize,
+    plan_text,
+    sequence_to_text,
+    split_sentences,
+    text_to_sequences,
+)
 from tts_triton.text.frontend import _split, check_text
 from tts_triton.text.numbers import cardinal, ordinal, year
-from tts_triton.text.symbols import BOS_ID, EOS_ID, N_SYMBOLS, PAD_ID, PUNCTUATION, SYMBOL_TO_ID, TONES
+from tts_triton.text.symbols import BOS_ID, EOS_ID, N_SYMBOLS, PAD_ID, PUNCTUATION, SYMBOL_TO_ID, SYMBOLS, TONES
 
 MAX_TOKENS = STREAMING.max_tokens
 
@@ -272,7 +281,7 @@ def test_long_sentence_is_split_below_max_tokens(sentence: str, cut_after: str |
 
 
 def test_a_giant_word_is_cut_anywhere() -> None:
-    pieces = _split(["a", " ", *"b" * 1200, " ", "c", "."], 510)
+    pieces = [[s for s, _ in p] for p in _split([(s, None) for s in ["a", " ", *"b" * 1200, " ", "c", "."]], 510)]
     assert [len(p) for p in pieces] == [1, 510, 510, 183]  # the word's tail shares a piece with "c."
     assert pieces[0] == ["a"] and pieces[-1][-3:] == [" ", "c", "."]
 
@@ -307,3 +316,68 @@ def test_clock_abbreviations_are_read_as_letters() -> None:
     [symbols] = phonemize(split_sentences(normalize("At 9 a.m. or 5 p.m. today")))
     spoken = "".join(symbols)
     assert "ˈeɪ ˈɛm" in spoken and "pˌiːˈɛm" in spoken and "aɪ ˈɛm" not in spoken
+
+
+PLANNED = [
+    "Hello there, Mr. Smith. It costs $5.50 in the house of the rising sun at 10:30 a.m. Today!",
+    "He did not do it for them; the U.S.A. and NASA… ok — fine?",
+    "你好，世界！我有3个苹果。 Привет, мир! Dr. Who at 10:30.",
+    "Emoji 😀 between words, and “quotes” ‘here’ — café naïve e\u0301t\u00e9 ﬁne.",
+    "I'd rather, don't you think, go on the 21st at 5km/h for ~3 hours #1.",
+    *MIXED[:3],
+]
+
+
+def _check_plan(text: str, sentences: list[Sentence]) -> None:
+    for s in sentences:
+        owner = [None] * len(s.ids)
+        previous = None
+        for w in s.words:
+            assert 0 < w.first < w.last < len(s.ids), w  # inside BOS ... EOS, never empty
+            assert 0 <= w.start < w.end <= len(text) and text[w.start : w.end].strip(), w
+            assert s.ids[w.first] != SYMBOL_TO_ID[" "] and s.ids[w.last - 1] != SYMBOL_TO_ID[" "]
+            for i in range(w.first, w.last):
+                assert owner[i] is None, f"id {i} belongs to {owner[i]} and {w}"
+                owner[i] = w
+            if previous is not None:  # monotonic in both the ids and the TEXT
+                assert previous.last <= w.first and previous.start <= w.start, (previous, w)
+            previous = w
+        # Only boundaries, pauses, BOS and EOS are left to no word.
+        assert all(SYMBOLS[i] in (" ", "^", "$", *PUNCTUATION) for i, o in zip(s.ids, owner, strict=True) if o is None)
+
+
+@pytest.mark.parametrize("text", PLANNED)
+def test_plan_word_spans_are_exact(text: str) -> None:
+    sentences = plan_text(text)
+    assert [s.ids for s in sentences] == text_to_sequences(text)
+    _check_plan(text, sentences)
+    for s in sentences:
+        # Re-reading the words' texts, with the pauses between them, gives the same ids.
+        parts, i = [], 1
+        for w in s.words:
+            parts += [SYMBOLS[k] for k in s.ids[i : w.first] if SYMBOLS[k] in PUNCTUATION]
+            parts.append(" " + w.text)
+            i = w.last
+        parts += [SYMBOLS[k] for k in s.ids[i:-1] if SYMBOLS[k] in PUNCTUATION]
+        assert text_to_sequences("".join(parts)) == [s.ids], "".join(parts)
+
+
+def test_plan_points_words_at_their_source() -> None:
+    text = "In the house, it costs $5.50 at 10:30 a.m. Today."
+    words = [(w.text, text[w.start : w.end]) for s in plan_text(text) for w in s.words]
+    assert words == [("In", "In"), ("the", "the"), ("house", "house"), ("it", "it"), ("costs", "costs"),
+                     *((w, "$5.50") for w in ("five", "dollars", "and", "fifty", "cents")), ("at", "at"),
+                     ("ten", "10:30"), ("thirty", "10:30"), ("eigh", "a.m"), ("em", "a.m"), ("Today", "Today")]
+    # espeak-ng joins "in the" into one word /ɪnðə/: "the" owns /ðə/.
+    first = plan_text(text)[0]
+    assert [sequence_to_text(first.ids[w.first : w.last]) for w in first.words[:3]] == ["ɪn", "ðə", "hˈaʊs"]
+
+
+def test_plan_cuts_long_sentences_like_text_to_sequences() -> None:
+    text = " ".join(["the quick brown fox jumps over the lazy dog"] * 40) + ". Then " + "b" * 3000 + " end."
+    sentences = plan_text(text, MAX_TOKENS)
+    assert [s.ids for s in sentences] == text_to_sequences(text, MAX_TOKENS) and len(sentences) > 2
+    _check_plan(text, sentences)
+    giant = [w for s in sentences for w in s.words if w.text == "b" * 3000]
+    assert len(giant) > 1  # a word cut in two is in both pieces, with the same source span
+    assert len({(w.start, w.end) for w in giant}) == 1

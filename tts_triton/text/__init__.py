@@ -1,4 +1,4 @@
-"""Text front end: normalization, sentence splitting and grapheme-to-phoneme conversion."""
+"""Text front end: normalization, sentence splitting, grapheme-to-phoneme conversion and the text plan."""
 
 from tts_triton.text.frontend import (
     FrontendError,
@@ -9,9 +9,12 @@ from tts_triton.text.frontend import (
     split_sentences,
     text_to_sequences,
 )
+from tts_triton.text.plan import Sentence, Word, plan_text
 
 __all__ = [
     "FrontendError",
+    "Sentence",
+    "Word",
     "check_text",
-    "normalize", "phonemize", "sequence_to_text", "split_sentences", "text_to_sequences",
+    "normalize", "phonemize", "plan_text", "sequence_to_text", "split_sentences", "text_to_sequences",
 ]

@@ -31,9 +31,12 @@ import unicodedata
 from collections.abc import Iterator
 from functools import lru_cache
 
+from tts_triton.text.align import align_words
 from tts_triton.text.symbols import IPA, LENGTH, STRESS, TONES, WORD_BOUNDARY
 
 log = logging.getLogger(__name__)
+
+Span = tuple[int, int]
 
 ENGLISH = "en-us"
 MANDARIN = "cmn-latn-pinyin"
@@ -114,6 +117,9 @@ class _Espeak:
 
 
 _ESPEAK = _Espeak()
+#: (voice, word) -> the word's symbols read alone, for :func:`phonemize_words`.
+_ALONE: dict[tuple[str, str], list[str]] = {}
+_ALONE_SIZE = 8192
 
 
 @lru_cache(maxsize=8192)
@@ -124,8 +130,8 @@ def _voice_for(ch: str) -> str | None:
     return _SCRIPT_VOICES.get(unicodedata.name(ch, "").split(" ", 1)[0], "")
 
 
-def _runs(text: str) -> list[tuple[str, str]]:
-    """Split a clause into (voice, text) runs of one script each.
+def _runs(text: str) -> list[tuple[str, int, str]]:
+    """Split a clause into (voice, offset in the clause, text) runs of one script each, stripped.
 
     A non-letter joins the run of the letter before it (or after it, at the start), except digits
     next to a Mandarin run, which are read in Mandarin (normalization keeps only those as digits).
@@ -137,16 +143,21 @@ def _runs(text: str) -> list[tuple[str, str]]:
 
     before = list(itertools.accumulate(voices, last))
     after = list(itertools.accumulate(reversed(voices), last))[::-1]
-    runs: list[tuple[str, list[str]]] = []
-    for ch, voice, b, a in zip(text, voices, before, after, strict=True):
+    runs: list[tuple[str, int, list[str]]] = []
+    for i, (ch, voice, b, a) in enumerate(zip(text, voices, before, after, strict=True)):
         if voice is None:
             neighbours = [v for v in (b, a) if v is not None] or [ENGLISH]
             voice = MANDARIN if ch.isdigit() and MANDARIN in neighbours else neighbours[0]
         if runs and runs[-1][0] == voice:
-            runs[-1][1].append(ch)
+            runs[-1][2].append(ch)
         else:
-            runs.append((voice, [ch]))
-    return [(voice, run) for voice, chars in runs if (run := "".join(chars).strip())]
+            runs.append((voice, i, [ch]))
+    result = []
+    for voice, start, chars in runs:
+        run = "".join(chars)
+        if stripped := run.strip():
+            result.append((voice, start + len(run) - len(run.lstrip()), stripped))
+    return result
 
 
 def _append_boundary(symbols: list[str]) -> None:
@@ -194,11 +205,79 @@ def phonemize_clauses(clauses: list[str]) -> list[list[str]]:
     Each voice translates all its runs in one locked batch. Symbols outside the inventory and text
     in scripts without a voice are dropped with a warning; content never raises.
     """
+    return [[symbol for symbol, _ in clause] for clause in phonemize_words(clauses)]
+
+
+def phonemize_words(clauses: list[str]) -> list[list[tuple[str, Span | None]]]:
+    """As :func:`phonemize_clauses`, each symbol with the ``[start, end)`` span in its clause of the
+    space-separated word it belongs to (None for the boundaries between words).
+
+    Where espeak-ng's words are the clause's words one for one (the usual case), word i owns output word
+    i; where it joins or splits words (it joins unstressed ones: "in the" -> "ɪnðə"), each word is also
+    translated alone and the clause's symbols are shared out by aligning the two (see :mod:`align`).
+    """
     runs = [_runs(clause) for clause in clauses]
-    texts: dict[str, list[str]] = {}
-    for voice, text in itertools.chain.from_iterable(runs):
-        texts.setdefault(voice, []).append(text)
+    flat = [(voice, text) for clause_runs in runs for voice, _, text in clause_runs]
     unknown: set[str] = set()
+    symbols = _translate(flat, unknown)
+    words = [text.split() for _, text in flat]
+    alone_of = [i for i, (run, w) in enumerate(zip(symbols, words, strict=True))
+                if len(w) > 1 and _count_words(run) != len(w)]
+    alone = iter(_translate_alone([(flat[i][0], word) for i in alone_of for word in words[i]], unknown))
+    owners: list[list[int | None]] = []
+    for i, (run, w) in enumerate(zip(symbols, words, strict=True)):
+        if i in alone_of:
+            owners.append(align_words(run, [next(alone) for _ in w]))
+        else:
+            owner = itertools.count() if len(w) > 1 else itertools.repeat(0)
+            index = next(owner)
+            run_owners: list[int | None] = []
+            for symbol in run:
+                if symbol == WORD_BOUNDARY:
+                    index = next(owner)
+                    run_owners.append(None)
+                else:
+                    run_owners.append(index)
+            owners.append(run_owners)
+    if unknown:
+        log.warning("dropped phonemes outside the inventory: %s", " ".join(map(ascii, sorted(unknown))))
+    result = []
+    flat_index = itertools.count()
+    for clause_runs in runs:
+        clause: list[tuple[str, Span | None]] = []
+        for _, start, text in clause_runs:
+            i = next(flat_index)
+            spans = [(start + m.start(), start + m.end()) for m in re.finditer(r"\S+", text)]
+            if symbols[i]:
+                if clause and clause[-1][0] != WORD_BOUNDARY:
+                    clause.append((WORD_BOUNDARY, None))
+                clause += [(symbol, None if owner is None else spans[owner])
+                           for symbol, owner in zip(symbols[i], owners[i], strict=True)]
+        result.append(clause)
+    return result
+
+
+def _count_words(symbols: list[str]) -> int:
+    return sum(1 for word in "".join(symbols).split(WORD_BOUNDARY) if word)
+
+
+def _translate_alone(words: list[tuple[str, str]], unknown: set[str]) -> list[list[str]]:
+    """:func:`_translate` of single words, remembered (the words espeak-ng joins are few and frequent)."""
+    known = {w: symbols for w in set(words) if (symbols := _ALONE.get(w)) is not None}
+    missing = [w for w in dict.fromkeys(words) if w not in known]
+    read = dict(zip(missing, _translate(missing, unknown), strict=True))
+    if len(_ALONE) + len(read) > _ALONE_SIZE:
+        _ALONE.clear()
+    _ALONE.update(read)
+    return [known.get(w) or read[w] for w in words]
+
+
+def _translate(runs: list[tuple[str, str]], unknown: set[str]) -> list[list[str]]:
+    """Inventory symbols of each (voice, text), one locked batch per voice; text of a script without a
+    voice gives [] and a warning."""
+    texts: dict[str, list[str]] = {}
+    for voice, text in runs:
+        texts.setdefault(voice, []).append(text)
     unspoken: list[str] = []
     symbols: dict[str, Iterator[list[str]]] = {}
     for voice, batch in texts.items():
@@ -208,17 +287,6 @@ def phonemize_clauses(clauses: list[str]) -> list[list[str]]:
             phonemes = [""] * len(batch)
         to_symbols = _mandarin_symbols if voice == MANDARIN else _ipa_symbols
         symbols[voice] = iter([to_symbols(p, unknown) for p in phonemes])
-    result = []
-    for clause_runs in runs:
-        clause: list[str] = []
-        for voice, _ in clause_runs:
-            run = next(symbols[voice])
-            if run:
-                _append_boundary(clause)
-                clause += run
-        result.append(clause)
-    if unknown:
-        log.warning("dropped phonemes outside the inventory: %s", " ".join(map(ascii, sorted(unknown))))
     if unspoken:
         log.warning("dropped text with no espeak-ng voice: %s", ascii(" ".join(unspoken)[:200]))
-    return result
+    return [next(symbols[voice]) for voice, _ in runs]

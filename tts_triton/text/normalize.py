@@ -10,7 +10,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
-from tts_triton.text.numbers import expand_numbers
+from tts_triton.text.numbers import expand_numbers_tracked
+from tts_triton.text.tracked import Tracked
 
 _PAUSES = ",.?!;:…-"
 
@@ -56,6 +57,7 @@ _SPACE_BEFORE_PAUSE = re.compile(rf"\s+(?=[{_PAUSES}])")
 _REPEATED_PAUSE = re.compile(r"([,?!;:\-])\1+")
 _NO_SPACE_AFTER_PAUSE = re.compile(rf"([,?!;:…])(?=[^\s{_PAUSES}])")
 _LEADING_PAUSES = re.compile(rf"^[\s{_PAUSES}]+")
+_SPACES = re.compile(r"\s+")
 
 
 @lru_cache(maxsize=8192)
@@ -76,27 +78,27 @@ def _filter_char(ch: str) -> str:
     return " " if category[0] in "SP" else ""
 
 
-def _abbreviations(text: str) -> str:
-    text = _TITLE.sub(lambda m: _TITLES[m[1] or m[2]], text)
-    text = _MID.sub(lambda m: _MID_SENTENCE[m[1].lower()] + " ", text)
-    text = _CLOCK.sub(lambda m: _CLOCK_READING[m[1].lower()] + ("." + m[2] if m[2] is not None else " "), text)
-    text = _END.sub(lambda m: _MAY_END_SENTENCE[m[1]] + ("." + m[2] if m[2] is not None else ""), text)
-    return _INITIALISM.sub(lambda m: " ".join(m[1].split(".")).strip() + ("." if m[2] is not None else " "), text)
+def _abbreviations(text: Tracked) -> Tracked:
+    text = text.sub(_TITLE, lambda m: _TITLES[m[1] or m[2]])
+    text = text.sub(_MID, lambda m: _MID_SENTENCE[m[1].lower()] + " ")
+    text = text.sub(_CLOCK, lambda m: _CLOCK_READING[m[1].lower()] + ("." + m[2] if m[2] is not None else " "))
+    text = text.sub(_END, lambda m: _MAY_END_SENTENCE[m[1]] + ("." + m[2] if m[2] is not None else ""))
+    return text.sub(_INITIALISM, lambda m: " ".join(m[1].split(".")).strip() + ("." if m[2] is not None else " "))
+
+
+def clean_tracked(text: Tracked) -> Tracked:
+    """Normalized form of ``text`` (possibly empty), each character with its source span."""
+    text = text.nfkc().map_chars(lambda ch: ch.translate(_CHAR_MAP))
+    text = text.sub(_PARAGRAPH, ".\n\n").map_chars(_filter_char)
+    text = _abbreviations(text).sub(_NUMBER_SIGN, "number ").sub(_APPROXIMATELY, "about ")
+    text = expand_numbers_tracked(text)
+    text = text.sub(_UNREAD_SYMBOLS, " ")  # the ones no number claimed
+    text = text.sub(_URL_DOT, " dot ").sub(_WORD_HYPHEN, " ").sub(_STRAY_APOSTROPHE, " ")
+    text = text.sub(_SPACES, " ").strip().sub(_SPACE_BEFORE_PAUSE, "")
+    text = text.sub(_ELLIPSIS, "…").sub(_REPEATED_PAUSE, r"\1").sub(_NO_SPACE_AFTER_PAUSE, r"\1 ")
+    return text.sub(_LEADING_PAUSES, "")
 
 
 def clean(text: str) -> str:
     """Normalized form of ``text`` (possibly empty); see the module docstring for what it may contain."""
-    text = unicodedata.normalize("NFKC", text).translate(_CHAR_MAP)
-    text = _PARAGRAPH.sub(".\n\n", text)
-    text = "".join(map(_filter_char, text))
-    text = _APPROXIMATELY.sub("about ", _NUMBER_SIGN.sub("number ", _abbreviations(text)))
-    text = expand_numbers(text)
-    text = _UNREAD_SYMBOLS.sub(" ", text)  # the ones no number claimed
-    text = _URL_DOT.sub(" dot ", text)
-    text = _WORD_HYPHEN.sub(" ", text)
-    text = _STRAY_APOSTROPHE.sub(" ", text)
-    text = _SPACE_BEFORE_PAUSE.sub("", " ".join(text.split()))
-    text = _ELLIPSIS.sub("…", text)
-    text = _REPEATED_PAUSE.sub(r"\1", text)
-    text = _NO_SPACE_AFTER_PAUSE.sub(r"\1 ", text)
-    return _LEADING_PAUSES.sub("", text)
+    return clean_tracked(Tracked.of(text)).text

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from tts_triton.text.tracked import Tracked
+
 _ONES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
          "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen")
 _TENS = ("", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
@@ -144,13 +146,15 @@ def _unit(match: re.Match[str]) -> str:
     return f"{number(*match[1].split('.'))} {singular if match[1] == '1' else plural}"
 
 
+def expand_numbers_tracked(text: Tracked) -> Tracked:
+    """Every number in ``text`` replaced by English words (see the module docstring for Chinese context)."""
+    text = text.sub(_THOUSANDS_SEP, "")
+    text = text.sub(_HAN_DECIMAL, lambda m: f"{m[1] or m[3]}点{m[2] or m[4]}")
+    text = text.sub(_MONEY, lambda m: money(m[1], m[2], m[3]))
+    text = text.sub(_UNIT, _unit).sub(_ORDINAL_NUM, _ordinal).sub(_TIME, _time).sub(_NEGATIVE, "minus ")
+    return text.sub(_NUMBER, lambda m: f" {number(m[1], m[2])} ")
+
+
 def expand_numbers(text: str) -> str:
     """Replace every number in ``text`` by English words (see the module docstring for Chinese context)."""
-    text = _THOUSANDS_SEP.sub("", text)
-    text = _HAN_DECIMAL.sub(lambda m: f"{m[1] or m[3]}点{m[2] or m[4]}", text)
-    text = _MONEY.sub(lambda m: money(m[1], m[2], m[3]), text)
-    text = _UNIT.sub(_unit, text)
-    text = _ORDINAL_NUM.sub(_ordinal, text)
-    text = _TIME.sub(_time, text)
-    text = _NEGATIVE.sub("minus ", text)
-    return _NUMBER.sub(lambda m: f" {number(m[1], m[2])} ", text)
+    return expand_numbers_tracked(Tracked.of(text)).text
