@@ -52,21 +52,30 @@ from tts_triton.contract import (
     tts_spec,
 )
 from tts_triton.digest import file_sha256
-from tts_triton.onnx_io import ONNX_FILE, io_mismatches
-from tts_triton.triton.utils import (
+from tts_triton.layout import (
     BATCH_BUDGET,
+    CHECKPOINT_NAME,
+    CUDA_GRAPHS,
     FIRST_CHUNK_FIRST,
+    FP16,
     INPUT_AXES,
     INTER_OP_THREADS,
     INTRA_OP_THREADS,
-    input_axes_parameter,
+    MANIFEST_FILE,
+    MODEL_CONFIG,
+    MODEL_PY,
+    VERSION_DIR,
+    VOICE_BANK,
+    VOICE_BANK_FILE,
 )
+from tts_triton.onnx_io import io_mismatches
+from tts_triton.triton.utils import input_axes_parameter
 
 from .pbtxt import EnumValue, render, string_parameters, tensor
+from .targets import DEFAULT_TARGET, GPU_TARGET, KIND_CPU, KIND_GPU, RUNTIME_TARGETS, RuntimeTarget
 from .tensorrt_profiles import network_profiles
 
 __all__ = [
-    "MANIFEST",
     "EnginesMissingError",
     "RUNTIME_TARGETS",
     "NetworkSettings",
@@ -78,56 +87,14 @@ __all__ = [
     "repository_is_current",
 ]
 
-MANIFEST = "repository.json"
-VOICE_BANK_FILE = "voice_bank.json"
-VERSION = "1"
 #: Top-level files of an existing repository that a rebuild keeps (Triton ignores top-level files).
 KEPT_FILES = ("README.md",)
 VOICE_BANK_KEYS = ("voices", "emotions", "default_voice", "default_emotion", "presets")
 BLS_MODULE = "tts_triton.triton.bls"
-TORCH_MODULE = "tts_triton.triton.torch_model"
-#: File name of the checkpoint in a ``torch-cuda`` network's version directory (read by TORCH_MODULE).
-CHECKPOINT_FILE = "model.pt"
 #: Ensembles of the repository: name -> member networks, run side by side.
 ENSEMBLES = {ENCODE: (TEXT_ENCODER, STYLE_ENCODER)}
 #: Python BLS models of the repository (``include_bls``): name -> decoupled (streams its responses).
 BLS_MODELS = {TTS: True, TTS_OFFLINE: False}
-KIND_CPU, KIND_GPU = "KIND_CPU", "KIND_GPU"
-
-
-@dataclass(frozen=True)
-class RuntimeTarget:
-    """How the four networks are served on one runtime; the ensemble and the BLS models never change.
-
-    ``source`` says where a network's artifact comes from: ``"onnx"``, ``<onnx_dir>/<name>.onnx``
-    (checked against the contract); ``"plan"``, ``<engines_dir>/<name>.plan`` (required);
-    ``"checkpoint"``, the checkpoint file itself (the PyTorch stages are built from it at load).
-    ``python_model`` set means ``backend: "python"`` with a version-dir ``model.py`` that re-exports
-    that module's ``TritonPythonModel``; otherwise ``platform`` names a Triton backend.
-    """
-
-    name: str
-    instance_kind: str
-    artifact: str
-    source: str
-    platform: str = ""
-    python_model: str = ""
-    #: Whether the thread-count parameters apply (ONNX Runtime; PyTorch for instances on the CPU).
-    cpu_threads: bool = False
-
-
-RUNTIME_TARGETS: dict[str, RuntimeTarget] = {
-    t.name: t
-    for t in (
-        RuntimeTarget("onnxruntime-python", KIND_CPU, ONNX_FILE, "onnx",
-                      python_model="tts_triton.triton.onnx_model", cpu_threads=True),
-        RuntimeTarget("onnxruntime", KIND_GPU, ONNX_FILE, "onnx",
-                      platform="onnxruntime_onnx", cpu_threads=True),
-        RuntimeTarget("tensorrt", KIND_GPU, "model.plan", "plan", platform="tensorrt_plan"),
-        RuntimeTarget("torch-cuda", KIND_GPU, CHECKPOINT_FILE, "checkpoint", python_model=TORCH_MODULE,
-                      cpu_threads=True),
-    )
-}
 
 
 class EnginesMissingError(FileNotFoundError):
@@ -219,7 +186,7 @@ class RepositorySettings:
     @classmethod
     def for_target(cls, target: str, **overrides: Any) -> RepositorySettings:
         """The default settings of ``target`` (GPU-sized batches for ``torch-cuda``), with ``overrides``."""
-        if target == "torch-cuda":  # K=16: a third more throughput than 8 at the same first chunk (H200, run 3)
+        if target == GPU_TARGET:  # K=16: a third more throughput than 8 at the same first chunk (H200, run 3)
             overrides = {"networks": _gpu_networks(), "bls_instances": 8, "steps_per_call": 16, **overrides}
         return cls(**overrides)
 
@@ -256,7 +223,7 @@ def build_repository(
     model_config: ModelConfig,
     checkpoint: Path,
     voice_bank: Path,
-    target: str = "onnxruntime-python",
+    target: str = DEFAULT_TARGET,
     settings: RepositorySettings | None = None,
     engines_dir: Path | None = None,
     include_bls: bool = True,
@@ -317,7 +284,7 @@ def build_repository(
             "artifacts_sha256": artifacts,
             "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
-        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
         _swap_in(staging, out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -327,7 +294,7 @@ def build_repository(
 
 def read_manifest(out_dir: Path) -> dict[str, Any] | None:
     """The ``repository.json`` of a built repository, or ``None`` when there is none."""
-    path = Path(out_dir) / MANIFEST
+    path = Path(out_dir) / MANIFEST_FILE
     return json.loads(path.read_text()) if path.is_file() else None
 
 
@@ -337,7 +304,7 @@ def repository_is_current(
     model_config: ModelConfig,
     checkpoint: Path,
     voice_bank: Path,
-    target: str = "onnxruntime-python",
+    target: str = DEFAULT_TARGET,
     settings: RepositorySettings | None = None,
     onnx_dir: Path | None = None,
 ) -> bool:
@@ -397,9 +364,9 @@ def _network_config(spec: ModelSpec, runtime: RuntimeTarget, settings: Repositor
         params |= {INTRA_OP_THREADS: str(net.intra_op_threads), INTER_OP_THREADS: str(net.inter_op_threads)}
     if runtime.source == "checkpoint":
         params |= {
-            "model_config": json.dumps(model_config.to_dict(), separators=(",", ":")),
-            "fp16": "true" if settings.fp16 else "false",
-            "cuda_graphs": "true" if settings.cuda_graphs else "false",
+            MODEL_CONFIG: json.dumps(model_config.to_dict(), separators=(",", ":")),
+            FP16: "true" if settings.fp16 else "false",
+            CUDA_GRAPHS: "true" if settings.cuda_graphs else "false",
         }
         if net.batch_budget is not None:
             params[BATCH_BUDGET] = str(net.batch_budget)
@@ -413,9 +380,9 @@ def _write_bls_models(root: Path, model_config: ModelConfig, voice_bank: Path, b
                       settings: RepositorySettings, checkpoint_name: str) -> None:
     """``tts`` and ``tts_offline``: config (with the model config and voice bank), adapter, voice bank file."""
     params = {
-        "model_config": json.dumps(model_config.to_dict(), separators=(",", ":")),
-        "voice_bank": json.dumps(bank, ensure_ascii=False, separators=(",", ":")),
-        "checkpoint_name": checkpoint_name,
+        MODEL_CONFIG: json.dumps(model_config.to_dict(), separators=(",", ":")),
+        VOICE_BANK: json.dumps(bank, ensure_ascii=False, separators=(",", ":")),
+        CHECKPOINT_NAME: checkpoint_name,
         FIRST_CHUNK_FIRST: "true" if settings.first_chunk_first else "false",
     }
     for name, decoupled in BLS_MODELS.items():
@@ -466,7 +433,7 @@ def _bls_config(
 
 def _model_dir(root: Path, name: str, config: Mapping[str, Any]) -> Path:
     """Create ``<root>/<name>/`` with its ``config.pbtxt``; return the version directory."""
-    version_dir = root / name / VERSION
+    version_dir = root / name / VERSION_DIR
     version_dir.mkdir(parents=True)
     (root / name / "config.pbtxt").write_text(render(config))
     return version_dir
@@ -505,7 +472,7 @@ def _check_onnx(path: Path, spec: ModelSpec) -> None:
 
 
 def _write_adapter(version_dir: Path, model_name: str, module: str) -> None:
-    (version_dir / "model.py").write_text(
+    (version_dir / MODEL_PY).write_text(
         f'"""Triton entry point of `{model_name}` (generated by tts_triton.export.repository)."""\n\n'
         f"from {module} import TritonPythonModel  # noqa: F401\n"
     )
@@ -527,9 +494,9 @@ def _check_replaceable(out_dir: Path) -> None:
         return
     if not out_dir.is_dir():
         raise FileExistsError(f"{out_dir} exists and is not a directory")
-    if (out_dir / MANIFEST).is_file() or {p.name for p in out_dir.iterdir()} <= set(KEPT_FILES):
+    if (out_dir / MANIFEST_FILE).is_file() or {p.name for p in out_dir.iterdir()} <= set(KEPT_FILES):
         return
-    raise FileExistsError(f"{out_dir} is not a model repository built by tts_triton (no {MANIFEST}); "
+    raise FileExistsError(f"{out_dir} is not a model repository built by tts_triton (no {MANIFEST_FILE}); "
                           "refusing to replace it")
 
 
@@ -577,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--onnx-dir", type=Path, help="folder of <network>.onnx from the ONNX export (ONNX targets)")
     parser.add_argument("--checkpoint", type=Path, required=True, help="the checkpoint the networks were exported from")
     parser.add_argument("--voice-bank", type=Path, required=True, help="voice bank JSON (voices, emotions, presets)")
-    parser.add_argument("--target", choices=sorted(RUNTIME_TARGETS), default="onnxruntime-python")
+    parser.add_argument("--target", choices=list(RUNTIME_TARGETS), default=DEFAULT_TARGET)
     parser.add_argument("--out", type=Path, default=Path("model_repository"), help="repository folder to (re)write")
     parser.add_argument("--engines-dir", type=Path, help="folder of <network>.plan (tensorrt target)")
     parser.add_argument("--model-config", type=Path,

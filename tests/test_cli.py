@@ -16,6 +16,7 @@ import pytest
 import soundfile as sf
 
 from tts_triton import cli
+from tts_triton.export.targets import AUTO, RUNTIME_TARGETS, embedded_targets
 from tts_triton.server import TritonServer, free_port
 
 TTS_TRITON = str(Path(sys.executable).with_name("tts-triton"))
@@ -50,7 +51,8 @@ def test_help_is_plain_and_describes_every_option() -> None:
         assert command.description, name
         undocumented = [a.dest for a in command._actions if not a.help]
         assert not undocumented, f"{name}: options without a description: {undocumented}"
-    assert "{onnxruntime-python,onnxruntime,tensorrt}" in tts_triton("build-repo", "--help").stdout
+    assert "{" + ",".join([AUTO, *RUNTIME_TARGETS]) + "}" in tts_triton("build-repo", "--help").stdout
+    assert "{" + ",".join([AUTO, *embedded_targets()]) + "}" in tts_triton("serve", "--help").stdout
 
 
 def test_second_serve_on_busy_ports_names_the_port_within_seconds(server: TritonServer, tmp_path: Path) -> None:

@@ -41,7 +41,6 @@ from tts_triton.export.pbtxt import parse
 from tts_triton.export.repository import (
     BLS_MODELS,
     ENSEMBLES,
-    MANIFEST,
     RUNTIME_TARGETS,
     EnginesMissingError,
     RepositorySettings,
@@ -50,6 +49,7 @@ from tts_triton.export.repository import (
     read_manifest,
     repository_is_current,
 )
+from tts_triton.layout import MANIFEST_FILE, VOICE_BANK_FILE
 from tts_triton.onnx_io import io_mismatches
 from tts_triton.server import TritonServer
 from tts_triton.triton import onnx_model
@@ -221,7 +221,7 @@ def test_bls_models_carry_config_voice_bank_and_adapter(built, sources) -> None:
         assert ModelConfig.from_dict(json.loads(params["model_config"])) == settings.serving_config(CFG)
         assert params["checkpoint_name"] == sources.checkpoint.name
         assert params[FIRST_CHUNK_FIRST] == "false"
-        assert json.loads((out / name / repo_mod.VOICE_BANK_FILE).read_text(encoding="utf-8")) == VOICE_BANK
+        assert json.loads((out / name / VOICE_BANK_FILE).read_text(encoding="utf-8")) == VOICE_BANK
         adapter = (out / name / "1" / "model.py").read_text()
         assert "from tts_triton.triton.bls import TritonPythonModel  # noqa: F401" in adapter
 
@@ -328,7 +328,7 @@ def test_cli(sources, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert "(no --engines-dir given); nothing was written" in capsys.readouterr().err
     assert not (tmp_path / "repo").exists()
     assert main([*args, "--out", str(tmp_path / "repo")]) == 0
-    assert (tmp_path / "repo" / MANIFEST).is_file()
+    assert (tmp_path / "repo" / MANIFEST_FILE).is_file()
     checkpoint = tmp_path / "ckpt.pt"  # the model config is read from the checkpoint when not given
     torch.save({"format": FORMAT, "config": CFG.to_dict()}, checkpoint)
     assert main([*common, "--checkpoint", str(checkpoint), "--out", str(tmp_path / "repo")]) == 0

@@ -23,7 +23,8 @@ from tts_triton import contract, shapes
 from tts_triton.checkpoint import ASSETS, DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
 from tts_triton.config import STREAMING
 from tts_triton.export.pbtxt import parse
-from tts_triton.export.repository import CHECKPOINT_FILE, RepositorySettings, build_repository
+from tts_triton.export.repository import RepositorySettings, build_repository
+from tts_triton.layout import CHECKPOINT_FILE, VOICE_BANK_FILE
 from tts_triton.models.stages import half_precision
 from tts_triton.serving.backends import TorchBackend
 from tts_triton.serving.batching import Padding, batch_groups, merge, split
@@ -164,7 +165,7 @@ def test_graphs_cover_every_shape_the_decode_loop_sends(checkpoint: Checkpoint) 
 
 def test_fp16_vocoder_stage_keeps_quality_on_real_decoder_mels(default_voice: Checkpoint) -> None:
     cfg = default_voice.config
-    bank = VoiceBank.load(ASSETS / "voice_bank.json")
+    bank = VoiceBank.load(ASSETS / VOICE_BANK_FILE)
     pipeline = Pipeline(TorchBackend(default_voice.stages(), cfg), cfg)
     _, mel = asyncio.run(pipeline.synthesize(text_to_sequences(" ".join(SENTENCES[:2])), bank.style("f1")))
     vocoder = default_voice.stages()[contract.VOCODER]
@@ -180,7 +181,7 @@ def test_fp16_vocoder_stage_keeps_quality_on_real_decoder_mels(default_voice: Ch
 
 def test_fp16_decoder_stops_at_the_same_step(default_voice: Checkpoint) -> None:
     cfg = default_voice.config
-    bank = VoiceBank.load(ASSETS / "voice_bank.json")
+    bank = VoiceBank.load(ASSETS / VOICE_BANK_FILE)
     half_stages = {**default_voice.stages()}
     half_stages[contract.DECODER] = half_precision(default_voice.stages()[contract.DECODER])
 
@@ -225,13 +226,13 @@ def torch_repository(checkpoint_file: Path, model_repository: Path, tmp_path_fac
                                              first_chunk_first=True)
     out = tmp_path_factory.mktemp("torch") / "model_repository"
     return build_repository(out, model_config=cfg, checkpoint=checkpoint_file,
-                            voice_bank=model_repository / contract.TTS / "voice_bank.json", target="torch-cuda",
+                            voice_bank=model_repository / contract.TTS / VOICE_BANK_FILE, target="torch-cuda",
                             settings=settings)
 
 
 def test_torch_cuda_configs(checkpoint_file: Path, model_repository: Path, tmp_path: Path) -> None:
     cfg = load_checkpoint(checkpoint_file).config
-    bank = model_repository / contract.TTS / "voice_bank.json"
+    bank = model_repository / contract.TTS / VOICE_BANK_FILE
     out = build_repository(tmp_path / "repo", model_config=cfg, checkpoint=checkpoint_file, voice_bank=bank,
                            target="torch-cuda", settings=RepositorySettings.for_target("torch-cuda", steps_per_call=16))
     for name in contract.network_specs(cfg):
@@ -264,7 +265,7 @@ def test_served_torch_target_matches_the_reference(torch_repository: Path, start
     text = "The quick brown fox jumps over the lazy dog."
     with TTSClient(server.grpc_url, timeout=120) as client:
         streamed = client.synthesize(text, voice="f2", return_mel=True)
-    bank = VoiceBank.load(torch_repository / contract.TTS / "voice_bank.json")
+    bank = VoiceBank.load(torch_repository / contract.TTS / VOICE_BANK_FILE)
     reference = Pipeline(TorchBackend(checkpoint.stages(), checkpoint.config), checkpoint.config)
     ref_audio, ref_mel = asyncio.run(reference.synthesize(text_to_sequences(text), bank.style("f2")))
     assert streamed.mel.shape == ref_mel.shape

@@ -910,15 +910,14 @@ def measure_baseline(plan: BaselinePlan) -> list[LevelResult]:
     ``plan.device`` through ``TTSService``, at each of ``plan.concurrency``. main runs it in a child process, so
     that its device memory is released before the server's is measured."""
     # the model stack (torch): heavy, and not needed to benchmark a server
-    from tts_triton.build import SHIPPED_VOICE_BANK
-    from tts_triton.checkpoint import load_default
+    from tts_triton.checkpoint import DEFAULT_VOICE_BANK, load_default
     from tts_triton.serving.backends import TorchBackend
     from tts_triton.serving.service import TTSService
     from tts_triton.voices import VoiceBank
 
     ckpt = load_default()
     backend = TorchBackend(ckpt.stages(), ckpt.config, device=plan.device)
-    client = InProcessClient(TTSService(ckpt.config, VoiceBank.load(SHIPPED_VOICE_BANK)), backend)
+    client = InProcessClient(TTSService(ckpt.config, VoiceBank.load(DEFAULT_VOICE_BANK)), backend)
     return asyncio.run(_baseline_levels(client, plan, f"eager {plan.device}"))
 
 

@@ -13,13 +13,18 @@ import shutil
 from pathlib import Path
 
 from tts_triton import contract
-from tts_triton.checkpoint import DEFAULT_CHECKPOINT, UNTRAINED_LABEL, Checkpoint, init_checkpoint, load_checkpoint
+from tts_triton.checkpoint import (
+    DEFAULT_CHECKPOINT,
+    DEFAULT_VOICE_BANK,
+    UNTRAINED_LABEL,
+    Checkpoint,
+    init_checkpoint,
+    load_checkpoint,
+)
 from tts_triton.digest import file_sha256
+from tts_triton.export.targets import DEFAULT_TARGET, RUNTIME_TARGETS
+from tts_triton.layout import VOICE_BANK_FILE
 from tts_triton.paths import cache_dir, default_model_repository
-
-DEFAULT_REPOSITORY = default_model_repository()
-DEFAULT_CACHE = cache_dir()
-SHIPPED_VOICE_BANK = DEFAULT_CHECKPOINT.with_name("voice_bank.json")
 
 
 def exporter_fingerprint() -> str:
@@ -37,7 +42,6 @@ def exporter_fingerprint() -> str:
     return h.hexdigest()
 
 
-
 def materialize_checkpoint(checkpoint: Path | None, cache: Path) -> tuple[Path, Checkpoint]:
     """The checkpoint file to build from: ``checkpoint``, the shipped default, or a written-out seeded init."""
     if checkpoint is None and DEFAULT_CHECKPOINT.exists():
@@ -51,32 +55,39 @@ def materialize_checkpoint(checkpoint: Path | None, cache: Path) -> tuple[Path, 
     return path, load_checkpoint(path)
 
 
-def ensure_repository(out: Path = DEFAULT_REPOSITORY, *, checkpoint: Path | None = None,
-                      target: str = "onnxruntime-python", cache: Path = DEFAULT_CACHE, force: bool = False,
-                      progress: bool = True, engines_dir: Path | None = None) -> Path:
+def ensure_repository(out: Path | None = None, *, checkpoint: Path | None = None, target: str = DEFAULT_TARGET,
+                      cache: Path | None = None, force: bool = False, progress: bool = True,
+                      engines_dir: Path | None = None) -> Path:
     """Build ``out`` for ``target`` unless it is already current; returns ``out``.
+
+    ``out`` defaults to :func:`~tts_triton.paths.default_model_repository`, ``cache`` (exported ONNX files and
+    voice banks) to :func:`~tts_triton.paths.cache_dir`, both read at the call (so ``$XDG_CACHE_HOME`` counts).
 
     ``engines_dir`` holds the TensorRT plans the ``tensorrt`` target needs (``EnginesMissingError``
     without them); given, the repository is always rewritten, since plans are not part of its fingerprint.
     """
     from tts_triton.export.onnx_export import export_checkpoint
-    from tts_triton.export.repository import RUNTIME_TARGETS, build_repository, repository_is_current
+    from tts_triton.export.repository import build_repository, repository_is_current
     from tts_triton.export.voice_bank import build_voice_bank, espeak_references
 
     def say(message: str) -> None:
         if progress:
             print(message, flush=True)
 
+    if target not in RUNTIME_TARGETS:
+        raise ValueError(f"unknown runtime target {target!r}; choose from {list(RUNTIME_TARGETS)}")
+    out = default_model_repository() if out is None else out
+    cache = cache_dir() if cache is None else cache
     cache.mkdir(parents=True, exist_ok=True)
     ckpt_path, ckpt = materialize_checkpoint(checkpoint, cache)
     if not ckpt.trained:
         say(f"warning: {UNTRAINED_LABEL}")
     work = cache / f"{file_sha256(ckpt_path)[:16]}-{exporter_fingerprint()[:8]}"
-    bank = work / "voice_bank.json"
+    bank = work / VOICE_BANK_FILE
     if not bank.exists():
-        if ckpt_path == DEFAULT_CHECKPOINT and SHIPPED_VOICE_BANK.exists():
+        if ckpt_path == DEFAULT_CHECKPOINT and DEFAULT_VOICE_BANK.exists():
             work.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(SHIPPED_VOICE_BANK, bank)
+            shutil.copyfile(DEFAULT_VOICE_BANK, bank)
         else:
             say("building the voice bank from espeak-ng reference clips ...")
             work.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from tts_triton.config import ModelConfig
+from tts_triton.layout import VOICE_BANK_FILE
 from tts_triton.models.acoustic import AcousticModel
 from tts_triton.models.hifigan import Generator, load_generator_state
 from tts_triton.models.stages import build_stages
@@ -28,6 +29,8 @@ from tts_triton.models.stages import build_stages
 FORMAT = "tts-triton/1"
 ASSETS = Path(__file__).parent / "assets"
 DEFAULT_CHECKPOINT = ASSETS / "default_voice.pt"
+#: The default voice's voice bank, shipped beside it.
+DEFAULT_VOICE_BANK = ASSETS / VOICE_BANK_FILE
 UNTRAINED_LABEL = "UNTRAINED weights (seeded initialisation): the output is noise, not speech"
 DEFAULT_SEED = 1234
 

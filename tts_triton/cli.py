@@ -1,9 +1,9 @@
 """tts-triton: build the model repository, serve it, speak, list voices, benchmark, load-test.
 
-  tts-triton serve                         run Triton on loopback (builds the repository on first use)
+  tts-triton serve [--target auto]         run Triton on loopback (builds the repository on first use)
   tts-triton say "Hello there." -o hello.wav [--voice f1 --emotion happy | --reference me.wav]
   tts-triton voices                        list the running server's voices and emotions
-  tts-triton build-repo [--target tensorrt --engines-dir DIR --out DIR]
+  tts-triton build-repo [--target torch-cuda | tensorrt --engines-dir DIR] [--out DIR]
   tts-triton bench [--concurrency 1 4 16]  latency, real-time factor, throughput
   tts-triton loadtest --users 16 --spawn-rate 4 --duration 1m
 
@@ -21,11 +21,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tts_triton.export.targets import AUTO, DEFAULT_TARGET, RUNTIME_TARGETS, embedded_targets, resolve_target
 from tts_triton.paths import default_model_repository
 
 DEFAULT_GRPC = "localhost:8001"
 DEFAULT_HTTP = "localhost:8000"
-TARGETS = ("onnxruntime-python", "onnxruntime", "tensorrt")
 #: The Locust load test lives in the source checkout, beside the package.
 LOADTEST_DIR = Path(__file__).resolve().parents[1] / "loadtest"
 START_HINT = "is the server running? start one with `tts-triton serve` (it prints `ready:` when it is)"
@@ -41,12 +41,44 @@ def _build(args: argparse.Namespace) -> int:
     from tts_triton.build import ensure_repository
     from tts_triton.export.repository import EnginesMissingError
 
+    choice = resolve_target(args.target)
+    print(f"target: {choice.name} ({choice.reason})", flush=True)
     try:
-        ensure_repository(args.out, checkpoint=args.checkpoint, target=args.target, force=args.force,
+        ensure_repository(args.out, checkpoint=args.checkpoint, target=choice.name, force=args.force,
                           engines_dir=args.engines_dir)
     except EnginesMissingError as err:
         return _fail(str(err))
     return 0
+
+
+def serve_target(args: argparse.Namespace) -> str:
+    """The target ``serve`` serves, printed with the reason it was chosen; ``ValueError`` says why none fits.
+
+    With ``--no-build`` the repository must exist and, unless ``--target auto``, be built for that target.
+    A target whose models run PyTorch on CUDA needs a CUDA GPU and a CUDA build of PyTorch here.
+    """
+    from tts_triton.export.repository import read_manifest
+    from tts_triton.export.targets import cuda_torch
+
+    if args.no_build:
+        built = (read_manifest(args.model_repository) or {}).get("target")
+        if built is None:
+            raise ValueError(f"{args.model_repository} is not a built model repository (drop --no-build to build it)")
+        if args.target not in (AUTO, built):
+            raise ValueError(f"{args.model_repository} is built for {built}, not {args.target} "
+                             "(drop --no-build to rebuild it)")
+        choice_name, reason = built, "as built (--no-build)"
+    else:
+        choice = resolve_target(args.target)
+        choice_name, reason = choice.name, choice.reason
+    detected = args.target == AUTO and not args.no_build  # resolve_target has asked torch already
+    if RUNTIME_TARGETS[choice_name].cuda_torch and not detected:
+        usable, found = cuda_torch()
+        if not usable:
+            raise ValueError(f"target {choice_name} runs PyTorch on CUDA, and here {found}; "
+                             f"use --target {AUTO} or {DEFAULT_TARGET}")
+    print(f"target: {choice_name} ({reason})", flush=True)
+    return choice_name
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -61,12 +93,14 @@ def _serve(args: argparse.Namespace) -> int:
                           admin_key=os.environ.get("TTS_TRITON_ADMIN_KEY"), mps=args.mps)
     try:
         check_ports(args.host, server.ports)  # before building: a busy port fails in seconds
-        if args.no_build and not (args.model_repository / "repository.json").is_file():
-            return _fail(f"{args.model_repository} is not a built model repository (drop --no-build to build it)")
+        try:
+            target = serve_target(args)
+        except ValueError as err:
+            return _fail(str(err))
         if not args.no_build:
             from tts_triton.build import ensure_repository  # heavy (torch): only once the ports are known free
 
-            ensure_repository(args.model_repository, checkpoint=args.checkpoint)
+            ensure_repository(args.model_repository, checkpoint=args.checkpoint, target=target)
         print(f"starting tritonserver on {args.host} (log: {server.log_file}) ...", flush=True)
         # A script's `cmd &` starts us with SIGINT ignored; Ctrl-C, kill, hang-up all stop the server.
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -197,9 +231,11 @@ def _build_parser(sub: argparse._SubParsersAction) -> None:
                        description="Export the checkpoint's networks to ONNX and write a Triton model repository "
                                    "for one runtime; a current repository is left as it is.")
     b.add_argument("--checkpoint", type=Path, help="checkpoint file (default: the shipped default voice)")
-    b.add_argument("--target", default="onnxruntime-python", choices=TARGETS,
-                   help="runtime: onnxruntime-python (embedded server, CPU; default), onnxruntime or tensorrt "
-                        "(for nvcr.io/nvidia/tritonserver:24.10-py3; tensorrt needs --engines-dir)")
+    b.add_argument("--target", default=DEFAULT_TARGET, choices=[AUTO, *RUNTIME_TARGETS],
+                   help="runtime: onnxruntime-python (embedded server, CPU; default), torch-cuda (embedded server, "
+                        "PyTorch with CUDA graphs on a GPU), onnxruntime or tensorrt (for "
+                        "nvcr.io/nvidia/tritonserver:24.10-py3; tensorrt needs --engines-dir), or auto (torch-cuda "
+                        "when a CUDA GPU and a CUDA build of PyTorch are here, else onnxruntime-python)")
     b.add_argument("--engines-dir", type=Path,
                    help="folder of <network>.plan built by `python -m tts_triton.export.tensorrt` (tensorrt only)")
     b.add_argument("--out", type=Path, default=default_model_repository(),
@@ -215,6 +251,10 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--checkpoint", type=Path, help="checkpoint file (default: the shipped default voice)")
     s.add_argument("--model-repository", type=Path, default=default_model_repository(),
                    help="repository to serve, built or rebuilt when stale (default %(default)s)")
+    s.add_argument("--target", default=AUTO, choices=[AUTO, *embedded_targets()],
+                   help="runtime the repository is built for: auto (default: torch-cuda when a CUDA GPU and a CUDA "
+                        "build of PyTorch are here, else onnxruntime-python), onnxruntime-python (CPU) or "
+                        "torch-cuda (GPU); a repository built for another target is rebuilt")
     s.add_argument("--no-build", action="store_true", help="serve the repository as it is")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s: loopback only)")
     s.add_argument("--http-port", type=int, default=8000, help="HTTP port (default %(default)s)")

@@ -1,5 +1,4 @@
-"""What an ONNX file of a network must look like: its file name, the ONNX Runtime knobs the Triton configs
-set, and the check of a graph's inputs and outputs against the tensor contract.
+"""The check of an ONNX graph's inputs and outputs against the tensor contract.
 
 Used by the repository builder (before it copies a file in) and by the Triton ONNX Runtime model (when
 it loads one); plain Python, importable without ONNX Runtime.
@@ -15,7 +14,6 @@ from tts_triton.contract import TensorSpec
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-ONNX_FILE = "model.onnx"
 
 #: ONNX Runtime type string -> contract dtype name.
 ORT_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(int32)": "int32",

@@ -22,6 +22,7 @@ from tts_triton.checkpoint import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoin
 from tts_triton.data.prosody import EMOTIONS, VOICES, render
 from tts_triton.data.sentences import generate
 from tts_triton.export.voice_bank import build_voice_bank
+from tts_triton.layout import VOICE_BANK_FILE
 from tts_triton.training.common import command_line
 
 MODULE = "tts_triton.release"
@@ -50,7 +51,7 @@ def ship(ckpt: Checkpoint, out: Path, clips_per_preset: int, metrics: dict[str, 
     if metrics is not None:
         info["metrics"] = metrics
     Checkpoint(ckpt.config, ckpt.acoustic, ckpt.generator, True, info).save(out, half=True)
-    bank_path = out.with_name("voice_bank.json")
+    bank_path = out.with_name(VOICE_BANK_FILE)
     bank.save(bank_path)
     return bank_path
 

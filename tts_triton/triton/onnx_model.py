@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from tts_triton.onnx_io import ONNX_FILE, io_mismatches
+from tts_triton.layout import ONNX_FILE
+from tts_triton.onnx_io import io_mismatches
 from tts_triton.serving.batching import Feed, batch_groups, merge, split
 from tts_triton.triton.utils import INTER_OP_THREADS, INTRA_OP_THREADS, RequestShapes, config_tensors, int_parameter
 

@@ -32,6 +32,7 @@ import torch
 from tts_triton.checkpoint import load_checkpoint
 from tts_triton.config import ModelConfig
 from tts_triton.contract import network_specs
+from tts_triton.layout import CHECKPOINT_FILE, CUDA_GRAPHS, FP16
 from tts_triton.serving.graphs import StageRunner
 from tts_triton.triton.utils import (
     BATCH_BUDGET,
@@ -47,15 +48,12 @@ try:
 except ImportError:  # imported outside Triton: for documentation and for tests of the pure helpers
     pb_utils = None
 
-CHECKPOINT_FILE = "model.pt"
 #: Counter of the seconds ``execute`` spent, by model and phase (:data:`PHASES`): where a network call's
 #: time goes inside the model. Triton's own ``compute_infer`` minus their sum is the stub's hand-over.
 PHASE_METRIC = "tts_network_seconds_total"
 PHASES = ("inputs", "run", "responses")
 PHASE_DESCRIPTION = ("Seconds the network models' execute spent: inputs (reading and checking the requests), run "
                      "(merging, the device, splitting), responses (building them)")
-FP16 = "fp16"
-CUDA_GRAPHS = "cuda_graphs"
 #: cuBLAS workspace of a GPU instance: one 4 MiB block per stream. torch's default on an H200 held about 100 MiB
 #: more per process (text encoder, decoder, vocoder alike) for the same graph replay times (GPU run 13).
 CUBLAS_WORKSPACE = ":4096:1"

@@ -9,20 +9,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from tts_triton.contract import TRITON_DTYPES, ModelSpec, TensorSpec
+from tts_triton.layout import (  # noqa: F401  (the adapters import the parameter names from here too)
+    BATCH_BUDGET,
+    FIRST_CHUNK_FIRST,
+    INPUT_AXES,
+    INTER_OP_THREADS,
+    INTRA_OP_THREADS,
+)
 from tts_triton.shapes import AxisValues, axis_values, shape_problems
 
 _NUMPY_DTYPES = {triton: numpy for numpy, triton in TRITON_DTYPES.items()}
-
-#: Network config parameter: JSON ``{input name: [dynamic axis name, or "" for a fixed size, per dimension]}``.
-INPUT_AXES = "input_axes"
-#: Network config parameters: thread counts of a model on the CPU (ONNX Runtime's intra/inter-op pools;
-#: PyTorch's intra-op threads).
-INTRA_OP_THREADS = "intra_op_thread_count"
-INTER_OP_THREADS = "inter_op_thread_count"
-#: Network config parameter (``torch-cuda``): the most rows x tokens (or mel frames) of one device call.
-BATCH_BUDGET = "batch_budget"
-#: ``tts`` config parameter: ``"true"`` sets ``StreamingConfig.first_chunk_first`` (``tts_offline`` ignores it).
-FIRST_CHUNK_FIRST = "first_chunk_first"
 
 
 def parameters(model_config: Mapping[str, Any]) -> dict[str, str]:
