@@ -65,10 +65,12 @@ MAX_TOKENS = STREAMING.max_tokens
         ("apples, pears, etc.", "apples, pears, et cetera."),
         ("at 9 a.m. today", "at nine eigh em today"),
         ("It ends at 5 p.m.", "It ends at five PM."),
-        ("On Jan. 5 at 3 P.M. in the hall.", "On January five at three PM in the hall."),
+        # a day after a month is an ordinal (the readers; it was "January five")
+        ("On Jan. 5 at 3 P.M. in the hall.", "On January fifth at three PM in the hall."),
         ("Born in Sept. 2001, on a Dec. night.", "Born in September two thousand one, on a December night."),
         ("the U.S.A. team", "the U S A team"),
-        ("visit www.example.com", "visit www dot example dot com"),
+        # addresses are read with their punctuation, "www" letter by letter (it was "www dot example dot com")
+        ("visit www.example.com", "visit double you double you double you dot example dot com"),
         ("Tom & Jerry", "Tom and Jerry"),
         # Chinese full-width punctuation, brackets and quotes; digits next to Chinese stay for Mandarin
         ("你好，世界！", "你好, 世界!"),
@@ -178,7 +180,7 @@ def test_split_sentences(text: str, expected: list[str]) -> None:
     ("text", "expected"),
     [
         ("Dr. Smith arrived at 10 a.m. He left.", ["doctor Smith arrived at ten eigh em.", "He left."]),
-        ("We meet on Jan. 5 at 3 p.m. in the hall.", ["We meet on January five at three PM in the hall."]),
+        ("We meet on Jan. 5 at 3 p.m. in the hall.", ["We meet on January fifth at three PM in the hall."]),
         ("It was cold in Jan. Then it snowed.", ["It was cold in January.", "Then it snowed."]),
         ("你好。世界！", ["你好.", "世界!"]),
         ("It was $5. Cheap!", ["It was five dollars.", "Cheap!"]),

@@ -11,6 +11,7 @@ import unicodedata
 from functools import lru_cache
 
 from tts_triton.text.numbers import expand_numbers_tracked
+from tts_triton.text.readers import read_plain
 from tts_triton.text.tracked import Tracked
 
 _PAUSES = ",.?!;:…-"
@@ -88,7 +89,7 @@ def _abbreviations(text: Tracked) -> Tracked:
 
 def clean_tracked(text: Tracked) -> Tracked:
     """Normalized form of ``text`` (possibly empty), each character with its source span."""
-    text = text.nfkc().map_chars(lambda ch: ch.translate(_CHAR_MAP))
+    text = read_plain(text.nfkc()).map_chars(lambda ch: ch.translate(_CHAR_MAP))
     text = text.sub(_PARAGRAPH, ".\n\n").map_chars(_filter_char)
     text = _abbreviations(text).sub(_NUMBER_SIGN, "number ").sub(_APPROXIMATELY, "about ")
     text = expand_numbers_tracked(text)
