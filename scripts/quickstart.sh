@@ -10,7 +10,7 @@ text=${1:-"Hello! This is tts-triton, streaming speech from a Triton server."}
 
 bash scripts/setup.sh
 log=$(mktemp -t tts-triton-serve.XXXXXX.log)
-.venv/bin/tts-triton serve --exit-with-parent "$@" >"$log" 2>&1 &
+.venv/bin/tts-triton serve --exit-with-parent $$ "$@" >"$log" 2>&1 &
 server=$!
 # `serve` stops tritonserver (SIGTERM, then SIGKILL after a grace period) when it gets SIGTERM, which the
 # kernel also sends it if this script dies without running its traps (--exit-with-parent).

@@ -48,7 +48,16 @@ fi
 if ((${#missing[@]})); then
   step "apt-get install ${missing[*]}"
   apt=("${as_root[@]}" apt-get -o "DPkg::Lock::Timeout=$APT_LOCK_TIMEOUT")
-  "${apt[@]}" update -qq
+  # `update` takes the lists lock, which DPkg::Lock::Timeout does not cover: retry while another apt holds it.
+  deadline=$((SECONDS + APT_LOCK_TIMEOUT))
+  until out=$("${apt[@]}" update -qq 2>&1); do
+    if ! grep -q 'Could not get lock' <<<"$out" || ((SECONDS >= deadline)); then
+      echo "$out" >&2
+      exit 1
+    fi
+    step "apt-get update: waiting for another apt to release its lock"
+    sleep 5
+  done
   DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 

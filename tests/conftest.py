@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +15,43 @@ import pytest
 
 from tts_triton.config import DecoderConfig, ModelConfig, StyleEncoderConfig, TextEncoderConfig
 from tts_triton.server import TritonServer, free_ports
+
+# --- Session guard: whatever a test starts is ended with the session, even when the test fails. ---
+
+#: Environment variable (value: pytest's pid) that every process the tests start inherits, orphans included.
+SESSION_MARK = "TTS_TRITON_TEST_SESSION"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    os.environ[SESSION_MARK] = str(os.getpid())
+
+
+def _marked_processes() -> list[int]:
+    """Live processes, other than this one, whose environment carries this session's mark."""
+    mark = f"{SESSION_MARK}={os.getpid()}".encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        pid = int(environ.parent.name)
+        try:
+            if pid != os.getpid() and mark in environ.read_bytes().split(b"\0"):
+                found.append(pid)
+        except OSError:  # gone, or another user's
+            continue
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Kill every process the session left running (fixtures have stopped theirs by now) and say which."""
+    for pid in _marked_processes():
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if not command:  # a zombie: already dead
+                continue
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+        print(f"\nsession guard: killed pid {pid}, left running: {command[:160]}", file=sys.stderr)
+
 
 #: A model small enough that a CPU training step takes well under a second (the vocoder stays v2). Its style
 #: encoder halves the mel axis six times, down to 2 from 80 bins and from 128, so its GRU width is layout-free.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -119,3 +120,70 @@ def test_loadtest_short_run_writes_its_report(server: TritonServer, tmp_path: Pa
         rows = list(csv.DictReader(f))
     assert rows and all(not row["error"] for row in rows)
     assert all(float(row["total_s"]) > 0 for row in rows)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["say", "Hi.", "-o", "."], "-o . is a folder: give a file name"),
+        (["say", "Hi.", "-o", "a.aac"], "-o a.aac: cannot write .aac; use .wav, .flac, .ogg, .mp3"),
+        (["say", "Hi.", "--url", "http://localhost:1"], "--url http://localhost:1: expected a grpc:// URL"),
+        (["serve", "--checkpoint", "missing.pt", "--no-build"], "--checkpoint missing.pt: no such file"),
+    ],
+    ids=["output-is-a-folder", "output-format-unknown", "url-with-http-scheme", "checkpoint-missing"],
+)
+def test_user_mistakes_get_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
+    line = one_line_error(tts_triton(*args, "--timeout" if args[0] == "say" else "--startup-timeout", "5",
+                                     cwd=tmp_path, timeout=60))
+    assert expected in line
+
+
+def test_serve_refuses_an_impossible_port_at_once() -> None:
+    began = time.monotonic()
+    run = tts_triton("serve", "--http-port", "99999", "--no-build", timeout=30)
+    assert run.returncode == 2 and "99999 is not a TCP port (1-65535)" in run.stderr
+    assert time.monotonic() - began < 10
+
+
+def test_serve_whose_parent_died_at_once_exits_and_starts_nothing(model_repository: Path, tmp_path: Path) -> None:
+    """The parent passes its pid and exits before `serve` has even imported: serve must not start a server."""
+    http, grpc, metrics = (str(free_port()) for _ in range(3))
+    script = (f'"{TTS_TRITON}" serve --exit-with-parent $$ --model-repository "{model_repository}" --no-build '
+              f"--http-port {http} --grpc-port {grpc} --metrics-port {metrics} >{tmp_path}/serve.log 2>&1 & echo $!")
+    serve_pid = int(subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout)
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{serve_pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not Path(f"/proc/{serve_pid}").exists(), "serve outlived its parent"
+    assert "has already exited" in (tmp_path / "serve.log").read_text()
+    from tts_triton.server import port_holders
+
+    assert all(port_holders(int(port)) == [] for port in (http, grpc, metrics))
+
+
+def test_say_writes_mp3_and_wav_to_stdout(server: TritonServer, tmp_path: Path) -> None:
+    run = tts_triton("say", "Hello there.", "-o", str(tmp_path / "a.mp3"), "--url", server.grpc_url)
+    assert run.returncode == 0, run.stderr
+    assert sf.info(str(tmp_path / "a.mp3")).format == "MP3"
+    piped = subprocess.run([TTS_TRITON, "say", "Hello there.", "-o", "-", "--url", server.grpc_url],
+                           capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert piped.returncode == 0, piped.stderr
+    (tmp_path / "piped.wav").write_bytes(piped.stdout)
+    audio, rate = sf.read(tmp_path / "piped.wav")
+    assert rate == 22050 and len(audio) > 0 and b"wrote stdout" in piped.stderr
+
+
+def test_say_to_the_http_port_says_so(server: TritonServer, tmp_path: Path) -> None:
+    line = one_line_error(tts_triton("say", "Hi.", "-o", str(tmp_path / "a.wav"), "--url", server.http_url,
+                                     "--timeout", "10"))
+    assert f"{server.http_url} is Triton's HTTP port" in line and "--http" in line
+
+
+def test_ctrl_c_in_say_is_one_line(server: TritonServer, tmp_path: Path) -> None:
+    say = subprocess.Popen([TTS_TRITON, "say", " ".join(["A long sentence for the decoder to chew on."] * 200),
+                            "-o", str(tmp_path / "a.wav"), "--url", server.grpc_url],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)  # in the middle of the imports or the stream: either must end in one line
+    say.send_signal(signal.SIGINT)
+    _, err = say.communicate(timeout=60)
+    assert (say.returncode, err.strip()) == (130, "interrupted")

@@ -8,6 +8,7 @@ server serves the test model repository (``--no-build``) on free ports passed th
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -54,8 +55,12 @@ def serve_args(model_repository: Path, ports: TritonPorts) -> list[str]:
 
 
 def our_processes(copy: Path, ports: TritonPorts) -> list[str]:
-    """Command lines of the copy's processes: `serve` (``--grpc-port N``) and tritonserver (``--grpc-port=N``)."""
-    return processes_mentioning(str(copy), f"--grpc-port {ports.grpc}", f"--grpc-port={ports.grpc}")
+    """Command lines of the copy's processes: `serve` (``--grpc-port N``), tritonserver (``--grpc-port=N``) and
+    its Python backend stubs, whose command line carries the shared-memory prefix ``tts_triton_<pid>_<http>_``
+    (a stub outlives a server killed by SIGKILL)."""
+    stub = re.compile(rf"tts_triton_\d+_{ports.http}_")
+    found = processes_mentioning(str(copy), f"--grpc-port {ports.grpc}", f"--grpc-port={ports.grpc}")
+    return found + [line for line in processes_mentioning("triton_python_backend_stub") if stub.search(line)]
 
 
 def assert_nothing_left(copy: Path, ports: TritonPorts) -> None:

@@ -13,22 +13,36 @@ working directory. Each command has its own --help.
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
 
-from tts_triton.export.targets import AUTO, DEFAULT_TARGET, RUNTIME_TARGETS, embedded_targets, resolve_target
-from tts_triton.paths import default_model_repository
+#: Taken before any other import: `serve --exit-with-parent` without a pid watches this process (a parent
+#: that died during the imports would otherwise read as pid 1, and the server would outlive it).
+_PARENT_AT_START = os.getppid()
+
+import argparse  # noqa: E402
+import datetime as dt  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from tts_triton.export.targets import (  # noqa: E402
+    AUTO,
+    DEFAULT_TARGET,
+    RUNTIME_TARGETS,
+    embedded_targets,
+    resolve_target,
+)
+from tts_triton.paths import default_model_repository  # noqa: E402
 
 DEFAULT_GRPC = "localhost:8001"
 DEFAULT_HTTP = "localhost:8000"
 #: The Locust load test lives in the source checkout, beside the package.
 LOADTEST_DIR = Path(__file__).resolve().parents[1] / "loadtest"
 START_HINT = "is the server running? start one with `tts-triton serve` (it prints `ready:` when it is)"
+#: `say -o` suffix -> soundfile (format, subtype); `-o -` writes WAV to stdout.
+OUTPUT_FORMATS = {".wav": ("WAV", "PCM_16"), ".flac": ("FLAC", "PCM_16"), ".ogg": ("OGG", "VORBIS"),
+                  ".mp3": ("MP3", "MPEG_LAYER_III")}
 
 
 def _fail(message: str) -> int:
@@ -85,8 +99,15 @@ def _serve(args: argparse.Namespace) -> int:
     from tts_triton.server import PortInUseError, TritonServer, TritonServerError, check_ports, set_parent_death_signal
     from tts_triton.supervisor import Supervisor
 
-    if args.exit_with_parent:
-        set_parent_death_signal(signal.SIGTERM, os.getppid())
+    if args.exit_with_parent is not None:
+        parent = args.exit_with_parent or _PARENT_AT_START
+        if os.getppid() != parent:  # re-parented: the parent died, or PID never was the parent
+            if parent == _PARENT_AT_START or not _alive(parent):
+                return _fail(f"--exit-with-parent: the parent process {parent} has already exited")
+            return _fail(f"--exit-with-parent {parent}: not the parent of serve (only a parent can be watched)")
+        set_parent_death_signal(signal.SIGTERM, parent)
+    if args.checkpoint is not None and not args.checkpoint.is_file():
+        return _fail(f"--checkpoint {args.checkpoint}: no such file")
 
     server = TritonServer(args.model_repository.absolute(), host=args.host, http_port=args.http_port,
                           grpc_port=args.grpc_port, metrics_port=args.metrics_port, log_verbose=args.log_verbose,
@@ -130,6 +151,16 @@ def _serve(args: argparse.Namespace) -> int:
         server.stop()
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
 def _interrupt(*_: object) -> None:
     """SIGTERM / SIGHUP handler: stop like Ctrl-C does."""
     raise KeyboardInterrupt
@@ -141,6 +172,13 @@ def _say_problem(args: argparse.Namespace) -> str | None:
         return "--reference sets the voice and emotion itself: drop --voice/--emotion, or drop --reference"
     if args.reference and not args.reference.is_file():
         return f"--reference {args.reference}: no such file"
+    if str(args.output) == "-":
+        return None
+    if args.output.is_dir():
+        return f"-o {args.output} is a folder: give a file name, e.g. {args.output / 'out.wav'}"
+    if args.output.suffix.lower() not in OUTPUT_FORMATS:
+        return (f"-o {args.output}: cannot write {args.output.suffix or 'a file without a suffix'}; "
+                f"use {', '.join(OUTPUT_FORMATS)}, or - for WAV on stdout")
     folder = args.output.absolute().parent
     if not folder.is_dir():
         return f"-o {args.output}: folder {folder} does not exist"
@@ -154,12 +192,45 @@ def _transport_hint(err: Exception, args: argparse.Namespace) -> str:
     from tts_triton.client import ServerUnavailableError
 
     url = args.url or (DEFAULT_HTTP if args.http else DEFAULT_GRPC)
+    if not args.http and _answers_http(url):
+        return (f"{url} is Triton's HTTP port, not its gRPC port: use the gRPC port "
+                f"({DEFAULT_GRPC.split(':')[1]} by default), or add --http")
     if isinstance(err, ServerUnavailableError):
         return f"cannot reach the server at {url}: {err}; {START_HINT}"
     if args.http:  # geventhttpclient's parser failed: not an HTTP server, e.g. Triton's gRPC port
         return (f"{url} does not answer HTTP ({type(err).__name__}: {err}); is it the gRPC port? "
                 f"Triton's HTTP port is {DEFAULT_HTTP.split(':')[1]} by default, or drop --http to use gRPC")
     return f"{url}: {err}"
+
+
+def _answers_http(url: str) -> bool:
+    """Whether ``url`` (host:port) answers Triton's HTTP liveness endpoint within a second."""
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(f"http://{url.split('://', 1)[-1]}/v2/health/live", timeout=1) as response:
+            return response.status == 200
+    except Exception:  # anything but an HTTP answer: not an HTTP port
+        return False
+
+
+def _write_audio(output: Path, audio: object, sample_rate: int) -> None:
+    """Write ``audio`` in the format of ``output``'s suffix (:data:`OUTPUT_FORMATS`), or WAV to stdout for ``-``."""
+    import io
+
+    import numpy as np
+    import soundfile as sf
+
+    samples = np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0)
+    if str(output) == "-":
+        buffer = io.BytesIO()  # WAV needs a seekable file to write its header
+        sf.write(buffer, samples, sample_rate, format="WAV", subtype="PCM_16")
+        sys.stdout.buffer.write(buffer.getvalue())
+        sys.stdout.buffer.flush()
+        return
+    file_format, subtype = OUTPUT_FORMATS[output.suffix.lower()]
+    sf.write(output, samples, sample_rate, format=file_format, subtype=subtype)
 
 
 def _say(args: argparse.Namespace) -> int:
@@ -178,12 +249,29 @@ def _say(args: argparse.Namespace) -> int:
         else:
             with TTSClient(args.url or DEFAULT_GRPC, timeout=args.timeout) as client:
                 result = client.synthesize(text, **options)
+        _write_audio(args.output, result.audio, result.sample_rate)
     except (TTSError, HTTPParseError) as err:
         return _fail(_transport_hint(err, args))
-    result.save(args.output)
-    print(f"wrote {args.output}: {result.duration:.2f} s of audio in {result.chunks} chunk(s); "
-          f"first audio after {result.first_chunk_latency * 1000:.0f} ms, total {result.total_time * 1000:.0f} ms")
+    except ValueError as err:  # the client's URL check: "expected a grpc:// URL or host:port, got ..."
+        return _fail(f"--url {args.url}: {err}" + ("" if args.http else "; for HTTP add --http"))
+    except OSError as err:  # the output file could not be written
+        return _fail(f"-o {args.output}: {err.strerror or err}")
+    where = "stdout" if str(args.output) == "-" else args.output
+    print(f"wrote {where}: {result.duration:.2f} s of audio in {result.chunks} chunk(s); "
+          f"first audio after {result.first_chunk_latency * 1000:.0f} ms, total {result.total_time * 1000:.0f} ms",
+          file=sys.stderr if where == "stdout" else sys.stdout)
     return 0
+
+
+def _port(text: str) -> int:
+    """An argparse type: a TCP port number, 1-65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (1-65535)")
+    return port
 
 
 def _voices(args: argparse.Namespace) -> int:
@@ -257,9 +345,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
                         "torch-cuda (GPU); a repository built for another target is rebuilt")
     s.add_argument("--no-build", action="store_true", help="serve the repository as it is")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s: loopback only)")
-    s.add_argument("--http-port", type=int, default=8000, help="HTTP port (default %(default)s)")
-    s.add_argument("--grpc-port", type=int, default=8001, help="gRPC port (default %(default)s)")
-    s.add_argument("--metrics-port", type=int, default=8002, help="Prometheus metrics port (default %(default)s)")
+    s.add_argument("--http-port", type=_port, default=8000, help="HTTP port (default %(default)s)")
+    s.add_argument("--grpc-port", type=_port, default=8001, help="gRPC port (default %(default)s)")
+    s.add_argument("--metrics-port", type=_port, default=8002, help="Prometheus metrics port (default %(default)s)")
     s.add_argument("--log-verbose", type=int, default=0, help="Triton's verbose log level (default %(default)s)")
     s.add_argument("--startup-timeout", type=float, default=300.0,
                    help="seconds allowed for every model to load (default %(default)s)")
@@ -269,17 +357,20 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--mps", action="store_true",
                    help="run the models' CUDA processes under a CUDA MPS daemon of the server's own (GPU targets: "
                         "their kernels then share the GPU instead of taking turns)")
-    s.add_argument("--exit-with-parent", action="store_true",
-                   help="stop when the process that started serve exits, even by SIGKILL (for scripts)")
+    s.add_argument("--exit-with-parent", nargs="?", type=int, const=0, metavar="PID",
+                   help="stop when the process that started serve (or PID, e.g. a script's $$) exits, even by "
+                        "SIGKILL; a parent already gone stops serve at once (for scripts)")
     s.set_defaults(func=_serve)
 
 
 def _client_parsers(sub: argparse._SubParsersAction) -> None:
-    y = sub.add_parser("say", help="speak TEXT through a running server into a WAV file",
+    y = sub.add_parser("say", help="speak TEXT through a running server into an audio file",
                        description="Synthesize TEXT on a running server (gRPC stream of `tts`, or HTTP "
-                                   "`tts_offline` with --http) and write a WAV file.")
+                                   "`tts_offline` with --http) and write an audio file.")
     y.add_argument("text", nargs="+", help="the text to speak")
-    y.add_argument("-o", "--output", type=Path, default=Path("out.wav"), help="WAV file (default %(default)s)")
+    y.add_argument("-o", "--output", type=Path, default=Path("out.wav"),
+                   help="audio file: .wav, .flac, .ogg or .mp3 by its suffix, or - for WAV on stdout "
+                        "(default %(default)s)")
     y.add_argument("--voice", help="preset voice (default: the server's; `tts-triton voices` lists them)")
     y.add_argument("--emotion", help="neutral, happy, sad, angry or surprised (default: the server's)")
     y.add_argument("--reference", type=Path, help="audio file whose style to copy (instead of --voice/--emotion)")
@@ -328,7 +419,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return bench_main(argv[1:])
     args = parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C outside a command's own handling (e.g. during its imports)
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

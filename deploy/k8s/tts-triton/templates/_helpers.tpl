@@ -60,3 +60,28 @@ app.kubernetes.io/component: inference-server
 {{- define "tts-triton.adminKeySecret" -}}
 {{- default (printf "%s-admin-key" (include "tts-triton.fullname" . | trunc 53 | trimSuffix "-")) .Values.triton.restrictedApis.adminKeySecret }}
 {{- end }}
+
+{{/*
+Pod securityContext: the chart's hardened defaults (non-root uid/gid 1000, the NGC image's `triton-server`
+user; RuntimeDefault seccomp) with the given values dict merged over them. Usage, for any pod of the chart:
+  securityContext: {{- include "tts-triton.podSecurityContext" .Values.podSecurityContext | nindent 8 }}
+*/}}
+{{- define "tts-triton.podSecurityContext" -}}
+{{- $defaults := dict "runAsNonRoot" true "runAsUser" 1000 "runAsGroup" 1000 "fsGroup" 1000 "seccompProfile" (dict "type" "RuntimeDefault") }}
+{{- toYaml (mergeOverwrite $defaults (deepCopy (default (dict) .))) }}
+{{- end }}
+
+{{/*
+Container securityContext: no privilege escalation, every capability dropped, read-only root filesystem
+(write only to mounted emptyDirs), non-root; the given values dict merged over them. Usage:
+  securityContext: {{- include "tts-triton.containerSecurityContext" .Values.securityContext | nindent 12 }}
+*/}}
+{{- define "tts-triton.containerSecurityContext" -}}
+{{- $defaults := dict "allowPrivilegeEscalation" false "privileged" false "readOnlyRootFilesystem" true "runAsNonRoot" true "capabilities" (dict "drop" (list "ALL")) }}
+{{- toYaml (mergeOverwrite $defaults (deepCopy (default (dict) .))) }}
+{{- end }}
+
+{{/* Label that lets a pod through the NetworkPolicy to Triton's HTTP and gRPC ports (value "true"). */}}
+{{- define "tts-triton.clientLabel" -}}
+{{- printf "%s-client" (include "tts-triton.fullname" . | trunc 56 | trimSuffix "-") }}
+{{- end }}
