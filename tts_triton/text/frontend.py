@@ -156,7 +156,12 @@ def plan_tracked(text: Tracked, max_tokens: int | None = None) -> list[Sentence]
     return [sentence(piece)
             for symbols in phonemize_tracked(split_tracked(normalize_tracked(text)))
             if symbols
-            for piece in ([symbols] if max_tokens is None else _split(symbols, max_tokens - 2))]
+            for piece in cut(symbols, max_tokens)]
+
+
+def cut(symbols: list[Symbol], max_tokens: int | None) -> list[list[Symbol]]:
+    """A sentence's symbols in pieces of at most ``max_tokens - 2`` (room for BOS and EOS); whole if None."""
+    return [symbols] if max_tokens is None else _split(symbols, max_tokens - 2)
 
 
 def sentence(symbols: list[Symbol], **controls: Any) -> Sentence:

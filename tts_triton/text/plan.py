@@ -4,7 +4,7 @@
 
 A spoken word points back into the request's TEXT (``start``/``end``) and into its sentence's ids
 (``first``/``last``), so that word timings can be read off the decoder's alignment. Plain text and SSML
-(to come) give the same structure.
+(a TEXT whose first element is ``<speak>``, see :mod:`tts_triton.text.ssml`) give the same structure.
 """
 
 from __future__ import annotations
@@ -40,11 +40,13 @@ class Sentence:
 
 
 def plan_text(text: str, max_tokens: int | None = None) -> list[Sentence]:
-    """Plain text -> sentences; raises InvalidInput("TEXT", ...).
+    """Plain text or SSML (first element <speak>) -> sentences; raises InvalidInput("TEXT", ...).
 
     With ``max_tokens`` no sentence has more ids than that (a longer one is cut as
     :func:`~tts_triton.text.frontend.text_to_sequences` cuts it; a word cut in two is in both pieces).
     """
-    from tts_triton.text import frontend  # it builds on this module's dataclasses
+    from tts_triton.text import frontend, ssml  # both build on this module's dataclasses
 
+    if ssml.is_ssml(text):
+        return ssml.plan_ssml(frontend.check_text(text), max_tokens)
     return frontend.plan_plain(text, max_tokens)
