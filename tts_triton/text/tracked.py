@@ -10,6 +10,7 @@ of "03/14".
 
 from __future__ import annotations
 
+import operator
 import re
 import unicodedata
 from collections.abc import Callable
@@ -92,8 +93,10 @@ class Tracked:
 
     def map_chars(self, fn: Callable[[str], str]) -> Tracked:
         """Each character replaced by ``fn(character)``, which keeps its span."""
-        out = [(fn(ch), span) for ch, span in zip(self.text, self.spans, strict=True)]
-        return Tracked("".join(t for t, _ in out), tuple(span for t, span in out for _ in t))
+        out = [fn(ch) for ch in self.text]
+        if all(map(operator.eq, out, self.text)):
+            return self
+        return Tracked("".join(out), tuple(span for t, span in zip(out, self.spans, strict=True) for _ in t))
 
     def nfkc(self) -> Tracked:
         """NFKC, normalized in pieces that start at a character with combining class 0 (the whole text at
