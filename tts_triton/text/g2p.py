@@ -269,7 +269,8 @@ def _translate_alone(words: list[tuple[str, str]], unknown: set[str]) -> list[li
     if len(_ALONE) + len(read) > _ALONE_SIZE:
         _ALONE.clear()
     _ALONE.update(read)
-    return [known.get(w) or read[w] for w in words]
+    known.update(read)
+    return [known[w] for w in words]
 
 
 def _translate(runs: list[tuple[str, str]], unknown: set[str]) -> list[list[str]]:

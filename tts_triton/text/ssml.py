@@ -58,6 +58,7 @@ SAY_AS = ("characters", "spell-out", "cardinal", "ordinal", "digits", "date", "t
 _TEXT_ONLY = frozenset({"say-as", "sub", "phoneme"})
 _FIRST_ELEMENT = re.compile(r"\s*<(?:\?xml|!|speak[\s/>])")
 _SENTENCE_END = frozenset(".!?…")
+_REFERENCE = re.compile(r"&(?:#\d+|#x[0-9A-Fa-f]+|[A-Za-z]+);")
 
 
 def is_ssml(text: str) -> bool:
@@ -200,9 +201,9 @@ def _char_offsets(markup: str) -> list[int]:
 def _data_spans(markup: str, at: int, data: str) -> tuple[Span, ...]:
     """Source spans of text the parser reports at character ``at``: a reference (&amp;, &#65;) spans
     itself for each character it stands for; an end of line written \\r\\n spans both characters."""
-    if markup.startswith("&", at):
-        reference = (at, markup.index(";", at) + 1)
-        return (reference,) * len(data)
+    reference = _REFERENCE.match(markup, at)
+    if reference and not markup.startswith(data, at):
+        return (reference.span(),) * len(data)
     spans = []
     for ch in data:
         width = 2 if ch == "\n" and markup.startswith("\r\n", at) else 1
