@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 import subprocess
 import sys
 import time
@@ -391,3 +392,17 @@ def test_a_word_that_reads_to_nothing_twice() -> None:
     text = "in the house \u0301\u0301 of"
     assert plan_text(text) == plan_text(text)
     assert [w.text for s in plan_text(text) for w in s.words] == ["in", "the", "house", "of"]
+
+
+def test_random_text_plans_hold_their_invariants() -> None:
+    rnd = random.Random(0)
+    alphabet = ("aZ09 .,;:!?-—$€£%&@#/~'\"“”…\n\t()e\u0301ﬁ½한\u1161你好", "1,000", "3.5", "10:30 am", "a.m.", "Mr.",
+                "etc.", "U.S.A.", "www.x.com", "21st", "5km", "°C", "03/14/2025", "1990s", "123-4567", "v3.1.2", "the")
+    symbols = [*alphabet[0], *alphabet[1:]]
+    for _ in range(300):
+        text = "".join(rnd.choice(symbols) for _ in range(rnd.randint(1, 30)))
+        try:
+            sentences = plan_text(text)
+        except InvalidInput:
+            continue
+        _check_plan(text, sentences)

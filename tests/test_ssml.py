@@ -4,6 +4,7 @@ and word spans pointing into the markup; anything else, and hostile markup, is I
 from __future__ import annotations
 
 import os
+import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -206,3 +207,23 @@ def test_many_elements_are_refused() -> None:
 def test_malformed_markup_is_refused() -> None:
     _refused_fast("<speak><prosody rate='slow'>unclosed", "malformed SSML: no element found: line 1")
     _refused_fast("<speak>" + "<s>" * 20 + "x</p>", "mismatched tag")
+
+
+def test_random_markup_is_a_plan_or_invalid_input() -> None:
+    """Shuffled pieces of markup, text, references and CDATA: a valid plan or InvalidInput, nothing else."""
+    rnd = random.Random(1)
+    pieces = ["<s>", "</s>", "<p>", "</p>", '<break time="200ms"/>', '<prosody rate="fast" pitch="+1st">', "</prosody>",
+              "<emphasis>", "</emphasis>", '<say-as interpret-as="date">', '<say-as interpret-as="characters">',
+              "</say-as>", '<sub alias="x y">', "</sub>", '<phoneme ph="həˈloʊ">', "</phoneme>", '<voice name="f1">',
+              "</voice>", "hello", " world. ", "03/14/2025", " 10:05 am ", "&amp;", "&#65;", "<![CDATA[& a < b]]>",
+              "\r\n", "é", "你好", " ", "<!-- c -->", "&", "<", "$5", "1/3", "😀"]
+    planned = 0
+    for _ in range(300):
+        markup = "<speak>" + "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 20))) + "</speak>"
+        try:
+            sentences = plan_text(markup)
+        except InvalidInput:
+            continue
+        _check(markup, sentences)
+        planned += 1
+    assert planned > 5  # most shuffles are malformed; enough are not
