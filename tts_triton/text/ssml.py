@@ -202,7 +202,7 @@ def _data_spans(markup: str, at: int, data: str) -> tuple[Span, ...]:
     """Source spans of text the parser reports at character ``at``: a reference (&amp;, &#65;) spans
     itself for each character it stands for; an end of line written \\r\\n spans both characters."""
     reference = _REFERENCE.match(markup, at)
-    if reference and not markup.startswith(data, at):
+    if reference and not data.startswith(reference[0]):  # CDATA may hold a literal "&amp;"
         return (reference.span(),) * len(data)
     spans = []
     for ch in data:
