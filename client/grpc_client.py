@@ -27,6 +27,7 @@ import tritonclient.grpc.aio as grpcclient_aio
 from tritonclient.utils import InferenceServerException
 
 from tts_triton.contract import TTS
+from tts_triton.endpoints import DEFAULT_GRPC_URL
 
 from .closing import Closing
 from .errors import TTSError, translate_error, translated_errors
@@ -35,7 +36,6 @@ from .results import AudioChunk, Synthesis, VoiceBank
 
 __all__ = ["DEFAULT_GRPC_URL", "AsyncTTSClient", "TTSClient"]
 
-DEFAULT_GRPC_URL = "localhost:8001"
 #: Seconds to wait for a broken stream's callback to report why it broke.
 _CAUSE_WAIT = 5.0
 

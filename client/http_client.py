@@ -9,6 +9,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tts_triton.contract import TTS, TTS_OFFLINE
+from tts_triton.endpoints import DEFAULT_HTTP_URL
 
 from .closing import Closing
 from .errors import translated_errors
@@ -16,8 +17,6 @@ from .request import RequestOptions, build_request, chunk_from_result, parse_url
 from .results import Synthesis, VoiceBank
 
 __all__ = ["DEFAULT_HTTP_URL", "HttpTTSClient"]
-
-DEFAULT_HTTP_URL = "localhost:8000"
 
 
 class HttpTTSClient(Closing):

@@ -1,4 +1,9 @@
-"""Shared fixtures: free loopback ports, and real Triton servers started for a test's model repository."""
+"""Shared fixtures: free loopback ports, and real Triton servers started for a test's model repository.
+
+The user's cache stays untouched: the session points ``$XDG_CACHE_HOME`` (read by :mod:`tts_triton.paths` at
+every call, and inherited by the servers and commands the tests start) at a temporary folder, and a test during
+which this process still writes into the user's ``tts-triton`` cache folder fails, naming what it wrote.
+"""
 
 from __future__ import annotations
 
@@ -135,6 +140,57 @@ def start_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
         server.stop()
 
 
+#: The user's own cache folder of tts-triton, as it was before the session redirected $XDG_CACHE_HOME.
+USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tts-triton"
+#: Paths under USER_CACHE that this test process opened for writing, created or renamed into since the last test.
+_USER_CACHE_WRITES: list[str] = []
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND
+
+
+def _watch_user_cache(event: str, args: tuple[Any, ...]) -> None:
+    """Audit hook: note every write of this process into USER_CACHE (other processes' writes are not ours)."""
+    if event == "open":
+        path, mode, flags = args
+        if not (mode and any(c in mode for c in "wax+")) and not (mode is None and flags & _WRITE_FLAGS):
+            return
+    elif event in ("os.mkdir", "os.symlink"):
+        path = args[0] if event == "os.mkdir" else args[1]
+    elif event in ("os.rename", "os.replace", "shutil.copyfile", "shutil.copytree", "shutil.move"):
+        path = args[1]
+    else:
+        return
+    if isinstance(path, str | bytes | os.PathLike):
+        name = os.path.abspath(os.fsdecode(path))
+        if name == str(USER_CACHE) or name.startswith(f"{USER_CACHE}{os.sep}"):
+            _USER_CACHE_WRITES.append(name)
+
+
+sys.addaudithook(_watch_user_cache)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """``$XDG_CACHE_HOME`` for the whole session (and the commands and servers it starts): a temporary folder."""
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield Path(os.environ["XDG_CACHE_HOME"])
+    if saved is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = saved
+
+
+@pytest.fixture(autouse=True)
+def user_cache_untouched(private_cache: Path) -> Iterator[None]:
+    """Fail a test during which this process wrote anything under the user's tts-triton cache folder."""
+    _USER_CACHE_WRITES.clear()
+    yield
+    if written := sorted(set(_USER_CACHE_WRITES)):
+        _USER_CACHE_WRITES.clear()
+        pytest.fail(f"the test wrote into the user's cache {USER_CACHE} (use tmp_path or $XDG_CACHE_HOME): "
+                    + ", ".join(written[:5]) + (f" and {len(written) - 5} more" if len(written) > 5 else ""))
+
+
 # --- The model under test: seeded weights with a calibrated stop gate, exported and served once. ---
 
 SENTENCE_IDS = [1, *range(20, 52), 2]
@@ -148,9 +204,8 @@ def test_style() -> Any:
     return np.random.default_rng(0).standard_normal(128).astype(np.float32) * 0.3
 
 
-@pytest.fixture(scope="session")
-def checkpoint(test_style: Any) -> Any:
-    """Seeded weights whose stop gate is calibrated to fire mid-sentence on SENTENCE_IDS.
+def calibrate_stop_gate(ckpt: Any, style: Any) -> Any:
+    """``ckpt`` (seeded weights) with its stop gate calibrated to fire mid-sentence on SENTENCE_IDS for ``style``.
 
     Untrained gate logits barely move, so the stop rule would fire at step 0 or never. The gate's
     logits over the first steps are measured; the gate is flipped in sign if needed and biased so
@@ -162,9 +217,7 @@ def checkpoint(test_style: Any) -> Any:
     import torch
 
     from tts_triton import contract
-    from tts_triton.checkpoint import init_checkpoint
 
-    ckpt = init_checkpoint(seed=7)
     stages = ckpt.stages()
     with torch.no_grad():
         phonemes = torch.tensor([SENTENCE_IDS], dtype=torch.int32)
@@ -172,7 +225,7 @@ def checkpoint(test_style: Any) -> Any:
         memory, processed = stages[contract.TEXT_ENCODER](phonemes, mask)
         decoder = stages[contract.DECODER].decoder
         _, gate, _, _ = decoder.run(decoder.initial_state(memory), CALIBRATION_STEPS, memory, processed, mask,
-                                    torch.from_numpy(test_style)[None])
+                                    torch.from_numpy(style)[None])
     logits = gate[0].numpy().astype(np.float64)
     best = max(((sign * logits[j] - max(sign * logits[:j]), sign, j) for sign in (1, -1)
                 for j in range(3, CALIBRATION_STEPS)), key=lambda c: c[0])
@@ -185,6 +238,22 @@ def checkpoint(test_style: Any) -> Any:
         layer.bias.mul_(sign).sub_(threshold)
     ckpt.info["test_stop_step"] = step
     return ckpt
+
+
+@pytest.fixture(scope="session")
+def checkpoint(test_style: Any) -> Any:
+    """Seeded weights of the default size, stop gate calibrated (:func:`calibrate_stop_gate`)."""
+    from tts_triton.checkpoint import init_checkpoint
+
+    return calibrate_stop_gate(init_checkpoint(seed=7), test_style)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(test_style: Any) -> Any:
+    """Seeded weights of the TINY config, stop gate calibrated: for numerics checks that need no full-size model."""
+    from tts_triton.checkpoint import init_checkpoint
+
+    return calibrate_stop_gate(init_checkpoint(TINY, seed=7), test_style[: TINY.style.dim])
 
 
 @pytest.fixture(scope="session")

@@ -19,8 +19,8 @@ import torch
 import tritonclient.grpc as grpcclient
 from conftest import SENTENCE_IDS
 
-from tts_triton import contract, shapes
-from tts_triton.checkpoint import ASSETS, DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
+from tts_triton import audio, contract, shapes
+from tts_triton.checkpoint import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
 from tts_triton.config import STREAMING
 from tts_triton.export.pbtxt import parse
 from tts_triton.export.repository import RepositorySettings, build_repository
@@ -33,9 +33,6 @@ from tts_triton.serving.pipeline import Pipeline, first_stop, pad_tokens
 from tts_triton.text import text_to_sequences
 from tts_triton.triton.torch_model import PHASE_METRIC, PHASES, instance_device
 from tts_triton.voices import VoiceBank
-
-SENTENCES = ("Please turn left at the next corner.", "The train to the airport leaves at noon.",
-             "Thanks for calling; we will be with you in a moment.", "Is it ready yet?")
 
 
 def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
@@ -163,27 +160,31 @@ def test_graphs_cover_every_shape_the_decode_loop_sends(checkpoint: Checkpoint) 
     assert StageRunner(stages[contract.STYLE_ENCODER], specs[contract.STYLE_ENCODER]).graph_shapes() == []
 
 
-def test_fp16_vocoder_stage_keeps_quality_on_real_decoder_mels(default_voice: Checkpoint) -> None:
-    cfg = default_voice.config
-    bank = VoiceBank.load(ASSETS / VOICE_BANK_FILE)
-    pipeline = Pipeline(TorchBackend(default_voice.stages(), cfg), cfg)
-    _, mel = asyncio.run(pipeline.synthesize(text_to_sequences(" ".join(SENTENCES[:2])), bank.style("f1")))
+def test_fp16_vocoder_stage_keeps_quality_on_speech_mels(default_voice: Checkpoint) -> None:
+    """The shipped vocoder in fp16 (its mel match in fp32) on one chunk of a speech mel (espeak-ng): the plumbing
+    and a quality floor. CPU fp16 convolutions are slow (seconds per chunk); the full-size fp16 numerics on decoder
+    output belong to the GPU benchmark."""
+    from tts_triton.data import prosody
+
+    speech = prosody.render("Please turn left at the next corner.", prosody.VOICES["f1"], prosody.EMOTIONS["neutral"])
+    mel = audio.mel_spectrogram(speech)
     vocoder = default_voice.stages()[contract.VOCODER]
     half = half_precision(copy.deepcopy(vocoder))
     assert half.mel_match.analysis.dtype == torch.float32 and half.generator.conv_pre.weight.dtype == torch.float16
+    frames = STREAMING.chunk_frames[1]  # a streamed chunk of a sentence after its first
+    start = (len(mel) - frames) // 2  # mid-sentence: voiced speech, not the silence at its ends
+    window = torch.from_numpy(mel[None, start : start + frames].copy())
     with torch.inference_mode():
-        for start in range(0, len(mel) - 216, 150):
-            window = torch.from_numpy(mel[None, start : start + 216].copy())
-            reference = vocoder(window)[0].numpy()
-            test = half(window.half())[0].float().numpy()
-            assert snr_db(reference, test) >= 30.0, start
+        reference = vocoder(window)[0].numpy()
+        test = half(window.half())[0].float().numpy()
+    assert snr_db(reference, test) >= 30.0
 
 
-def test_fp16_decoder_stops_at_the_same_step(default_voice: Checkpoint) -> None:
-    cfg = default_voice.config
-    bank = VoiceBank.load(ASSETS / VOICE_BANK_FILE)
-    half_stages = {**default_voice.stages()}
-    half_stages[contract.DECODER] = half_precision(default_voice.stages()[contract.DECODER])
+def test_fp16_decoder_stops_at_the_same_step(tiny_checkpoint: Checkpoint, test_style: np.ndarray) -> None:
+    """A small decoder whose stop gate is calibrated (conftest), in fp16: the same steps as in fp32."""
+    cfg = tiny_checkpoint.config
+    half_stages = {**tiny_checkpoint.stages()}
+    half_stages[contract.DECODER] = half_precision(tiny_checkpoint.stages()[contract.DECODER])
 
     class HalfDecoder(TorchBackend):
         async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -195,15 +196,13 @@ def test_fp16_decoder_stops_at_the_same_step(default_voice: Checkpoint) -> None:
                                                else torch.from_numpy(inputs[n]) for n in spec.input_names))
             return {name: out.float().numpy() for name, out in zip(spec.output_names, outputs, strict=True)}
 
-    for sentence in SENTENCES:
-        ids = text_to_sequences(sentence)
-        steps = []
-        for backend in (TorchBackend(default_voice.stages(), cfg), HalfDecoder(half_stages, cfg)):
-            pipeline = Pipeline(backend, cfg)
-            asyncio.run(pipeline.synthesize(ids, bank.style("m1")))
-            steps.append([s.steps for s in pipeline.stats])
-        assert steps[0] == steps[1], sentence
+    steps = []
+    for backend in (TorchBackend(tiny_checkpoint.stages(), cfg), HalfDecoder(half_stages, cfg)):
+        pipeline = Pipeline(backend, cfg)
+        asyncio.run(pipeline.synthesize([SENTENCE_IDS], test_style[: cfg.style.dim]))
+        steps.append([s.steps for s in pipeline.stats])
         assert not any(s.hit_max_steps for s in pipeline.stats)
+    assert steps[0] == steps[1]
     assert first_stop(np.array([-1.0, 0.5])) == 1
 
 

@@ -26,6 +26,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from tts_triton.endpoints import DEFAULT_GRPC_URL, DEFAULT_HTTP_URL, GRPC_PORT, HTTP_PORT, METRICS_PORT  # noqa: E402
 from tts_triton.export.targets import (  # noqa: E402
     AUTO,
     DEFAULT_TARGET,
@@ -35,8 +36,6 @@ from tts_triton.export.targets import (  # noqa: E402
 )
 from tts_triton.paths import default_model_repository  # noqa: E402
 
-DEFAULT_GRPC = "localhost:8001"
-DEFAULT_HTTP = "localhost:8000"
 #: The Locust load test lives in the source checkout, beside the package.
 LOADTEST_DIR = Path(__file__).resolve().parents[1] / "loadtest"
 START_HINT = "is the server running? start one with `tts-triton serve` (it prints `ready:` when it is)"
@@ -191,15 +190,15 @@ def _transport_hint(err: Exception, args: argparse.Namespace) -> str:
     """A one-line reason for a failed request, with what to do about it."""
     from tts_triton.client import ServerUnavailableError
 
-    url = args.url or (DEFAULT_HTTP if args.http else DEFAULT_GRPC)
+    url = args.url or (DEFAULT_HTTP_URL if args.http else DEFAULT_GRPC_URL)
     if not args.http and _answers_http(url):
         return (f"{url} is Triton's HTTP port, not its gRPC port: use the gRPC port "
-                f"({DEFAULT_GRPC.split(':')[1]} by default), or add --http")
+                f"({GRPC_PORT} by default), or add --http")
     if isinstance(err, ServerUnavailableError):
         return f"cannot reach the server at {url}: {err}; {START_HINT}"
     if args.http:  # geventhttpclient's parser failed: not an HTTP server, e.g. Triton's gRPC port
         return (f"{url} does not answer HTTP ({type(err).__name__}: {err}); is it the gRPC port? "
-                f"Triton's HTTP port is {DEFAULT_HTTP.split(':')[1]} by default, or drop --http to use gRPC")
+                f"Triton's HTTP port is {HTTP_PORT} by default, or drop --http to use gRPC")
     return f"{url}: {err}"
 
 
@@ -244,10 +243,10 @@ def _say(args: argparse.Namespace) -> int:
     options = {"reference_audio": args.reference} if args.reference else {"voice": args.voice, "emotion": args.emotion}
     try:
         if args.http:
-            with HttpTTSClient(args.url or DEFAULT_HTTP, timeout=args.timeout) as client:
+            with HttpTTSClient(args.url or DEFAULT_HTTP_URL, timeout=args.timeout) as client:
                 result = client.synthesize(text, **options)
         else:
-            with TTSClient(args.url or DEFAULT_GRPC, timeout=args.timeout) as client:
+            with TTSClient(args.url or DEFAULT_GRPC_URL, timeout=args.timeout) as client:
                 result = client.synthesize(text, **options)
         _write_audio(args.output, result.audio, result.sample_rate)
     except (TTSError, HTTPParseError) as err:
@@ -345,9 +344,10 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
                         "torch-cuda (GPU); a repository built for another target is rebuilt")
     s.add_argument("--no-build", action="store_true", help="serve the repository as it is")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s: loopback only)")
-    s.add_argument("--http-port", type=_port, default=8000, help="HTTP port (default %(default)s)")
-    s.add_argument("--grpc-port", type=_port, default=8001, help="gRPC port (default %(default)s)")
-    s.add_argument("--metrics-port", type=_port, default=8002, help="Prometheus metrics port (default %(default)s)")
+    s.add_argument("--http-port", type=_port, default=HTTP_PORT, help="HTTP port (default %(default)s)")
+    s.add_argument("--grpc-port", type=_port, default=GRPC_PORT, help="gRPC port (default %(default)s)")
+    s.add_argument("--metrics-port", type=_port, default=METRICS_PORT,
+                   help="Prometheus metrics port (default %(default)s)")
     s.add_argument("--log-verbose", type=int, default=0, help="Triton's verbose log level (default %(default)s)")
     s.add_argument("--startup-timeout", type=float, default=300.0,
                    help="seconds allowed for every model to load (default %(default)s)")
@@ -374,21 +374,21 @@ def _client_parsers(sub: argparse._SubParsersAction) -> None:
     y.add_argument("--voice", help="preset voice (default: the server's; `tts-triton voices` lists them)")
     y.add_argument("--emotion", help="neutral, happy, sad, angry or surprised (default: the server's)")
     y.add_argument("--reference", type=Path, help="audio file whose style to copy (instead of --voice/--emotion)")
-    y.add_argument("--url", help=f"server address (default {DEFAULT_GRPC}, or {DEFAULT_HTTP} with --http)")
+    y.add_argument("--url", help=f"server address (default {DEFAULT_GRPC_URL}, or {DEFAULT_HTTP_URL} with --http)")
     y.add_argument("--http", action="store_true", help="use HTTP and tts_offline instead of the gRPC stream")
     y.add_argument("--timeout", type=float, default=120.0, help="seconds allowed (default %(default)s)")
     y.set_defaults(func=_say)
 
     v = sub.add_parser("voices", help="list the server's voices and emotions",
                        description="List the voices and emotions of a running server (gRPC).")
-    v.add_argument("--url", default=DEFAULT_GRPC, help="gRPC address (default %(default)s)")
+    v.add_argument("--url", default=DEFAULT_GRPC_URL, help="gRPC address (default %(default)s)")
     v.add_argument("--timeout", type=float, default=10.0, help="seconds allowed (default %(default)s)")
     v.set_defaults(func=_voices)
 
     t = sub.add_parser("loadtest", help="Locust load test of a running server, with a report",
                        description="Run loadtest/locustfile.py headless with this interpreter against a running "
                                    "server, then draw report.png (loadtest/README.md).")
-    t.add_argument("--url", default=f"grpc://{DEFAULT_GRPC}", help="server (default %(default)s)")
+    t.add_argument("--url", default=f"grpc://{DEFAULT_GRPC_URL}", help="server (default %(default)s)")
     t.add_argument("--users", type=int, default=8, help="concurrent users (default %(default)s)")
     t.add_argument("--spawn-rate", type=float, default=2.0, help="users started per second (default %(default)s)")
     t.add_argument("--duration", default="1m", help="run time: 30s, 5m, 1h (default %(default)s)")

@@ -8,6 +8,7 @@ synthesizer) reads its numbers from that object rather than from literals of its
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,6 +173,15 @@ def _tuplify(value: Any) -> Any:
     return tuple(_tuplify(v) for v in value) if isinstance(value, list) else value
 
 
+def smallest_bucket(size: int, buckets: Sequence[int], unit: str) -> int:
+    """The smallest of ascending ``buckets`` that holds ``size`` (``unit``: what is counted, for the error);
+    ``ValueError`` when none does."""
+    for bucket in buckets:
+        if size <= bucket:
+            return bucket
+    raise ValueError(f"{size} {unit} exceed the largest bucket {buckets[-1]}")
+
+
 @dataclass(frozen=True)
 class StreamingConfig:
     """How the server cuts the decoder's mel stream into vocoder calls.
@@ -217,10 +227,7 @@ class StreamingConfig:
 
     def bucket(self, n_tokens: int) -> int:
         """Smallest token bucket holding ``n_tokens``."""
-        for size in self.token_buckets:
-            if n_tokens <= size:
-                return size
-        raise ValueError(f"{n_tokens} phoneme tokens exceed the largest bucket {self.max_tokens}")
+        return smallest_bucket(n_tokens, self.token_buckets, "phoneme tokens")
 
     def chunk_size(self, index: int) -> int:
         """Frames in the ``index``-th chunk of a sentence."""
@@ -228,10 +235,7 @@ class StreamingConfig:
 
     def vocoder_bucket(self, frames: int) -> int:
         """Smallest vocoder frame count holding ``frames``."""
-        for size in self.vocoder_frames:
-            if frames <= size:
-                return size
-        raise ValueError(f"{frames} frames exceed the largest vocoder call {self.vocoder_frames[-1]}")
+        return smallest_bucket(frames, self.vocoder_frames, "frames")
 
 
 STREAMING = StreamingConfig()

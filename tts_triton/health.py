@@ -28,6 +28,7 @@ import tritonclient.grpc as grpcclient
 
 from tts_triton import contract
 from tts_triton.config import ModelConfig
+from tts_triton.endpoints import DEFAULT_GRPC_URL
 from tts_triton.shapes import axis_values
 from tts_triton.triton.utils import RequestShapes
 
@@ -162,7 +163,7 @@ def check_health(url: str, *, timeout: float = 10.0, models: Sequence[str] = CHE
 def main(argv: list[str] | None = None) -> int:
     """``python -m tts_triton.health``: exit status 0 when every model runs, 1 otherwise."""
     parser = argparse.ArgumentParser(prog="python -m tts_triton.health", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default="localhost:8001", help="gRPC endpoint, host:port")
+    parser.add_argument("--url", default=DEFAULT_GRPC_URL, help="gRPC endpoint, host:port")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds each model may take")
     parser.add_argument("--quiet", action="store_true", help="print only failures")
     args = parser.parse_args(argv)

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from tts_triton.endpoints import GRPC_PORT, HTTP_PORT, METRICS_PORT
 from tts_triton.mps import MpsDaemon, MpsError
 from tts_triton.paths import cache_dir
 
@@ -344,9 +345,9 @@ class TritonServer:
         model_repository: Path,
         *,
         host: str = "127.0.0.1",
-        http_port: int = 8000,
-        grpc_port: int = 8001,
-        metrics_port: int = 8002,
+        http_port: int = HTTP_PORT,
+        grpc_port: int = GRPC_PORT,
+        metrics_port: int = METRICS_PORT,
         log_verbose: int = 0,
         log_file: Path | None = None,
         extra_args: Sequence[str] = (),

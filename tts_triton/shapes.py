@@ -60,14 +60,6 @@ def batch_buckets(max_batch_size: int) -> tuple[int, ...]:
     return tuple(sizes)
 
 
-def bucket_for(size: int, buckets: tuple[int, ...]) -> int:
-    """Smallest bucket holding ``size``; ``ValueError`` when none does."""
-    for bucket in buckets:
-        if size <= bucket:
-            return bucket
-    raise ValueError(f"{size} exceeds the largest bucket {buckets[-1]}")
-
-
 def shape_problems(spec: contract.TensorSpec, shape: tuple[int, ...], axes: dict[str, AxisValues],
                    *, batched: bool, max_batch_size: int = 0) -> list[str]:
     """Why ``shape`` (the batch axis first when ``batched``) is not one the decode loop sends; empty if it is."""

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from tts_triton import contract, shapes
+from tts_triton.config import smallest_bucket
 from tts_triton.contract import ModelSpec
 from tts_triton.models.stages import half_precision
 from tts_triton.serving.backends import run_encode
@@ -147,7 +148,7 @@ class StageRunner:
             parts = [self._run_rows({k: v[i : i + step] for k, v in feed.items()}, min(step, n - i), names)
                      for i in range(0, n, step)]
             return {name: np.concatenate([p[name] for p in parts]) for name in names}
-        batch = shapes.bucket_for(n, self.batch_sizes)
+        batch = smallest_bucket(n, self.batch_sizes, "rows")
         call = self.calls.get((batch, input_shapes))
         if call is not None:
             return self._replay(call, feed, n, names)

@@ -21,9 +21,6 @@ import numpy as np
 from tts_triton import audio, contract
 from tts_triton.config import STREAMING, ModelConfig, StreamingConfig
 
-#: Log-mel of silence (the floor of :func:`tts_triton.audio.mel_spectrogram`): fills a window before frame 0.
-SILENCE = float(np.log(audio.LOG_CLAMP))
-
 
 class InferBackend(Protocol):
     """Runs one network on a batch of one: numpy inputs by contract name -> outputs by contract name."""
@@ -185,7 +182,8 @@ class Pipeline:
     async def vocode(self, mel: np.ndarray, window: ChunkWindow) -> np.ndarray:
         frames = mel[max(0, window.ctx_start) : window.ctx_end]
         if window.ctx_start < 0:
-            frames = np.concatenate([np.full((-window.ctx_start, mel.shape[1]), SILENCE, np.float32), frames])
+            silence = np.full((-window.ctx_start, mel.shape[1]), audio.SILENCE_LOG_MEL, np.float32)  # before frame 0
+            frames = np.concatenate([silence, frames])
         out = await self.backend.infer(contract.VOCODER, {"mel": frames[None]})
         return window.trim(out["audio"][0])
 
