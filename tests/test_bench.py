@@ -1,9 +1,9 @@
-"""``tts_triton.bench``: percentiles, statistics diffing, level summaries, GPU memory from Triton's metrics, the
-eager-baseline ratios and targets, report rendering; and one short run against the real embedded server."""
+"""``tts_triton.bench``: percentiles, statistics diffing, level summaries, GPU memory and cache lookups from Triton's
+metrics, the eager-baseline ratios, goals from a file, report rendering, the load generator and its repeat-ratio
+texts against scripted clients; and one short run against the real embedded server."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import math
@@ -17,37 +17,37 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tts_triton.bench import (
+from tts_triton.bench.baseline import BaselinePlan, run_baseline
+from tts_triton.bench.cli import main
+from tts_triton.bench.goals import Goals, GoalsError, RunNumbers
+from tts_triton.bench.load import LoadLevel
+from tts_triton.bench.plot import plot
+from tts_triton.bench.prometheus import cache_lookups, gpu_memory_bytes
+from tts_triton.bench.report import (
     LEVEL_HEADERS,
     MODEL_HEADERS,
     RATIO_HEADERS,
-    TARGETS,
-    BundleServer,
+    Report,
+    ratio_row,
+    reference_level,
+    render_markdown,
+    report_json,
+)
+from tts_triton.bench.stats import (
     CpuSample,
     LevelResult,
     LevelSummary,
     MemorySample,
     MemoryTrend,
-    Report,
-    RequestRecord,
     baseline_pairs,
     best_level,
-    bundle_install,
     diff_stats,
     flatten_stats,
-    gpu_memory_bytes,
-    main,
     percentile,
-    plot,
-    ratio_row,
-    reference_level,
-    render_markdown,
-    report_json,
-    run_baseline,
-    run_level,
     summarize,
-    target_rows,
 )
+from tts_triton.bench.workload import SENTENCES, RequestRecord, Workload
+from tts_triton.embedded import EmbeddedServer, bundle_install
 from tts_triton.server import TritonNotFoundError
 from tts_triton.tables import markdown_table, text_table
 
@@ -153,8 +153,8 @@ class ScriptedClient:
 
 
 def test_run_level_measures_after_each_workers_opening_request() -> None:
-    level = asyncio.run(run_level(ScriptedClient(0.01, 0.03), concurrency=3, requests=6, seconds=60, grace=5,
-                                  say=print))
+    level = asyncio.run(LoadLevel(ScriptedClient(0.01, 0.03), Workload(), concurrency=3, requests=6, seconds=60,
+                                  grace=5).run())
     by_start = sorted(level.records, key=lambda r: r.start)
     assert [r.opening for r in by_start[:3]] == [True] * 3 and not any(r.opening for r in by_start[3:])
     assert not any(r.measured for r in by_start[:3])  # the burst of 3 streams opened at once
@@ -278,20 +278,40 @@ def test_baseline_ratios_pair_equal_concurrencies() -> None:
     assert baseline_pairs(SERVED[:1], EAGER[1:]) == []
 
 
-def test_target_rows_judge_this_runs_numbers() -> None:
-    rows = target_rows(SERVED, EAGER, MemoryTrend(2e9, 5.5e9, 5e9, 9), MemoryTrend(5e9, 5.2e9, 5.1e9, 4), 2000)
+GOALS = Goals.load(Path(__file__).parents[1] / "docs" / "bench" / "goals.toml")
+
+
+def test_goals_judge_this_runs_numbers() -> None:
+    rows = GOALS.rows(RunNumbers(SERVED, EAGER, MemoryTrend(2e9, 5.5e9, 5e9, 9), MemoryTrend(5e9, 5.2e9, 5.1e9, 4),
+                                 2000))
     assert [r[2] for r in rows] == ["yes", "yes", "yes", "yes", "yes", "yes", "**no**"]  # +95 MiB over the soak
     assert rows[2][1] == "1,500x at concurrency 64 (p99 90 ms)"
     assert rows[4][1] == "5.4x"  # single-stream RTF 0.027 / 0.005
     assert rows[6][1] == "+95 MiB over 2000 requests"
 
 
-def test_target_rows_without_baseline_gpu_or_qualifying_level() -> None:
-    rows = target_rows([_summary(1, 50.0, 300.0, 0.2, 5.0)], [], None, None, 10)
+def test_goals_without_baseline_gpu_or_qualifying_level() -> None:
+    rows = GOALS.rows(RunNumbers([_summary(1, 50.0, 300.0, 0.2, 5.0)], [], None, None, 10))
     assert [r[2] for r in rows] == ["**no**", "not measured", "**no**", "not measured", "not measured",
                                     "not measured", "not measured"]
-    assert rows[2][1] == f"no level had p99 <= {TARGETS.best_p99_ms:g} ms"
+    assert rows[2][1] == "no level had p99 <= 250 ms"
     assert rows[5][1] == rows[6][1] == "n/a (no GPU metrics)"
+
+
+def test_goals_keep_the_files_order_and_subset_and_name_what_is_wrong(tmp_path: Path) -> None:
+    goals = Goals.parse({"gpu_memory": {"at_most_gb": 1}, "first_chunk_p50": {"concurrency": 64, "at_most_ms": 50}})
+    rows = goals.rows(RunNumbers(SERVED, EAGER, MemoryTrend(2e9, 2e9, 2e9, 1)))
+    assert rows == [["GPU memory of the server <= 1 GB (peak)", "2.00 GB", "**no**"],
+                    ["first chunk p50 <= 50 ms at concurrency 64", "40.0 ms", "yes"]]
+    with pytest.raises(GoalsError, match="unknown goal 'speed'"):
+        Goals.parse({"speed": {"at_least": 1}})
+    with pytest.raises(GoalsError, match="takes exactly concurrency, at_most_ms"):
+        Goals.parse({"first_chunk_p99": {"at_most_ms": 1}})
+    (tmp_path / "goals.json").write_text('{"gpu_memory": {"at_most_gb": 6}}')
+    assert Goals.load(tmp_path / "goals.json").entries == {"gpu_memory": {"at_most_gb": 6.0}}
+    (tmp_path / "bad.toml").write_text("[gpu_memory\n")
+    with pytest.raises(GoalsError, match="bad.toml"):
+        Goals.load(tmp_path / "bad.toml")
 
 
 def test_reference_run_scales_the_best_aggregate() -> None:
@@ -299,11 +319,11 @@ def test_reference_run_scales_the_best_aggregate() -> None:
     report.levels = [LevelResult(concurrency=c, records=[RequestRecord(index=0, measured=True, start=0.0,
                                                                       first_chunk=0.05, end=1.0, audio_seconds=a)],
                                  loaded_seconds=1.0) for c, a in ((1, 100.0), (64, 800.0))]
-    reference = reference_level(report_json(report))
+    reference = reference_level(report_json(report), 250.0)
     assert (reference.concurrency, reference.audio_per_second) == (64, 800.0)
-    rows = target_rows(SERVED, EAGER, None, None, 0, reference)
+    rows = GOALS.rows(RunNumbers(SERVED, EAGER, reference=reference))
     assert rows[-1][1:] == ["1.88x (reference: 800x at concurrency 64)", "yes"]  # 1500 / 800
-    assert len(target_rows(SERVED, EAGER, None, None, 0)) == len(rows) - 1
+    assert len(GOALS.rows(RunNumbers(SERVED, EAGER))) == len(rows) - 1
 
 
 def test_render_markdown_with_baseline_memory_and_soak() -> None:
@@ -313,6 +333,7 @@ def test_render_markdown_with_baseline_memory_and_soak() -> None:
     report.soak = _level()
     report.memory = [MemorySample("start", 0.0, 2**30), MemorySample("after c=2", 10.0, 1.5 * 2**30)]
     report.soak_memory = [MemorySample("soak", 11.0, 1.5 * 2**30), MemorySample("soak end", 20.0, 1.5 * 2**30)]
+    report.goals, report.goals_file = GOALS, "docs/bench/goals.toml"
     text = render_markdown(report)
     results = text.split("## Results")[1]
     assert "| triton torch-cuda | 2 | 4 | 2 | 1 | 1 | 1,000.0 |" in results
@@ -321,6 +342,7 @@ def test_render_markdown_with_baseline_memory_and_soak() -> None:
     assert "| " + " | ".join(RATIO_HEADERS) + " |" in results
     assert "- Sweep: first 1.00 GiB, peak 1.50 GiB, last 1.50 GiB, growth +512 MiB (2 samples)" in results
     assert "- Soak: first 1.50 GiB, peak 1.50 GiB, last 1.50 GiB, growth +0 MiB (2 samples)" in results
+    assert "### Goals (from `docs/bench/goals.toml`)" in results
     assert "| no GPU memory growth over the soak (<= 64 MiB) | +0 MiB over 4 requests | yes |" in results
     assert "Concurrency 2 (soak):" in results
 
@@ -334,8 +356,8 @@ def test_render_markdown_says_na_without_gpu_metrics() -> None:
 
 def test_plot_draws_before_any_level_and_with_failed_levels(tmp_path: Path) -> None:
     failed = summarize(LevelResult(concurrency=4, records=[], loaded_seconds=0.0))  # NaN everywhere
-    plot([], [], tmp_path / "empty.png", "before the first level")
-    plot([failed, *SERVED], EAGER, tmp_path / "full.png", "levels and baseline")
+    plot({}, [], tmp_path / "empty.png", "before the first level")
+    plot({"": [failed, *SERVED], "80 % rep.": SERVED}, EAGER, tmp_path / "full.png", "levels and baseline")
     assert (tmp_path / "empty.png").stat().st_size > 1000 and (tmp_path / "full.png").stat().st_size > 10_000
 
 
@@ -352,20 +374,20 @@ def test_report_json_is_strict_and_keeps_every_request() -> None:
 def test_bench_against_the_embedded_server_with_a_cpu_baseline(tmp_path: Path) -> None:
     """One tiny run end to end: real tritonserver, the eager baseline in its child process (the soak shares
     run_level and the memory sampling with the levels, and would add ~5 s of idle waits)."""
-    out, json_path = tmp_path / "BENCH.md", tmp_path / "bench.json"
     status = main(["--model-repository", str(tmp_path / "repo"), "--concurrency", "1", "--requests", "1",
                    "--seconds", "1", "--grace", "60", "--warmup", "0", "--baseline-device", "cpu",
-                   "--baseline-concurrency", "1", "--out", str(out),
-                   "--plot", str(tmp_path / "plot.png"), "--json", str(json_path)])
+                   "--baseline-concurrency", "1", "--out", str(tmp_path / "out")])
     assert status == 0
-    text = out.read_text()
+    out = tmp_path / "out"
+    text = (out / "BENCHMARKS.md").read_text()
     assert "| triton onnxruntime-python | 1 | 1 | 1 | 0 | 0 |" in text
     assert "| eager cpu | 1 | 1 | 1 | 0 | 0 |" in text
     assert "n/a: the server reports no `nv_gpu_memory_used_bytes`" in text
-    data = json.loads(json_path.read_text())
+    data = json.loads((out / "bench.json").read_text())
     assert [m["label"] for m in data["report"]["memory"]] == ["start", "after c=1", "end"]
     assert data["summaries"]["baseline"][0]["completed"] == 1
-    assert (tmp_path / "plot.png").stat().st_size > 10_000
+    assert (out / "concurrency.png").stat().st_size > 10_000
+    assert "Started GRPCInferenceService" in (out / "tritonserver.log").read_text()
 
 
 def test_bench_refuses_a_cuda_baseline_without_cuda(capsys: pytest.CaptureFixture[str]) -> None:
@@ -373,7 +395,7 @@ def test_bench_refuses_a_cuda_baseline_without_cuda(capsys: pytest.CaptureFixtur
     if torch.cuda.is_available():
         pytest.skip("this host has CUDA")
     assert main(["--baseline-device", "cuda"]) == 2
-    assert "torch sees no CUDA GPU" in capsys.readouterr().err
+    assert "--baseline-device cuda: no CUDA here" in capsys.readouterr().err
 
 
 def test_bundle_install_names_what_is_missing_and_its_server_keeps_libdir_off_the_library_path(
@@ -387,7 +409,8 @@ def test_bundle_install_names_what_is_missing_and_its_server_keeps_libdir_off_th
     (tmp_path / "libs").mkdir()
     (tmp_path / "caches").mkdir()
     monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/pylib")
-    server = BundleServer(tmp_path, install=bundle_install(tmp_path))
+    server = EmbeddedServer(tmp_path, install=bundle_install(tmp_path), environment={"TTS_EXAMPLE": "1"})
+    assert server.environment()["TTS_EXAMPLE"] == "1"
     assert server.environment()["LD_LIBRARY_PATH"] == f"{tmp_path / 'libs'}{os.pathsep}/opt/pylib"
     assert sysconfig.get_config_var("LIBDIR") not in server.environment()["LD_LIBRARY_PATH"].split(os.pathsep)
 
@@ -396,8 +419,8 @@ def test_a_failing_baseline_is_reported_not_fatal() -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("this host has CUDA")
-    args = argparse.Namespace(baseline_concurrency=[1], requests=1, seconds=1.0, grace=1.0, warmup=0)
-    levels, note = run_baseline(args, "cuda", print)  # the child cannot move the stages to CUDA
+    plan = BaselinePlan("cuda", (1,), requests=1, seconds=1.0, grace=1.0, warmup=0)
+    levels, note = run_baseline(plan, print)  # the child cannot move the stages to CUDA
     assert levels == []
     assert note.startswith("**The eager baseline on cuda failed**")
 
@@ -410,3 +433,96 @@ def test_bench_refuses_a_gpu_target_without_cuda(tmp_path: Path, capsys: pytest.
                  str(tmp_path / "repo")]) == 2
     assert "--target torch-cuda needs a CUDA GPU" in capsys.readouterr().err
     assert not (tmp_path / "repo").exists()  # refused before building anything
+
+
+#: The utterance cache's counters as the BLS adds them to Triton's metrics page.
+CACHE_LINES = """# HELP tts_cache_lookups_total Utterance cache lookups by outcome
+# TYPE tts_cache_lookups_total counter
+tts_cache_lookups_total{model="tts",outcome="hit"} 8
+tts_cache_lookups_total{model="tts",outcome="miss"} 2
+tts_cache_lookups_total{model="tts_offline",outcome="hit"} 1
+tts_cache_lookups_total{model="tts",outcome="error"} 0
+tts_cache_lookups_total_created{model="tts",outcome="hit"} 1.7e9
+"""
+
+
+def test_cache_lookups_sum_models_by_outcome_and_are_empty_without_a_cache() -> None:
+    assert cache_lookups(CPU_METRICS + CACHE_LINES) == {"hit": 9.0, "miss": 2.0, "error": 0.0}
+    assert cache_lookups(CPU_METRICS) == {}
+
+
+def test_a_level_reports_its_repeats_and_cache_hit_rate() -> None:
+    level = _level()
+    level.repeat_ratio, level.cache = 0.5, {"hit": 3, "miss": 1, "error": 0}
+    level.records[1].repeat = True
+    s = summarize(level)
+    assert (s.repeat_pct, s.cache_hit_pct) == (25.0, 75.0)
+    plain = summarize(_level())
+    assert math.isnan(plain.repeat_pct) and math.isnan(plain.cache_hit_pct)
+
+
+def test_workload_cycles_the_sentences_without_a_repeat_ratio() -> None:
+    workload = Workload()
+    drawn = [workload.next() for _ in range(8)]
+    assert [text for _, text, _ in drawn] == [text for _, text in SENTENCES] + [SENTENCES[0][1], SENTENCES[1][1]]
+    assert not any(repeat for _, _, repeat in drawn)
+
+
+def test_workload_repeats_only_completed_texts_at_the_ratio() -> None:
+    workload = Workload(0.8, seed=1, code_start=0)
+    index, first, repeat = workload.next()
+    assert (index, first, repeat) == (0, "Hello there. Alpha alpha alpha alpha.", False)
+    assert not workload.next()[2]  # nothing completed yet: new texts only
+    workload.completed(first)
+    drawn = [workload.next() for _ in range(500)]
+    repeats = [text for _, text, repeat in drawn if repeat]
+    assert set(repeats) == {first}
+    assert 0.75 < len(repeats) / len(drawn) < 0.85
+    fresh = [text for _, text, repeat in drawn if not repeat]
+    assert len(set(fresh)) == len(fresh) and first not in fresh  # every new text is new
+    assert all(text.startswith(SENTENCES[i % len(SENTENCES)][1]) for i, text, repeat in drawn if not repeat)
+    never = Workload(0.0, code_start=0)
+    never.completed("Hello there.")
+    assert not any(never.next()[2] for _ in range(50))
+    with pytest.raises(ValueError, match="within 0-1"):
+        Workload(1.5)
+
+
+class RecordingClient(ScriptedClient):
+    """A scripted client that records the texts it was asked to speak."""
+
+    def __init__(self, first: float, total: float) -> None:
+        super().__init__(first, total)
+        self.texts: list[str] = []
+
+    async def stream(self, text: str) -> AsyncIterator[Any]:
+        self.texts.append(text)
+        async for chunk in super().stream(text):
+            yield chunk
+
+
+def test_load_level_sends_the_workloads_texts_and_marks_repeats() -> None:
+    client = RecordingClient(0.001, 0.002)
+    level = asyncio.run(LoadLevel(client, Workload(1.0, code_start=0), concurrency=2, requests=10, seconds=60,
+                                  grace=5).run())
+    assert level.repeat_ratio == 1.0
+    assert [r.text for r in sorted(level.records, key=lambda r: r.index)] == client.texts
+    assert not level.records[0].repeat  # the first text is new; once one completed, every request repeats it
+    assert sum(r.repeat for r in level.records if r.measured) == 10
+
+
+def test_progress_line_rate_limits_and_always_prints_the_end() -> None:
+    import io
+
+    from tts_triton.progress import ProgressLine
+
+    time = SimpleNamespace(now=0.0)
+    stream = io.StringIO()
+    progress = ProgressLine("synthesize", total=4, every=10.0, stream=stream, clock=lambda: time.now)
+    time.now = 1.0
+    progress.advance()  # within 10 s of the start: not printed
+    time.now = 20.0
+    progress.advance(detail="2 in flight")  # printed, with an ETA of 20 s
+    time.now = 21.0
+    progress.advance(2)  # the end: printed
+    assert stream.getvalue().splitlines() == ["synthesize: 2/4, 20 s, ETA 20 s; 2 in flight", "synthesize: 4/4, 21 s"]

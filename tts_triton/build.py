@@ -11,6 +11,7 @@ import hashlib
 import importlib.util
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tts_triton import contract
 from tts_triton.checkpoint import (
@@ -25,6 +26,9 @@ from tts_triton.digest import file_sha256
 from tts_triton.export.targets import DEFAULT_TARGET, RUNTIME_TARGETS
 from tts_triton.layout import VOICE_BANK_FILE
 from tts_triton.paths import cache_dir, default_model_repository
+
+if TYPE_CHECKING:
+    from tts_triton.export.repository import RepositorySettings
 
 
 def exporter_fingerprint() -> str:
@@ -57,8 +61,10 @@ def materialize_checkpoint(checkpoint: Path | None, cache: Path) -> tuple[Path, 
 
 def ensure_repository(out: Path | None = None, *, checkpoint: Path | None = None, target: str = DEFAULT_TARGET,
                       cache: Path | None = None, force: bool = False, progress: bool = True,
-                      engines_dir: Path | None = None) -> Path:
-    """Build ``out`` for ``target`` unless it is already current; returns ``out``.
+                      engines_dir: Path | None = None,
+                      settings: RepositorySettings | None = None) -> Path:
+    """Build ``out`` for ``target`` (with ``settings``, default the target's) unless it is already current;
+    returns ``out``.
 
     ``out`` defaults to :func:`~tts_triton.paths.default_model_repository`, ``cache`` (exported ONNX files and
     voice banks) to :func:`~tts_triton.paths.cache_dir`, both read at the call (so ``$XDG_CACHE_HOME`` counts).
@@ -94,7 +100,8 @@ def ensure_repository(out: Path | None = None, *, checkpoint: Path | None = None
             build_voice_bank(ckpt, espeak_references()).save(bank)
     onnx_dir = work / "onnx"
     current = engines_dir is None and repository_is_current(
-        out, model_config=ckpt.config, checkpoint=ckpt_path, voice_bank=bank, target=target, onnx_dir=onnx_dir)
+        out, model_config=ckpt.config, checkpoint=ckpt_path, voice_bank=bank, target=target, onnx_dir=onnx_dir,
+        settings=settings)
     if current and not force:
         say(f"{out} is up to date ({target}, {ckpt.name})")
         return out
@@ -103,6 +110,6 @@ def ensure_repository(out: Path | None = None, *, checkpoint: Path | None = None
         say(f"exporting ONNX to {onnx_dir} ...")
         export_checkpoint(ckpt, onnx_dir, progress=progress)
     build_repository(out, onnx_dir=onnx_dir, model_config=ckpt.config, checkpoint=ckpt_path, voice_bank=bank,
-                     target=target, checkpoint_name=ckpt.name, engines_dir=engines_dir)
+                     target=target, checkpoint_name=ckpt.name, engines_dir=engines_dir, settings=settings)
     say(f"wrote {target} repository {out}")
     return out

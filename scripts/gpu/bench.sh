@@ -37,12 +37,10 @@ python3 -c 'import matplotlib, soundfile, tritonclient.grpc.aio, tts_triton.clie
 
 bench=(python3 -m tts_triton.cli bench --target torch-cuda --concurrency 1 2 4 8 16 32 64 128 256
        --seconds 10 --grace 30 --warmup 3 --baseline-device cuda --baseline-concurrency 1 64 --soak 2000
-       --out "$OUT/BENCHMARKS.md" --plot "$OUT/concurrency.png" --json "$OUT/bench.json" "$@")
+       --out "$OUT" "$@")
 say "${bench[*]}"
 status=0
 PYTHONUNBUFFERED=1 timeout --signal=INT --kill-after=30 "${BENCH_TIMEOUT:-520}" "${bench[@]}" 2>&1 \
   | tee "$OUT/bench.log" || status=$?
-log=$(sed -n 's/^starting the embedded tritonserver.*(log: \(.*\)) \.\.\.$/\1/p' "$OUT/bench.log" | tail -1)
-[ -n "$log" ] && cp "$log" "$OUT/"
 say "exit status $status; results in $OUT: $(ls "$OUT" | tr '\n' ' ')"
 exit "$status"

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from tts_triton.bench import embedded_server
+from tts_triton.embedded import embedded_server
 
 SINKS = {"sink_1": (1, 1), "sink_6": (6, 4)}  # model -> (inputs, outputs)
 SINK = textwrap.dedent("""

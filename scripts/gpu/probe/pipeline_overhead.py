@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from tts_triton import contract
-from tts_triton.bench import SENTENCES
+from tts_triton.bench.workload import SENTENCES
 from tts_triton.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
 from tts_triton.export.repository import RepositorySettings
 from tts_triton.serving.service import TTSService, parse_request
