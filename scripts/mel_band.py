@@ -33,8 +33,9 @@ from pathlib import Path
 import numpy as np
 from scipy.signal import butter, istft, sosfiltfilt, stft
 
-from tts_triton import audio, evaluate
+from tts_triton import audio
 from tts_triton.data.prosody import EMOTIONS, VOICES, render
+from tts_triton.evaluate import metrics
 
 LOWPASS_HZ = 8000.0
 LOWPASS_ORDER = 8
@@ -104,8 +105,8 @@ def lowpass(x: np.ndarray, cutoff: float = LOWPASS_HZ) -> np.ndarray:
 def measure_clip(text: str, voice: str, emotion: str, iterations: int) -> list[tuple[float, float]]:
     """(MCD dB, |mean F0 error| Hz) of every :func:`conditions` row for one rendering."""
     x = render(text, VOICES[voice], EMOTIONS[emotion])
-    reference = evaluate.features(np.ascontiguousarray(x, np.float64))
-    f0_ref = evaluate.mean_f0([reference.f0])
+    reference = metrics.features(np.ascontiguousarray(x, np.float64))
+    f0_ref = metrics.mean_f0([reference.f0])
     magnitude = np.abs(_stft(x.astype(np.float64)))
     results = []
     for condition in conditions():
@@ -115,8 +116,8 @@ def measure_clip(text: str, voice: str, emotion: str, iterations: int) -> list[t
             y = griffin_lim(magnitude, len(x), iterations)
         else:
             y = griffin_lim(mel_magnitude(magnitude, condition.layout), len(x), iterations)
-        feats = evaluate.features(np.ascontiguousarray(y, np.float64))
-        results.append((evaluate.mcd(feats.speech, reference.speech), abs(evaluate.mean_f0([feats.f0]) - f0_ref)))
+        feats = metrics.features(np.ascontiguousarray(y, np.float64))
+        results.append((metrics.mcd(feats.speech, reference.speech), abs(metrics.mean_f0([feats.f0]) - f0_ref)))
     return results
 
 
@@ -164,11 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="also write the tables to this markdown file")
     args = p.parse_args(argv)
 
-    texts = [item.text for item in evaluate.select_items(args.sentences)]
+    texts = [item.text for item in metrics.select_items(args.sentences)]
     jobs = [(text, voice, emotion) for voice, emotion, text in itertools.product(args.voices, args.emotions, texts)]
     print(f"{len(jobs)} renderings x {len(conditions())} conditions on {args.jobs} processes", file=sys.stderr)
-    with evaluate.process_pool(args.jobs) as pool:
-        results = evaluate.run_parallel(pool, "clips", measure_clip, [(*job, args.iterations) for job in jobs])
+    with metrics.process_pool(args.jobs) as pool:
+        results = metrics.run_parallel(pool, "clips", measure_clip, [(*job, args.iterations) for job in jobs])
     body = tables([(voice, emotion) for _, voice, emotion in jobs], results)
     print(body, end="")
     if args.out:

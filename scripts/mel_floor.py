@@ -47,15 +47,8 @@ from mel_band import griffin_lim, linear_from_log_mel
 from tts_triton import audio, contract
 from tts_triton.checkpoint import resolve
 from tts_triton.data.prosody import EMOTIONS, VOICES, render
-from tts_triton.evaluate import (
-    RecordingBackend,
-    copy_synthesis,
-    features,
-    mcd,
-    select_items,
-    synthesize,
-    voice_bank_for,
-)
+from tts_triton.evaluate.metrics import features, mcd, select_items
+from tts_triton.evaluate.synthesis import RecordingBackend, copy_synthesis, synthesize, voice_bank_for
 from tts_triton.figures import pyplot, save_figure
 from tts_triton.models.acoustic import AcousticModel
 from tts_triton.models.decoder import Prenet

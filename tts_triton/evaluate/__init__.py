@@ -1,0 +1,28 @@
+"""Objective evaluation of a checkpoint against espeak-ng, the teacher it was trained to imitate.
+
+    python -m tts_triton.evaluate [--checkpoint PATH] [--sentences 50] [--out docs/evaluation.md]
+
+The first ``--sentences`` TEST-split sentences of the corpus are synthesized with the in-process
+reference synthesizer, each with the voice bank's preset for its (voice, emotion); sentence ``j``
+takes the corpus's emotion for it (``EMOTIONS[j % 5]``) and voice ``VOICES[(j // 5) % 10]``, so 50
+sentences cover every voice x emotion pair once. Each output is compared with espeak-ng's rendering
+(:func:`tts_triton.data.prosody.render`) of the same sentence and emotion in all ten voices:
+
+- **MCD-DTW** (dB) against the target voice's rendering, see :func:`~tts_triton.evaluate.metrics.features` and
+  :func:`~tts_triton.evaluate.metrics.mcd`;
+- **voice identity**: the output is nearer (MCD) to the target voice than to every other voice;
+- **stop failures**: utterances whose decoding hit the max-steps guard;
+- **emotion order**: each voice's two shortest sentences are synthesized in every emotion; their
+  mean F0 must rise along :data:`~tts_triton.data.prosody.PITCH_ORDER`.
+
+As a diagnostic, espeak-ng's own log-mel of those emotion sentences goes through the checkpoint's
+vocoder alone (copy-synthesis): the MCD and F0 order it keeps bound what the full system can reach.
+
+The report goes to ``--out``, plots to ``eval/`` and three WAV samples to ``samples/`` beside it.
+Features of espeak-ng renderings are cached in ``--cache`` (keyed by text, voice, prosody, the
+espeak-ng version and the feature settings): the first run renders about 600 clips.
+
+Modules: :mod:`~tts_triton.evaluate.metrics` (features, distances, test sentences: what the scripts import),
+:mod:`~tts_triton.evaluate.synthesis` (in-process synthesis), :mod:`~tts_triton.evaluate.run` (the run),
+:mod:`~tts_triton.evaluate.report` (report, figures, samples) and :mod:`~tts_triton.evaluate.cli`.
+"""
