@@ -8,6 +8,7 @@
 #      of several GB), then this package, editable, with all its extras; skipped when .venv was already
 #      set up from the same python3, pyproject.toml and setup.sh (remove .venv/.setup-fingerprint to force).
 # Usage: bash scripts/setup.sh    (from any directory; PYTHON=... picks another interpreter)
+# On a GPU host without a package index: see the bundle block below (TTS_TRITON_BUNDLE, default .gpu-bundle).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -28,6 +29,14 @@ pip() {  # progress lines kept (a first install takes minutes); drops warnings a
 # apt-get waits this long for a lock that another apt/dpkg (e.g. unattended-upgrades) holds, then fails.
 APT_LOCK_TIMEOUT=${APT_LOCK_TIMEOUT:-300}
 fingerprint() { { "$PYTHON" --version; cat pyproject.toml scripts/setup.sh; } 2>&1 | sha256sum | cut -d' ' -f1; }
+
+# A host with no package index whose python3 holds a CUDA build of PyTorch (a GPU host), with a carried bundle:
+# the venv is made from the bundle over the host's torch (scripts/setup-bundle.sh), without pip or apt.
+BUNDLE=${TTS_TRITON_BUNDLE:-.gpu-bundle}
+if [[ -f $BUNDLE/triton.tar.xz ]] && "$PYTHON" -c 'import sys, torch; sys.exit(torch.version.cuda is None)' 2>/dev/null
+then
+  PYTHON=$PYTHON exec bash scripts/setup-bundle.sh "$BUNDLE"
+fi
 
 # 1. Debian packages.
 packages=(espeak-ng libsndfile1)
