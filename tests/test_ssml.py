@@ -67,7 +67,7 @@ def test_plain_text_inside_speak_reads_as_plain_text() -> None:
 
 
 def test_spans_count_characters_not_bytes() -> None:
-    markup = "<speak>Café — naïve 你好 <s>crème</s></speak>"
+    markup = "\ufeff<speak>Café — naïve 你好 <s>crème</s></speak>"  # a byte-order mark too
     assert _words(markup, plan_text(markup)) == [("Café", "Café"), ("naïve", "naïve"), ("你好", "你好"),
                                                  ("crème", "crème")]
 

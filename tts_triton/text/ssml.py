@@ -56,7 +56,8 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
 }
 SAY_AS = ("characters", "spell-out", "cardinal", "ordinal", "digits", "date", "time", "telephone")
 _TEXT_ONLY = frozenset({"say-as", "sub", "phoneme"})
-_FIRST_ELEMENT = re.compile(r"\s*<(?:\?xml|!|speak[\s/>])")
+_FIRST_ELEMENT = re.compile(r"\ufeff?\s*<(?:\?xml|!|speak[\s/>])")
+_BOM = "\ufeff"
 _SENTENCE_END = frozenset(".!?…")
 _REFERENCE = re.compile(r"&(?:#\d+|#x[0-9A-Fa-f]+|[A-Za-z]+);")
 
@@ -111,7 +112,8 @@ class _Builder:
     def __init__(self, markup: str) -> None:
         self.markup = markup
         self.expat: Any = None  # the expat parser, set once the parser is made (it reports byte positions)
-        self._chars = None if markup.isascii() else _char_offsets(markup)
+        self._lead = 1 if markup.startswith(_BOM) else 0  # a byte-order mark is not fed to the parser
+        self._chars = None if markup.isascii() else _char_offsets(markup[self._lead :])
         self.stack: list[tuple[str, _Controls]] = []
         self.items: list[_Text | _Phonemes | _Break | _Bound] = []
         self.elements = 0
@@ -122,7 +124,7 @@ class _Builder:
 
     def _position(self) -> int:
         offset = self.expat.CurrentByteIndex
-        return offset if self._chars is None else self._chars[offset]
+        return self._lead + (offset if self._chars is None else self._chars[offset])
 
     def _controls(self) -> _Controls:
         return self.stack[-1][1] if self.stack else _Controls()
@@ -265,7 +267,7 @@ def _parse(markup: str) -> list[_Text | _Phonemes | _Break | _Bound]:
     builder.expat = parser.parser
     parser.parser.buffer_text = False  # one callback per piece of text, so that its position is known
     try:
-        parser.feed(markup)
+        parser.feed(markup[1:] if markup.startswith(_BOM) else markup)
         parser.close()
     except ParseError as e:
         raise InvalidInput("TEXT", f"malformed SSML: {e}") from None
