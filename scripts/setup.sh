@@ -8,7 +8,8 @@
 #      of several GB), then this package, editable, with all its extras; skipped when .venv was already
 #      set up from the same python3, pyproject.toml and setup.sh (remove .venv/.setup-fingerprint to force).
 # Usage: bash scripts/setup.sh    (from any directory; PYTHON=... picks another interpreter)
-# On a GPU host without a package index: see the bundle block below (TTS_TRITON_BUNDLE, default .gpu-bundle).
+# When python3 already holds a CUDA build of PyTorch (a GPU host), .venv sees the host's packages behind its own
+# and torch is not installed; without a package index there, .venv comes from a carried bundle (see below).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -28,13 +29,14 @@ pip() {  # progress lines kept (a first install takes minutes); drops warnings a
 }
 # apt-get waits this long for a lock that another apt/dpkg (e.g. unattended-upgrades) holds, then fails.
 APT_LOCK_TIMEOUT=${APT_LOCK_TIMEOUT:-300}
-fingerprint() { { "$PYTHON" --version; cat pyproject.toml scripts/setup.sh; } 2>&1 | sha256sum | cut -d' ' -f1; }
+fingerprint() { { "$PYTHON" --version; echo "$host_torch"; cat pyproject.toml scripts/setup.sh; } 2>&1 | sha256sum | cut -d' ' -f1; }
 
-# A host with no package index whose python3 holds a CUDA build of PyTorch (a GPU host), with a carried bundle:
-# the venv is made from the bundle over the host's torch (scripts/setup-bundle.sh), without pip or apt.
+# The host's CUDA build of PyTorch, if $PYTHON has one ("" otherwise).
+host_torch=$("$PYTHON" -c 'import torch; print(torch.__version__ if torch.version.cuda else "")' 2>/dev/null || true)
+# A GPU host with no package index, with a carried bundle: the venv is made from the bundle over the host's
+# torch (scripts/setup-bundle.sh), without pip or apt.
 BUNDLE=${TTS_TRITON_BUNDLE:-.gpu-bundle}
-if [[ -f $BUNDLE/triton.tar.xz ]] && "$PYTHON" -c 'import sys, torch; sys.exit(torch.version.cuda is None)' 2>/dev/null
-then
+if [[ -n $host_torch && -f $BUNDLE/triton.tar.xz ]]; then
   PYTHON=$PYTHON exec bash scripts/setup-bundle.sh "$BUNDLE"
 fi
 
@@ -74,6 +76,10 @@ fi
 if [[ ! -e $VENV/bin/python && ! -L $VENV/bin/python ]]; then
   step "creating $VENV with $("$PYTHON" --version 2>&1)"
   "$PYTHON" -m venv "$VENV"
+  if [[ -n $host_torch ]]; then  # python3 may itself be a venv, which --system-site-packages would not reach
+    "$PYTHON" -c 'import site; print("\n".join(site.getsitepackages()))' \
+      >"$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_host_site.pth"
+  fi
 elif ! "$VENV/bin/python" -c '' 2>/dev/null; then
   echo "setup.sh: $VENV/bin/python does not run (was its interpreter removed?); delete $VENV and re-run" >&2
   exit 1
@@ -85,11 +91,17 @@ if [[ -f $FINGERPRINT && $(<"$FINGERPRINT") == "$(fingerprint)" ]]; then
   exit 0
 fi
 rm -f "$FINGERPRINT"
-step "pip install torch==$TORCH_VERSION"
-pip install "torch==$TORCH_VERSION"
+if [[ -n $host_torch ]]; then
+  step "using the host's torch $host_torch (CUDA)"
+else
+  step "pip install torch==$TORCH_VERSION"
+  pip install "torch==$TORCH_VERSION"
+fi
 step "pip install -e '.[$EXTRAS]'"
 pip install -e ".[$EXTRAS]"
-step "pip check"
-"$VENV/bin/python" -m pip check >/dev/null || { "$VENV/bin/python" -m pip check >&2; exit 1; }
+if [[ -z $host_torch ]]; then  # with the host's packages in view, pip check would judge theirs too
+  step "pip check"
+  "$VENV/bin/python" -m pip check >/dev/null || { "$VENV/bin/python" -m pip check >&2; exit 1; }
+fi
 fingerprint >"$FINGERPRINT"
 step "done: $("$VENV/bin/python" --version), torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)')"

@@ -97,3 +97,13 @@ def test_serve_torch_cuda_without_a_gpu_is_one_line(tmp_path: Path) -> None:
                   cache=tmp_path / "cache")
     assert run.returncode == 1 and run.stderr.startswith("error: target torch-cuda runs PyTorch on CUDA"), run.stderr
     assert f"use --target {AUTO}" in run.stderr and not (tmp_path / "repo").exists()
+
+
+def test_serve_names_an_incomplete_triton_bundle(tmp_path: Path) -> None:
+    run = subprocess.run([TTS_TRITON, "serve", "--model-repository", str(tmp_path / "repo")], capture_output=True,
+                         text=True, timeout=60, stdin=subprocess.DEVNULL,
+                         env={**os.environ, "TRITON_HOME": str(tmp_path / "bundle"),
+                              "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert run.stderr.startswith(f"error: the Triton bundle at {tmp_path / 'bundle'} is incomplete, missing: ")
+    assert not (tmp_path / "repo").exists()

@@ -95,7 +95,8 @@ def serve_target(args: argparse.Namespace) -> str:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from tts_triton.server import PortInUseError, TritonServer, TritonServerError, check_ports, set_parent_death_signal
+    from tts_triton.embedded import EmbeddedServer, bundle_install, triton_home
+    from tts_triton.server import PortInUseError, TritonServerError, check_ports, set_parent_death_signal
     from tts_triton.supervisor import Supervisor
 
     if args.exit_with_parent is not None:
@@ -108,9 +109,14 @@ def _serve(args: argparse.Namespace) -> int:
     if args.checkpoint is not None and not args.checkpoint.is_file():
         return _fail(f"--checkpoint {args.checkpoint}: no such file")
 
-    server = TritonServer(args.model_repository.absolute(), host=args.host, http_port=args.http_port,
-                          grpc_port=args.grpc_port, metrics_port=args.metrics_port, log_verbose=args.log_verbose,
-                          admin_key=os.environ.get("TTS_TRITON_ADMIN_KEY"), mps=args.mps)
+    home = triton_home()  # $TRITON_HOME: a Triton bundle instead of the wheel's server (a GPU host's .venv sets it)
+    try:
+        install = bundle_install(home) if home else None
+    except TritonServerError as err:
+        return _fail(str(err))
+    server = EmbeddedServer(args.model_repository.absolute(), host=args.host, http_port=args.http_port,
+                            grpc_port=args.grpc_port, metrics_port=args.metrics_port, log_verbose=args.log_verbose,
+                            admin_key=os.environ.get("TTS_TRITON_ADMIN_KEY"), mps=args.mps, install=install)
     try:
         check_ports(args.host, server.ports)  # before building: a busy port fails in seconds
         try:
