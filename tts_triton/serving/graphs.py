@@ -26,11 +26,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from tts_triton import contract, shapes
+from tts_triton import shapes
 from tts_triton.config import smallest_bucket
 from tts_triton.contract import ModelSpec
 from tts_triton.models.stages import half_precision
-from tts_triton.serving.backends import run_encode
 from tts_triton.serving.batching import Feed, Padding, batch_groups, merge, pad_rows, rows, split
 
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "int32": torch.int32, "int64": torch.int64,
@@ -208,15 +207,3 @@ def _shared_hosts(outputs: Sequence[Sequence[Tensor]]) -> list[list[Tensor]]:
     """Pinned host mirrors of every call's outputs, as views of one buffer per output position."""
     hosts = [_pinned(max(out[i].numel() for out in outputs), outputs[0][i].dtype) for i in range(len(outputs[0]))]
     return [[host[: x.numel()].view(x.shape) for host, x in zip(hosts, out, strict=True)] for out in outputs]
-
-
-class GraphBackend:
-    """:class:`~tts_triton.serving.pipeline.InferBackend` over :class:`StageRunner` objects, in process."""
-
-    def __init__(self, runners: Mapping[str, StageRunner]) -> None:
-        self.runners = dict(runners)
-
-    async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if model == contract.ENCODE:
-            return await run_encode(self, inputs)
-        return self.runners[model].run([inputs])[0]

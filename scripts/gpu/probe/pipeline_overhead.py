@@ -3,9 +3,12 @@
 the contract's shapes at once (the second decoder call of each sentence stops). Medians over 300 requests of the
 bench's sentence mix, time to the first chunk and to the end. Runs on any host (CPU only).
 
-    python3 scripts/gpu/probe/pipeline_overhead.py
+    python3 scripts/gpu/probe/pipeline_overhead.py [--requests 300] [--warmup 50]
 """
 
+from __future__ import annotations
+
+import argparse
 import asyncio
 import time
 
@@ -13,19 +16,18 @@ import numpy as np
 
 from tts_triton import contract
 from tts_triton.bench.workload import SENTENCES
-from tts_triton.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from tts_triton.checkpoint import DEFAULT_CHECKPOINT, DEFAULT_VOICE_BANK, load_checkpoint
 from tts_triton.export.repository import RepositorySettings
 from tts_triton.serving.service import TTSService, parse_request
 from tts_triton.voices import VoiceBank
 
-cfg = RepositorySettings.for_target("torch-cuda").serving_config(load_checkpoint(DEFAULT_CHECKPOINT).config)
-SPECS = contract.network_specs(cfg)
-
 
 class InstantBackend:
-    """Zero outputs of the contract's shapes, at once; every second decoder call stops at its first step."""
+    """Zero outputs of the contract's shapes (``specs``), at once; every second decoder call stops at its first
+    step."""
 
-    def __init__(self) -> None:
+    def __init__(self, specs: dict[str, contract.ModelSpec]) -> None:
+        self.specs = specs
         self.decoder_calls = 0
 
     async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -33,7 +35,7 @@ class InstantBackend:
         sizes = {contract.TOKENS: inputs["mask"].shape[1] if "mask" in inputs else 0,
                  contract.SAMPLES: inputs["mel"].shape[1] * 256 if "mel" in inputs else 0}
         out = {t.name: np.zeros((1, *(sizes.get(d, d) for d in t.dims)), np.float32)
-               for t in SPECS[model].outputs if t.name not in contract.DIAGNOSTIC_OUTPUTS}
+               for t in self.specs[model].outputs if t.name not in contract.DIAGNOSTIC_OUTPUTS}
         if model == contract.DECODER:
             self.decoder_calls += 1
             out["gate"][:] = 1.0 if self.decoder_calls % 2 == 0 else -1.0
@@ -43,7 +45,7 @@ class InstantBackend:
 async def one(service: TTSService, text: str) -> tuple[float, float]:
     began = time.perf_counter()
     request = parse_request({contract.TEXT: np.array([text.encode()], dtype=object)})
-    chunks = service.stream(request, InstantBackend())
+    chunks = service.stream(request, InstantBackend(contract.network_specs(service.cfg)))
     await anext(chunks)
     first = time.perf_counter()
     async for _ in chunks:
@@ -51,15 +53,28 @@ async def one(service: TTSService, text: str) -> tuple[float, float]:
     return (first - began) * 1e3, (time.perf_counter() - began) * 1e3
 
 
-async def main() -> None:
-    service = TTSService(cfg, VoiceBank.from_json(DEFAULT_CHECKPOINT.with_name("voice_bank.json").read_text()))
+async def measure(requests: int, warmup: int) -> tuple[float, float]:
+    """Medians (first chunk, whole stream) in ms over ``requests`` streams after ``warmup`` unmeasured ones."""
+    # served as the torch-cuda target serves it: its decoder steps per call
+    cfg = RepositorySettings.for_target("torch-cuda").serving_config(load_checkpoint(DEFAULT_CHECKPOINT).config)
+    service = TTSService(cfg, VoiceBank.load(DEFAULT_VOICE_BANK))
     service.warm_up()
-    for i in range(50):
+    for i in range(warmup):
         await one(service, SENTENCES[i % len(SENTENCES)][1])
-    times = [await one(service, SENTENCES[i % len(SENTENCES)][1]) for i in range(300)]
+    times = [await one(service, SENTENCES[i % len(SENTENCES)][1]) for i in range(requests)]
     first, whole = (sorted(t[k] for t in times)[len(times) // 2] for k in (0, 1))
-    print(f"instant backend, medians of {len(times)}: first chunk {first:.3f} ms, whole stream {whole:.3f} ms")
+    return first, whole
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=300, help="measured streams (default %(default)s)")
+    parser.add_argument("--warmup", type=int, default=50, help="unmeasured streams first (default %(default)s)")
+    args = parser.parse_args(argv)
+    first, whole = asyncio.run(measure(args.requests, args.warmup))
+    print(f"instant backend, medians of {args.requests}: first chunk {first:.3f} ms, whole stream {whole:.3f} ms")
+    return 0
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    raise SystemExit(main())

@@ -7,6 +7,7 @@ vocoder call). Triton 2.51 cannot trace the BLS calls themselves: a call given t
 crashes the server (the trace is released with the request, before the calls are made).
 
     python3 scripts/gpu/probe/trace.py [--target T] [--model-repository DIR] [--triton-home DIR] [--mps]
+                                       [--warmup N] [--requests N]
 """
 
 import argparse
@@ -25,7 +26,7 @@ from tts_triton.bench.workload import SENTENCES
 from tts_triton.build import ensure_repository
 from tts_triton.client import AsyncTTSClient
 from tts_triton.config import STREAMING
-from tts_triton.embedded import embedded_server
+from tts_triton.embedded import embedded_server, triton_home
 from tts_triton.text import text_to_sequences
 
 NETWORKS = ("text_encoder", "decoder", "vocoder")
@@ -81,15 +82,17 @@ async def stream_all(url: str, count: int) -> list[tuple[int, int]]:
     return times
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--target", default="onnxruntime-python")
-    parser.add_argument("--model-repository", type=Path, default=Path(tempfile.gettempdir()) / "trace-repo")
-    parser.add_argument("--triton-home", type=Path, help="a Triton bundle (GPU host); default: nvidia-pytriton's")
+    parser.add_argument("--target", default="onnxruntime-python", help="runtime target (default %(default)s)")
+    parser.add_argument("--model-repository", type=Path, default=Path(tempfile.gettempdir()) / "trace-repo",
+                        help="repository to build and serve (default: trace-repo in the temporary folder)")
+    parser.add_argument("--triton-home", type=Path, default=triton_home(),
+                        help="a Triton bundle (GPU host; default: $TRITON_HOME if set, else nvidia-pytriton's)")
     parser.add_argument("--mps", action="store_true", help="run the server under an MPS daemon of its own")
-    parser.add_argument("--warmup", type=int, default=12)
-    parser.add_argument("--requests", type=int, default=60)
-    args = parser.parse_args()
+    parser.add_argument("--warmup", type=int, default=12, help="unmeasured streams first (default %(default)s)")
+    parser.add_argument("--requests", type=int, default=60, help="measured streams (default %(default)s)")
+    args = parser.parse_args(argv)
     repository = ensure_repository(args.model_repository, target=args.target)
     with tempfile.TemporaryDirectory() as tmp:
         trace_file = Path(tmp) / "trace.json"
@@ -130,6 +133,7 @@ def main() -> None:
     print(f"BLS to the first chunk {bls:.2f} ms = one call of each network in Triton, about {first_calls:.2f} ms "
           f"(mean request times), + the BLS's own, at least {bls - first_calls:.2f} ms (G2P {g2p:.2f} ms of it, "
           "timed here)")
+    return 0
 
 
 def _g2p_ms(text: str) -> float:
@@ -139,4 +143,4 @@ def _g2p_ms(text: str) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

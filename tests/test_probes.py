@@ -1,0 +1,70 @@
+"""The measuring tools under scripts/gpu/probe/: each answers --help, and each runs on this CPU host as far as it
+can (the GPU-only one refuses cleanly); the metrics arithmetic of phases.py on a real page."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROBES = Path(__file__).parents[1] / "scripts" / "gpu" / "probe"
+sys.path.insert(0, str(PROBES))
+
+import phases  # noqa: E402  (a script folder, not a package)
+
+CPU_METRICS = (Path(__file__).parent / "data" / "triton_metrics_cpu.txt").read_text()
+
+
+def _run(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(PROBES / script), *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+@pytest.mark.parametrize("script", ["trace.py", "phases.py", "memory.py", "pipeline_overhead.py"])
+def test_every_probe_answers_help(script: str) -> None:
+    done = _run(script, "--help", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage:")
+
+
+def _phase_lines(decoder_execs: int, infer_us: float, run_s: float) -> str:
+    return (f'nv_inference_exec_count{{model="decoder",version="1"}} {decoder_execs}\n'
+            f'nv_inference_count{{model="decoder",version="1"}} {2 * decoder_execs}\n'
+            f'nv_inference_compute_infer_duration_us{{model="decoder",version="1"}} {infer_us}\n'
+            f'tts_network_seconds_total{{model="decoder",phase="run"}} {run_s}\n'
+            f'tts_network_seconds_total{{model="decoder",phase="inputs"}} 0\n')
+
+
+def test_phases_split_compute_into_the_models_phases_and_the_hand_over() -> None:
+    before = phases.snapshot(CPU_METRICS + _phase_lines(10, 20_000.0, 0.010))
+    after = phases.snapshot(CPU_METRICS + _phase_lines(110, 420_000.0, 0.160))
+    # 100 executions of 200 requests: 400 ms of compute_infer -> 2 ms per request-weighted execution; run 1.5 ms
+    assert phases.phase_lines(before, after) == [
+        "decoder: 100 executions; per execution compute_infer 2.00 ms = inputs 0.00, run 1.50, responses 0.00, "
+        "stub hand-over 0.50 ms"]
+    assert phases.phase_lines(after, after) == []
+
+
+def test_memory_refuses_without_cuda() -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this host has CUDA")
+    done = _run("memory.py", "decoder", "4", timeout=120)
+    assert done.returncode == 2 and "needs a CUDA GPU" in done.stderr
+
+
+def test_pipeline_overhead_runs_on_the_cpu() -> None:
+    done = _run("pipeline_overhead.py", "--requests", "3", "--warmup", "1")
+    assert done.returncode == 0, done.stderr
+    assert "instant backend, medians of 3: first chunk" in done.stdout
+
+
+@pytest.mark.slow
+def test_trace_breaks_a_first_chunk_into_hops_on_the_cpu_server(tmp_path: Path) -> None:
+    done = _run("trace.py", "--model-repository", str(tmp_path / "repo"), "--warmup", "1", "--requests", "2",
+                timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| client -> server (gRPC read) |" in done.stdout
+    assert "BLS to the first chunk" in done.stdout
