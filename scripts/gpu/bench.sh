@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Issue 12's benchmark on the GPU host, in one command, from anywhere in the checkout (with .gpu-bundle and
+# The GPU benchmark on the GPU host, in one command, from anywhere in the checkout (with .gpu-bundle and
 # .espeak-debs sent along; see scripts/gpu/README.md):
-#     scripts/gpu/bench.sh [-- BENCH_ARGS...]       # BENCH_ARGS go to `tts-triton bench` after the defaults (and win)
-# Steps: Triton, numpy 1.26 and tritonclient from the bundle (gpu-env.sh), espeak-ng from the Debian packages
-# (espeak-env.sh, unless one is on PATH), this checkout importable (checkout-path.sh), nvidia-smi, then
-# `tts-triton bench` against the embedded Triton serving the torch-cuda repository: the concurrency sweep 1..256,
-# the eager baseline on the same GPU, GPU memory from Triton's metrics and a 2000-request soak. The report, plot,
-# JSON and logs are written into $OUT as the run goes (each level rewrites them), so a run cut off keeps what it
-# finished.
+#     scripts/gpu/bench.sh [-- BENCH_ARGS...]
+# Steps: Triton, numpy 1.26 and tritonclient from the bundle (gpu-env.sh, which exports TRITON_HOME for the bench),
+# espeak-ng from the Debian packages (espeak-env.sh, unless one is on PATH), this checkout importable
+# (checkout-path.sh), nvidia-smi, then `tts-triton bench --target torch-cuda --mps --baseline-device cuda
+# --goals docs/bench/goals.toml --out $OUT` with BENCH_ARGS, or without them the full measurement: the sweep 1..256,
+# the eager baseline at 1 and 64 and a 2000-request soak (5-8 minutes). The report, plot, JSON and server log are
+# written into $OUT as the run goes (each level rewrites them), so a run cut off keeps what it finished.
 # Environment: OUT (default bench-out), GPU_BUNDLE (.gpu-bundle; none: python3 on PATH is already the environment,
 # e.g. to try the script on a CPU host with `-- --target onnxruntime-python`), ESPEAK_DEBS (.espeak-debs), BENCH_TIMEOUT
 # (seconds before the bench gets SIGINT and stops its server cleanly, default 520: the whole script then fits in
@@ -35,9 +35,11 @@ python3 -c 'import matplotlib, soundfile, tritonclient.grpc.aio, tts_triton.clie
        "BUNDLE_EXTRA_WHEELS=\"soundfile cffi\" (see scripts/gpu/README.md)" >&2; exit 2; }
 { date -u; nvidia-smi || echo "bench.sh: nvidia-smi failed (no GPU?)"; } 2>&1 | tee "$OUT/nvidia-smi.txt"
 
-bench=(python3 -m tts_triton.cli bench --target torch-cuda --concurrency 1 2 4 8 16 32 64 128 256
-       --seconds 10 --grace 30 --warmup 3 --baseline-device cuda --baseline-concurrency 1 64 --soak 2000
-       --out "$OUT" "$@")
+full=(--concurrency 1 8 32 64 128 256 --seconds 8 --grace 20 --warmup 3 --baseline-concurrency 1 64 --soak 2000
+      --soak-seconds 60)
+[ $# -gt 0 ] && full=()
+bench=(python3 -m tts_triton.cli bench --target torch-cuda --mps --baseline-device cuda --goals docs/bench/goals.toml
+       --out "$OUT" "${full[@]}" "$@")
 say "${bench[*]}"
 status=0
 PYTHONUNBUFFERED=1 timeout --signal=INT --kill-after=30 "${BENCH_TIMEOUT:-520}" "${bench[@]}" 2>&1 \

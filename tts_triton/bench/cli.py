@@ -101,12 +101,12 @@ def parser() -> argparse.ArgumentParser:
                                  "on free loopback ports and stop it afterwards)")
     p.add_argument("--metrics-url", help="with --url: the server's Prometheus metrics page, for GPU memory and "
                                          "cache hits (e.g. http://localhost:8002/metrics)")
-    p.add_argument("--model-repository", type=Path, default=default_model_repository(),
-                   help="repository the embedded server serves, built if needed (default %(default)s)")
     p.add_argument("--target", default=DEFAULT_TARGET, choices=[AUTO, *embedded_targets()],
                    help="runtime target the embedded server's repository is built for (default %(default)s; "
                         "torch-cuda needs a CUDA GPU and a CUDA build of PyTorch; auto: torch-cuda when they are "
                         "there, else onnxruntime-python)")
+    p.add_argument("--model-repository", type=Path, default=default_model_repository(),
+                   help="repository the embedded server serves, built if needed (default %(default)s)")
     p.add_argument("--triton-home", type=Path, default=triton_home(),
                    help="an unpacked Triton bundle (bin/, backends/python/, stub/, libs/, caches/; see "
                         "tts_triton/embedded.py) to run instead of the nvidia-pytriton wheel's server "
