@@ -1,7 +1,9 @@
 """Locust load test of the streaming ``tts`` model over gRPC, through ``tts_triton.client.TTSClient``.
 
-Each simulated user streams one sentence at a time (drawn from SENTENCES, 3 to ~60 words) with a
-voice and an emotion drawn from the server's voice bank, and reports two request types to Locust:
+Each simulated user streams one sentence at a time, the texts of ``tts_triton.bench.workload`` (the bench's
+sentence set, in turn; with TTS_REPEAT_RATIO, a share of repeats of earlier texts and new texts otherwise), with a
+voice and an emotion drawn from the server's voice bank (a repeat keeps its original's, so that a server with an
+utterance cache can answer it from there), and reports two request types to Locust:
 
 - ``grpc first_chunk``: time from sending the request to the first audio chunk;
 - ``grpc stream``: time to the end of the stream (failures are reported here, typed by TTSError subclass).
@@ -17,6 +19,8 @@ environment variables:
 - TTS_VOICES / TTS_EMOTIONS: comma-separated subsets of the voice bank to draw from (default: all);
   TTS_EMOTIONS=none sends no EMOTION (the server's default);
 - TTS_WAIT_MIN / TTS_WAIT_MAX: think time between a user's requests, seconds (default 0 / 1);
+- TTS_REPEAT_RATIO: share (0-1) of requests that repeat a text this process completed earlier (default: none, the
+  plain sentence cycle);
 - TTS_RESULTS_DIR: folder for the exact per-request records (default: none, the table is only printed).
 """
 
@@ -29,7 +33,7 @@ import os
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -40,27 +44,11 @@ from locust.env import Environment
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
+from tts_triton.bench.workload import RequestRecord, Workload
 from tts_triton.client import TTSClient, TTSError, VoiceBank
 
 # Locust runs users as greenlets: grpc must cooperate with gevent (before any channel exists).
 grpc_gevent.init_gevent()
-
-SENTENCES = (
-    "Hello there.",
-    "Good morning, how are you today?",
-    "The quick brown fox jumps over the lazy dog.",
-    "Please leave a message after the tone, and we will call you back as soon as possible.",
-    "I can't believe we finally made it to the top of the mountain!",
-    "Your order has shipped and should arrive on Thursday, the twelfth of March.",
-    "It was a bright cold day in April, and the clocks were striking thirteen.",
-    "Turn left in two hundred meters, then keep right at the fork and follow the signs for the airport.",
-    "Why would anyone leave the door open in the middle of winter?",
-    "The meeting has been moved to three thirty; bring the quarterly figures and the revised budget.",
-    "Once upon a time, in a small village at the edge of a great forest, there lived an old clockmaker "
-    "who could repair anything except his own broken heart, and every evening he sat by the window, "
-    "listening to the ticking of a hundred clocks and waiting for a letter that never came.",
-    "Thank you!",
-)
 
 REQUEST_TYPE = "grpc"
 PERCENTILES = (50, 90, 95, 99)
@@ -78,22 +66,10 @@ def _pick(offered: tuple[str, ...], wanted: list[str], what: str) -> list[str]:
     return wanted or list(offered)
 
 
-@dataclass(frozen=True)
-class RequestRecord:
-    """One request, timed exactly (seconds); ``error`` is empty on success."""
-
-    start_unix: float
-    voice: str
-    emotion: str
-    characters: int
-    first_chunk_s: float | None
-    total_s: float
-    audio_s: float
-    chunks: int
-    error: str
-
-
 RECORDS: list[RequestRecord] = []
+#: The texts of this process's users; a repeated text keeps the (voice, emotion) it was first sent with.
+WORKLOAD = Workload(float(os.environ["TTS_REPEAT_RATIO"]) if os.environ.get("TTS_REPEAT_RATIO") else None)
+STYLES: dict[str, tuple[str, str | None]] = {}
 
 
 @functools.cache
@@ -128,30 +104,34 @@ class TTSStreamUser(User):
 
     @task
     def stream(self) -> None:
-        text, voice, emotion = random.choice(SENTENCES), random.choice(self.voices), random.choice(self.emotions)
-        start_unix, start = time.time(), time.perf_counter()
-        first: float | None = None
-        samples = chunks = sample_rate = 0
+        index, text, repeat = WORKLOAD.next()
+        voice, emotion = STYLES.get(text) or (random.choice(self.voices), random.choice(self.emotions))
+        record = RequestRecord(index=index, start=time.time(), text=text, repeat=repeat, voice=voice,
+                               emotion=emotion or "")
+        began = time.perf_counter()
+        samples = sample_rate = 0
         error: Exception | None = None
         try:
             for chunk in self.client.stream(text, voice=voice, emotion=emotion):
-                if first is None:
-                    first = chunk.elapsed
-                    self._fire("first_chunk", first, chunk.audio.size, None)
+                if record.first_chunk is None:
+                    record.first_chunk = record.start + chunk.elapsed
+                    self._fire("first_chunk", chunk.elapsed, chunk.audio.size, None)
                 samples += chunk.audio.size
-                chunks += 1
+                record.chunks += 1
                 sample_rate = chunk.sample_rate
-            if first is None:
+            if record.first_chunk is None:
                 error = TTSError("the stream ended without audio")
         except TTSError as e:
             error = e
-        total = time.perf_counter() - start
+        total = time.perf_counter() - began
         self._fire("stream", total, samples, error)
-        RECORDS.append(RequestRecord(
-            start_unix=start_unix, voice=voice, emotion=emotion or "", characters=len(text), first_chunk_s=first,
-            total_s=total, audio_s=samples / sample_rate if sample_rate else 0.0, chunks=chunks,
-            error="" if error is None else f"{type(error).__name__}: {error}",
-        ))
+        record.end = record.start + total
+        record.audio_seconds = samples / sample_rate if sample_rate else 0.0
+        record.error = None if error is None else f"{type(error).__name__}: {error}"
+        if record.ok:
+            STYLES.setdefault(text, (voice, emotion))
+            WORKLOAD.completed(text)
+        RECORDS.append(record)
 
     def _fire(self, name: str, seconds: float, samples: int, exception: Exception | None) -> None:
         """Report to Locust: response_time in ms, response_length in audio samples."""
@@ -163,11 +143,12 @@ class TTSStreamUser(User):
 
 def percentile_table(records: list[RequestRecord]) -> list[dict[str, Any]]:
     """Exact percentiles (ms; real-time factor unitless) of successful requests, one row per metric."""
-    ok = [r for r in records if not r.error]
+    ok = [r for r in records if r.ok]
     metrics = {
-        "first_chunk_ms": [r.first_chunk_s * 1000.0 for r in ok if r.first_chunk_s is not None],
-        "stream_ms": [r.total_s * 1000.0 for r in ok],
-        "real_time_factor": [r.total_s / r.audio_s for r in ok if r.audio_s > 0],
+        "first_chunk_ms": [(r.first_chunk - r.start) * 1000.0 for r in ok if r.first_chunk is not None],
+        "stream_ms": [(r.end - r.start) * 1000.0 for r in ok if r.end is not None],
+        "real_time_factor": [(r.end - r.start) / r.audio_seconds for r in ok
+                             if r.end is not None and r.audio_seconds > 0],
     }
     rows = []
     for metric, values in metrics.items():

@@ -18,7 +18,8 @@ from pathlib import Path
 from tts_triton.figures import pyplot, save_figure
 
 PERCENTILES = ("50%", "90%", "99%")
-LATENCIES = (("first_chunk", "first_chunk_s", "time to first audio chunk"), ("stream", "total_s", "whole stream"))
+#: (Locust request name, the record's column of the Unix time it ended, title); a record's ``start`` is when it began.
+LATENCIES = (("first_chunk", "first_chunk", "time to first audio chunk"), ("stream", "end", "whole stream"))
 
 
 def _number(text: str) -> float:
@@ -53,7 +54,7 @@ def plot(history: dict[str, dict[str, list[float]]], requests: list[dict[str, st
     for ax, (name, field, label) in zip(axes, LATENCIES, strict=False):
         ok = [r for r in requests if not r["error"] and r[field]]
         if ok:
-            ax.scatter([float(r["start_unix"]) + float(r[field]) - t0 for r in ok], [float(r[field]) * 1e3 for r in ok],
+            ax.scatter([float(r[field]) - t0 for r in ok], [(float(r[field]) - float(r["start"])) * 1e3 for r in ok],
                        s=4, alpha=0.25, color="grey", label="each request (exact)")
         columns = history.get(name)
         if columns:

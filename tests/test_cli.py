@@ -112,14 +112,16 @@ def test_say_rejects_bad_arguments_before_sending(tmp_path: Path, args: list[str
 def test_loadtest_short_run_writes_its_report(server: TritonServer, tmp_path: Path) -> None:
     out = tmp_path / "loadtest"
     run = tts_triton("loadtest", "--users", "2", "--spawn-rate", "2", "--duration", "6s", "--stop-timeout", "60",
-                     "--url", f"grpc://{server.grpc_url}", "--out", str(out), timeout=180)
+                     "--url", f"grpc://{server.grpc_url}", "--out", str(out), "--repeat-ratio", "0.8", timeout=180)
     assert run.returncode == 0, run.stdout + run.stderr
     for name in ("report.png", "report.html", "locust_stats.csv", "locust_stats_history.csv"):
         assert (out / name).stat().st_size > 0, name
     with (out / "requests.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert rows and all(not row["error"] for row in rows)
-    assert all(float(row["total_s"]) > 0 for row in rows)
+    assert all(float(row["end"]) > float(row["first_chunk"]) > float(row["start"]) for row in rows)
+    texts = [row["text"] for row in rows]  # a repeat speaks the text of another (earlier, completed) request
+    assert all(row["repeat"] == "False" or texts.count(row["text"]) > 1 for row in rows)
 
 
 @pytest.mark.parametrize(

@@ -308,6 +308,8 @@ def _loadtest(args: argparse.Namespace) -> int:
     out = args.out or Path("runs", "loadtest", dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TTS_RESULTS_DIR": str(out)}
+    if args.repeat_ratio is not None:  # the locustfile's texts (tts_triton.bench.workload)
+        env["TTS_REPEAT_RATIO"] = str(args.repeat_ratio)
     print(f"==> locust: {args.users} users, {args.spawn_rate}/s, {args.duration} against {args.url} -> {out}",
           flush=True)
     status = subprocess.run(loadtest_command(args, out), env=env, check=False).returncode
@@ -401,6 +403,9 @@ def _client_parsers(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--stop-timeout", type=int, default=30,
                    help="seconds running streams may finish after --duration (default %(default)s)")
     t.add_argument("--out", type=Path, help="results folder (default runs/loadtest/<timestamp>)")
+    t.add_argument("--repeat-ratio", type=float, metavar="R",
+                   help="share (0-1) of requests that repeat an earlier text, for a server with an utterance cache "
+                        "(default: the plain sentence cycle)")
     t.set_defaults(func=_loadtest)
 
 
