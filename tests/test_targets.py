@@ -1,5 +1,6 @@
-"""The one target table: `auto` resolved on this host, `build-repo --target torch-cuda` writing the GPU repository,
-and `serve` choosing (and rebuilding for) the target it is asked for, without starting a server."""
+"""The one target table and the GPU host: `auto` resolved on this host, `build-repo --target torch-cuda` writing the
+GPU repository, `serve` choosing (and rebuilding for) the target it is asked for, its Triton bundle, and the gRPC
+commands in an environment without the HTTP client (a GPU host's) -- all without starting a server."""
 
 from __future__ import annotations
 
@@ -107,3 +108,20 @@ def test_serve_names_an_incomplete_triton_bundle(tmp_path: Path) -> None:
     assert run.returncode == 1, run.stdout + run.stderr
     assert run.stderr.startswith(f"error: the Triton bundle at {tmp_path / 'bundle'} is incomplete, missing: ")
     assert not (tmp_path / "repo").exists()
+
+
+def test_grpc_commands_need_no_http_client(tmp_path: Path) -> None:
+    """`say` and `voices` over gRPC import nothing of tritonclient's http extra (gevent), which a GPU host lacks."""
+    blocker = ("import sys\n"
+               "class Block:\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        if name.split('.')[0] in ('gevent', 'geventhttpclient'):\n"
+               "            raise ModuleNotFoundError(name)\n"
+               "sys.meta_path.insert(0, Block())\n"
+               "from tts_triton.cli import main\n"
+               "sys.exit(main(sys.argv[1:]))\n")
+    url = f"localhost:{free_port()}"
+    for args in (["say", "Hi.", "-o", str(tmp_path / "a.wav"), "--url", url, "--timeout", "5"],
+                 ["voices", "--url", url, "--timeout", "5"]):
+        run = subprocess.run([sys.executable, "-c", blocker, *args], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 1 and run.stderr.startswith(f"error: cannot reach the server at {url}"), run.stderr

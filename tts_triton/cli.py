@@ -239,12 +239,17 @@ def _write_audio(output: Path, audio: object, sample_rate: int) -> None:
 
 
 def _say(args: argparse.Namespace) -> int:
-    from geventhttpclient.response import HTTPParseError
-
-    from tts_triton.client import HttpTTSClient, TTSClient, TTSError
+    from tts_triton.client import TTSClient, TTSError
 
     if problem := _say_problem(args):
         return _fail(problem)
+    failures: tuple[type[Exception], ...] = (TTSError,)
+    if args.http:  # tritonclient's http extra (gevent): a gRPC-only environment, e.g. a GPU host's, lacks it
+        from geventhttpclient.response import HTTPParseError
+
+        from tts_triton.client import HttpTTSClient
+
+        failures += (HTTPParseError,)
     text = " ".join(args.text)
     options = {"reference_audio": args.reference} if args.reference else {"voice": args.voice, "emotion": args.emotion}
     try:
@@ -255,7 +260,7 @@ def _say(args: argparse.Namespace) -> int:
             with TTSClient(args.url or DEFAULT_GRPC_URL, timeout=args.timeout) as client:
                 result = client.synthesize(text, **options)
         _write_audio(args.output, result.audio, result.sample_rate)
-    except (TTSError, HTTPParseError) as err:
+    except failures as err:
         return _fail(_transport_hint(err, args))
     except ValueError as err:  # the client's URL check: "expected a grpc:// URL or host:port, got ..."
         return _fail(f"--url {args.url}: {err}" + ("" if args.http else "; for HTTP add --http"))
