@@ -62,6 +62,7 @@ from tts_triton.layout import (
     INTER_OP_THREADS,
     INTRA_OP_THREADS,
     MANIFEST_FILE,
+    MAX_STREAMS,
     MODEL_CONFIG,
     MODEL_PY,
     VERSION_DIR,
@@ -69,7 +70,7 @@ from tts_triton.layout import (
     VOICE_BANK_FILE,
 )
 from tts_triton.onnx_io import io_mismatches
-from tts_triton.triton.utils import input_axes_parameter
+from tts_triton.serving.params import input_axes_parameter
 
 from .pbtxt import EnumValue, render, string_parameters, tensor
 from .targets import DEFAULT_TARGET, GPU_TARGET, KIND_CPU, KIND_GPU, RUNTIME_TARGETS, RuntimeTarget
@@ -165,6 +166,14 @@ def _gpu_networks() -> dict[str, NetworkSettings]:
     }
 
 
+def default_max_streams(target: str) -> int:
+    """The admission bound a target's repository gets: 256 streams on a GPU (one H200 served 1,050x real time
+    at 128 with a first-chunk p99 of 150 ms and went past 400 ms at 256: past 256 a new stream only slows the
+    others), 32 on the CPU target (a 2-core host's first chunks took 4-6 s at 64 streams)."""
+    runtime = RUNTIME_TARGETS.get(target)
+    return 256 if runtime is not None and runtime.instance_kind == KIND_GPU else 32
+
+
 @dataclass(frozen=True)
 class RepositorySettings:
     """Per-model serving knobs of a repository build."""
@@ -182,12 +191,16 @@ class RepositorySettings:
     #: The BLS's streams put their first chunk first (``StreamingConfig.first_chunk_first``): lower first-chunk
     #: latency under load for less throughput.
     first_chunk_first: bool = False
+    #: Admission bound: the most requests in flight in ``tts`` (and, apart, in ``tts_offline``) over all their
+    #: instances; more are refused at once (UNAVAILABLE). 0: no bound. See :func:`default_max_streams`.
+    max_streams: int = 0
 
     @classmethod
     def for_target(cls, target: str, **overrides: Any) -> RepositorySettings:
         """The default settings of ``target`` (GPU-sized batches for ``torch-cuda``), with ``overrides``."""
         if target == GPU_TARGET:  # K=16: a third more throughput than 8 at the same first chunk (H200, run 3)
             overrides = {"networks": _gpu_networks(), "bls_instances": 8, "steps_per_call": 16, **overrides}
+        overrides.setdefault("max_streams", default_max_streams(target))
         return cls(**overrides)
 
     def serving_config(self, model_config: ModelConfig) -> ModelConfig:
@@ -207,6 +220,8 @@ class RepositorySettings:
             raise ValueError(f"instance kinds must be {KIND_CPU} or {KIND_GPU}: {self}")
         if self.bls_instances < 1:
             raise ValueError(f"bls_instances must be >= 1, got {self.bls_instances}")
+        if self.max_streams < 0:
+            raise ValueError(f"max_streams must be >= 0 (0: no bound), got {self.max_streams}")
         if self.steps_per_call is not None and self.steps_per_call < 1:
             raise ValueError(f"steps_per_call must be >= 1, got {self.steps_per_call}")
         for name, net in self.networks.items():
@@ -384,6 +399,7 @@ def _write_bls_models(root: Path, model_config: ModelConfig, voice_bank: Path, b
         VOICE_BANK: json.dumps(bank, ensure_ascii=False, separators=(",", ":")),
         CHECKPOINT_NAME: checkpoint_name,
         FIRST_CHUNK_FIRST: "true" if settings.first_chunk_first else "false",
+        MAX_STREAMS: str(settings.max_streams),
     }
     for name, decoupled in BLS_MODELS.items():
         version_dir = _model_dir(root, name, _bls_config(tts_spec(model_config, name), decoupled, params, settings))
@@ -561,12 +577,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="Triton's max_batch_size of one network model; repeatable")
     parser.add_argument("--batch-budget", action="append", default=[], metavar="NETWORK=N",
                         help="torch-cuda: most rows x tokens (or mel frames) of one device call; repeatable")
+    parser.add_argument("--max-streams", type=int,
+                        help="admission bound: most requests in flight in tts (and in tts_offline) over all their "
+                             "instances, more are refused at once; 0 for none (default: 256 on a GPU, 32 on the CPU)")
     parser.add_argument("--first-chunk-first", action="store_true",
                         help="each stream keeps one vocoder call in flight and decodes on only once its first chunk "
                              "is out: lower first-chunk latency under load, for less throughput")
     args = parser.parse_args(argv)
     given = {"instance_kind": args.instance_kind, "steps_per_call": args.steps_per_call,
-             "bls_instances": args.bls_instances, "first_chunk_first": args.first_chunk_first or None}
+             "bls_instances": args.bls_instances, "first_chunk_first": args.first_chunk_first or None,
+             "max_streams": args.max_streams}
     settings = RepositorySettings.for_target(args.target, **{k: v for k, v in given.items() if v is not None})
     try:
         settings = _tuned(settings, {"instances": args.instances, "max_queue_delay_us": args.queue_delay_us,

@@ -49,12 +49,11 @@ from tts_triton.export.repository import (
     read_manifest,
     repository_is_current,
 )
-from tts_triton.layout import MANIFEST_FILE, VOICE_BANK_FILE
+from tts_triton.layout import BATCH_BUDGET, FIRST_CHUNK_FIRST, MANIFEST_FILE, VOICE_BANK_FILE
 from tts_triton.onnx_io import io_mismatches
 from tts_triton.server import TritonServer
 from tts_triton.triton import onnx_model
 from tts_triton.triton.onnx_model import batch_groups, run_batch
-from tts_triton.triton.utils import BATCH_BUDGET, FIRST_CHUNK_FIRST
 
 CFG = ModelConfig()
 SPECS = network_specs(CFG)

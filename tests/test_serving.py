@@ -359,7 +359,7 @@ def test_metrics_count_each_outcome(server: TritonServer, grpc: TTSClient) -> No
 def test_progress_gate_lets_a_new_request_pass_a_long_one() -> None:
     """Triton-free: the long request (far ahead) waits while the new one makes its calls, and goes on
     after it leaves; a request held back longer than ``max_wait`` goes anyway."""
-    from tts_triton.triton.utils import ProgressGate
+    from tts_triton.serving.gate import ProgressGate
 
     async def scenario(max_wait: float) -> list[str]:
         gate, order = ProgressGate(slack=2, max_wait=max_wait), []

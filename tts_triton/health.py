@@ -29,8 +29,8 @@ import tritonclient.grpc as grpcclient
 from tts_triton import contract
 from tts_triton.config import ModelConfig
 from tts_triton.endpoints import DEFAULT_GRPC_URL
+from tts_triton.serving.request_shapes import RequestShapes
 from tts_triton.shapes import axis_values
-from tts_triton.triton.utils import RequestShapes
 
 __all__ = ["HEALTH_TEXT", "HealthReport", "ModelHealth", "check_health", "main", "smallest_inputs"]
 

@@ -28,6 +28,9 @@ VOICE_BANK = "voice_bank"
 CHECKPOINT_NAME = "checkpoint_name"
 #: ``tts``: ``"true"`` sets ``StreamingConfig.first_chunk_first`` (``tts_offline`` ignores it).
 FIRST_CHUNK_FIRST = "first_chunk_first"
+#: ``tts`` / ``tts_offline``: the admission bound, the most requests in flight in the model over all its instances
+#: (each instance takes an equal share, :class:`~tts_triton.serving.requests.Admission`); ``"0"``: no bound.
+MAX_STREAMS = "max_streams"
 #: Network models: JSON ``{input name: [dynamic axis name, or "" for a fixed size, per dimension]}``.
 INPUT_AXES = "input_axes"
 #: Network models on the CPU: thread counts (ONNX Runtime's intra/inter-op pools; PyTorch's intra-op threads),

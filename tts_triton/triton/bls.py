@@ -11,19 +11,28 @@ Concurrency: both models run one coroutine per request. ``tts`` has an async ``e
 it in the background); ``tts_offline`` is not decoupled, so Triton would wait for its ``execute``:
 there it hands each request to an event loop of its own and answers through the response sender
 (Triton >= 24.06), so that concurrent offline requests run side by side and share decoder batches.
-Their network calls pass a :class:`~tts_triton.triton.utils.ProgressGate`: a short request is not
+Their network calls pass a :class:`~tts_triton.serving.gate.ProgressGate`: a short request is not
 queued behind a long one.
 
-A request stops early when the client cancels it (``is_cancelled()``: a gRPC cancel, deadline or closed
-connection) or at its time limit: ``RequestLimits.max_request_seconds``, shortened by the request's own
-``timeout`` parameter. Triton 2.51 does not tell a model that an HTTP client disconnected; the time
-limit bounds that case. A stop at the time limit is an UNAVAILABLE error.
+A request stops early when the client stops it in-band (a second ``tts`` request whose ``tts_stop``
+parameter names its request id: :class:`~tts_triton.serving.requests.StopBoard`; the stream then ends
+with a normal FINAL and the stop request gets a FINAL of its own), when the client cancels it
+(``is_cancelled()``: a gRPC cancel, deadline or closed connection) or at its time limit:
+``RequestLimits.max_request_seconds``, shortened by the request's own ``timeout`` parameter. Triton 2.51
+does not tell a model that an HTTP client disconnected; the time limit bounds that case. A stop at the
+time limit is an UNAVAILABLE error.
 
-Metrics: ``tts_active_requests`` (gauge) and ``tts_requests_total`` (counter) by ``model`` and
-``outcome`` (:data:`OUTCOMES`), beside Triton's own.
+Admission: at most ``max_streams`` requests in flight per model (each instance takes its share,
+:class:`~tts_triton.serving.requests.Admission`); past it a request is refused at once with UNAVAILABLE
+("server busy: ... limit of N ...") and FINAL.
+
+Metrics: ``tts_active_requests`` (gauge, by ``model`` and ``instance``: a restarted stub resets its own
+series to 0) and ``tts_requests_total`` (counter, by ``model`` and ``outcome``:
+:data:`~tts_triton.serving.requests.OUTCOMES`), beside Triton's own.
 
 Config parameters: ``model_config`` (ModelConfig JSON), ``voice_bank`` (VoiceBank JSON), ``first_chunk_first``
-(``"true"``: :attr:`~tts_triton.config.StreamingConfig.first_chunk_first` for ``tts``; ``tts_offline`` ignores it).
+(``"true"``: :attr:`~tts_triton.config.StreamingConfig.first_chunk_first` for ``tts``; ``tts_offline`` ignores it),
+``max_streams`` (the admission bound; absent or 0: none).
 
 This module is a thin adapter: request handling lives in :mod:`tts_triton.serving.service`, the
 decode loop in :mod:`tts_triton.serving.pipeline`; here are only the Triton calls.
@@ -36,7 +45,6 @@ import contextlib
 import dataclasses
 import json
 import threading
-import time
 from collections.abc import AsyncIterator, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -45,11 +53,23 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from tts_triton import audio, contract
-from tts_triton.config import LIMITS, STREAMING, ModelConfig
-from tts_triton.errors import InvalidInput
+from tts_triton.config import STREAMING, ModelConfig
+from tts_triton.layout import FIRST_CHUNK_FIRST, MAX_STREAMS
+from tts_triton.serving.gate import ProgressGate
+from tts_triton.serving.params import instance_count, int_parameter, parameters
 from tts_triton.serving.pipeline import Cancelled, Chunk
+from tts_triton.serving.requests import (
+    OUTCOMES,
+    Admission,
+    Deadline,
+    StopBoard,
+    Stopped,
+    TimedOut,
+    outcome_of,
+    stop_target,
+)
 from tts_triton.serving.service import TTSService, parse_request
-from tts_triton.triton.utils import FIRST_CHUNK_FIRST, ProgressGate, parameters
+from tts_triton.triton.utils import error_response, read_inputs
 from tts_triton.voices import VoiceBank
 
 
@@ -86,39 +106,12 @@ class GatedBackend:
         return await self.backend.infer(model, inputs)
 
 
-def request_inputs(request: Any, spec: contract.ModelSpec) -> dict[str, np.ndarray | None]:
-    """The request's input tensors by name (None for absent optional inputs)."""
-    out = {}
-    for t in spec.inputs:
-        tensor = pb_utils.get_input_tensor_by_name(request, t.name)
-        out[t.name] = None if tensor is None else tensor.as_numpy()
-    return out
-
-
-#: How a request ended, the ``outcome`` label of ``tts_requests_total``.
-OUTCOMES = ("completed", "cancelled", "timed_out", "invalid_input", "failed")
 #: Threads that wait on BLS calls for the offline loop (one per request in flight, at most).
 OFFLINE_BLS_THREADS = 64
 #: How many network calls a ``tts_offline`` request may run ahead of the least advanced one (ProgressGate).
 OFFLINE_CALL_SLACK = 8
 #: Seconds a ``tts_offline`` call waits at most for the requests behind it (ProgressGate).
 OFFLINE_MAX_GATE_WAIT_S = 0.5
-
-
-class TimedOut(Exception):
-    """The request ran past its time limit; synthesis stopped."""
-
-
-class Deadline:
-    """When a request must stop: ``limit_s`` after it started, or sooner when its ``timeout`` (us) says so."""
-
-    def __init__(self, request: Any, limit_s: float = LIMITS.max_request_seconds) -> None:
-        timeout_us = request.timeout()
-        self.seconds = min(limit_s, timeout_us / 1e6) if timeout_us else limit_s
-        self.at = time.monotonic() + self.seconds
-
-    def passed(self) -> bool:
-        return time.monotonic() >= self.at
 
 
 class TritonPythonModel:
@@ -136,11 +129,16 @@ class TritonPythonModel:
         self.service.warm_up()
         self.backend = BlsBackend(self.cfg)
         self.logger = pb_utils.Logger
-        labels = {"model": config["name"]}
+        self.name = config["name"]
+        self.admission = Admission(int_parameter(config, MAX_STREAMS, 0), instance_count(config), self.name)
+        self.stops = StopBoard()
+        labels = {"model": self.name}
         # Open requests: a scaling signal that rises with load even though the async BLS queues nothing.
         self.active_family = pb_utils.MetricFamily(
             name="tts_active_requests", description="Synthesis requests in progress", kind=pb_utils.MetricFamily.GAUGE)
-        self.active = self.active_family.Metric(labels=labels)
+        # Triton keeps a metric whose stub died: this instance's series starts from 0 again when it restarts.
+        self.active = self.active_family.Metric(labels={**labels, "instance": args.get("model_instance_name", "")})
+        self.active.set(0)
         self.outcome_family = pb_utils.MetricFamily(
             name="tts_requests_total", description="Synthesis requests by how they ended",
             kind=pb_utils.MetricFamily.COUNTER)
@@ -181,18 +179,29 @@ class TritonPythonModel:
         return pb_utils.InferenceResponse(output_tensors=tensors)
 
     async def chunks(self, request: Any) -> AsyncIterator[Chunk]:
-        """The request's audio chunks, counting its outcome. Raises InvalidInput, Cancelled (by the
-        client), TimedOut or the failure."""
-        self.active.increment(1)
+        """The request's audio chunks, counting its outcome. Raises Refused (admission), InvalidInput,
+        Stopped (in-band), Cancelled (by the client), TimedOut or the failure."""
         outcome = "failed"
-        deadline = Deadline(request)
+        try:
+            self.admission.enter()
+        except Exception as err:
+            self.outcomes[outcome_of(err)].increment(1)
+            raise
+        self.active.increment(1)
+        deadline = Deadline(request.timeout())
+        request_id = request.request_id()
         backend: BlsBackend | GatedBackend = self.backend
         if self.gate is not None:
             backend = GatedBackend(self.backend, self.gate)
             self.gate.enter(backend)
         try:
-            parsed = parse_request(request_inputs(request, self.spec))
-            chunks = self.service.stream(parsed, backend, lambda: deadline.passed() or request.is_cancelled())
+            parsed = parse_request(read_inputs(request, self.spec.input_names, model=self.name))
+
+            def stopped() -> bool:
+                return self.stops.posted(request_id)
+
+            chunks = self.service.stream(parsed, backend,
+                                         lambda: deadline.passed() or request.is_cancelled() or stopped())
             try:
                 async with contextlib.aclosing(chunks):
                     async for chunk in chunks:
@@ -200,35 +209,38 @@ class TritonPythonModel:
             except Cancelled:
                 if request.is_cancelled():
                     raise
+                if stopped():
+                    raise Stopped from None
                 raise TimedOut(f"synthesis stopped at its time limit of {deadline.seconds:g} s") from None
             outcome = "completed"
-        except InvalidInput:
-            outcome = "invalid_input"
-            raise
-        except Cancelled:
-            outcome = "cancelled"
-            raise
-        except TimedOut:
-            outcome = "timed_out"
+        except Exception as err:
+            outcome = outcome_of(err)
             raise
         finally:
             if isinstance(backend, GatedBackend):
                 await backend.gate.leave(backend)
+            self.stops.clear(request_id)
+            self.admission.leave()
             self.active.increment(-1)
             self.outcomes[outcome].increment(1)
 
     async def stream(self, request: Any) -> None:
         sender = request.get_response_sender()
-        want_mel = "MEL" in request.requested_output_names()
         final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
         try:
+            if (target := stop_target(request.parameters())) is not None:
+                self.stops.post(target)  # the stop's own stream ends here, with its FINAL
+                return
+            want_mel = "MEL" in request.requested_output_names()
             async with contextlib.aclosing(self.chunks(request)) as chunks:
                 async for chunk in chunks:
                     sender.send(self.chunk_response(chunk.audio, chunk.mel if want_mel else None))
+        except Stopped:
+            pass  # the client asked for it: a normal end
         except Cancelled:
             self.logger.log_info("tts: request cancelled by the client; stream closed")
         except Exception as err:  # every failure still ends the stream below
-            sender.send(error_response(err))
+            sender.send(error_response(err, "synthesis failed"))
         finally:
             sender.send(flags=final)
 
@@ -238,7 +250,7 @@ class TritonPythonModel:
         try:
             response = await self.offline_response(request)
         except Exception as err:
-            response = error_response(err)
+            response = error_response(err, "synthesis failed")
         try:
             sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         except Exception as err:  # nothing left to tell the client
@@ -250,17 +262,3 @@ class TritonPythonModel:
         mel = np.concatenate([c.mel for c in chunks]) if chunks else np.zeros((0, self.cfg.n_mels), np.float32)
         return self.chunk_response(whole, mel if "MEL" in request.requested_output_names() else None)
 
-
-def error_response(err: Exception) -> Any:
-    """INVALID_ARG for bad input (message names the input), CANCELLED, UNAVAILABLE past the time limit,
-    INTERNAL otherwise."""
-    if isinstance(err, InvalidInput):
-        return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err), pb_utils.TritonError.INVALID_ARG))
-    if isinstance(err, Cancelled):
-        return pb_utils.InferenceResponse(error=pb_utils.TritonError("request cancelled by the client",
-                                                                     pb_utils.TritonError.CANCELLED))
-    if isinstance(err, TimedOut):
-        return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err), pb_utils.TritonError.UNAVAILABLE))
-    pb_utils.Logger.log_error(f"tts: {type(err).__name__}: {err}")
-    return pb_utils.InferenceResponse(error=pb_utils.TritonError(f"synthesis failed: {err}",
-                                                                 pb_utils.TritonError.INTERNAL))

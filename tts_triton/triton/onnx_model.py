@@ -5,7 +5,7 @@ graph when the model loads. The requests of one dynamic batch whose dtypes and n
 are concatenated along axis 0 and run as one ONNX Runtime call; the outputs are split back by each
 request's batch size. A failed batch is retried request by request, so one bad request gets an error
 response and the others still get their results. Input shapes other than those the BLS sends
-(:class:`~tts_triton.triton.utils.RequestShapes`) are rejected with INVALID_ARG before any input is read.
+(:class:`~tts_triton.serving.request_shapes.RequestShapes`) are rejected with INVALID_ARG before any input is read.
 
 Config parameters (string values; ONNX Runtime's defaults when absent), named as in Triton's
 ``onnxruntime`` backend: ``intra_op_thread_count``, ``inter_op_thread_count``.
@@ -23,20 +23,17 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from tts_triton.layout import ONNX_FILE
+from tts_triton.layout import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE
 from tts_triton.onnx_io import io_mismatches
 from tts_triton.serving.batching import Feed, batch_groups, merge, split
-from tts_triton.triton.utils import INTER_OP_THREADS, INTRA_OP_THREADS, RequestShapes, config_tensors, int_parameter
+from tts_triton.serving.params import config_tensors, int_parameter
+from tts_triton.serving.request_shapes import RequestShapes
+from tts_triton.triton.utils import error_response, read_inputs
 
 try:
     import triton_python_backend_utils as pb_utils
 except ImportError:  # imported outside Triton: for documentation and for tests of the pure helpers
     pb_utils = None
-
-
-
-class InvalidRequest(ValueError):
-    """A request's inputs are missing or have a shape the BLS never sends (answered with INVALID_ARG)."""
 
 
 def run_batch(
@@ -82,9 +79,10 @@ class TritonPythonModel:
         accepted: list[int] = []
         for i, request in enumerate(requests):
             try:
-                feeds.append(self._feed(request))
+                feeds.append(read_inputs(request, self._input_names, model=self._name, required=self._input_names,
+                                         shapes=self._shapes))
             except Exception as exc:  # reported to that request's client; the batch goes on
-                responses[i] = self._error(exc)
+                responses[i] = error_response(exc, self._name)
                 continue
             accepted.append(i)
             wanted.append(list(request.requested_output_names()) or self._output_names)
@@ -92,7 +90,7 @@ class TritonPythonModel:
             names = [n for n in self._output_names if any(n in wanted[j] for j in group)]
             for j, result in zip(group, self._run([feeds[j] for j in group], names), strict=True):
                 if isinstance(result, Exception):
-                    responses[accepted[j]] = self._error(result)
+                    responses[accepted[j]] = error_response(result, self._name)
                 else:
                     tensors = [pb_utils.Tensor(n, np.ascontiguousarray(result[n])) for n in wanted[j]]
                     responses[accepted[j]] = pb_utils.InferenceResponse(output_tensors=tensors)
@@ -102,14 +100,6 @@ class TritonPythonModel:
         """Release the ONNX Runtime session."""
         self._session = None
 
-    def _feed(self, request: Any) -> dict[str, np.ndarray]:
-        tensors = {name: pb_utils.get_input_tensor_by_name(request, name) for name in self._input_names}
-        if missing := [name for name, tensor in tensors.items() if tensor is None]:
-            raise InvalidRequest("; ".join(f"input {name!r} is missing" for name in missing))
-        if problems := self._shapes.problems({name: tuple(t.shape()) for name, t in tensors.items()}):
-            raise InvalidRequest("; ".join(problems))
-        return {name: tensor.as_numpy() for name, tensor in tensors.items()}
-
     def _run(self, feeds: list[Feed], output_names: list[str]) -> list[dict[str, Any] | Exception]:
         try:
             return run_batch(self._session, feeds, output_names)
@@ -117,7 +107,3 @@ class TritonPythonModel:
             if len(feeds) == 1:
                 return [exc]
             return [self._run([feed], output_names)[0] for feed in feeds]
-
-    def _error(self, exc: Exception) -> Any:
-        code = pb_utils.TritonError.INVALID_ARG if isinstance(exc, InvalidRequest) else pb_utils.TritonError.INTERNAL
-        return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(f"{self._name}: {exc}", code))

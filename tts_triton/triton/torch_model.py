@@ -32,16 +32,11 @@ import torch
 from tts_triton.checkpoint import load_checkpoint
 from tts_triton.config import ModelConfig
 from tts_triton.contract import network_specs
-from tts_triton.layout import CHECKPOINT_FILE, CUDA_GRAPHS, FP16
+from tts_triton.layout import BATCH_BUDGET, CHECKPOINT_FILE, CUDA_GRAPHS, FP16, INTRA_OP_THREADS
 from tts_triton.serving.graphs import StageRunner
-from tts_triton.triton.utils import (
-    BATCH_BUDGET,
-    INTRA_OP_THREADS,
-    RequestShapes,
-    config_tensors,
-    int_parameter,
-    parameters,
-)
+from tts_triton.serving.params import config_tensors, int_parameter, parameters
+from tts_triton.serving.request_shapes import RequestShapes
+from tts_triton.triton.utils import error_response, read_inputs
 
 try:
     import triton_python_backend_utils as pb_utils
@@ -106,20 +101,21 @@ class TritonPythonModel:
         began = time.perf_counter()
         responses: list[Any] = [None] * len(requests)
         feeds, accepted, wanted = [], [], []
+        inputs = self._spec.input_names
         for i, request in enumerate(requests):
-            feed, problems = self._feed(request)
-            if problems:
-                responses[i] = _error(f"{self._name}: " + "; ".join(problems), pb_utils.TritonError.INVALID_ARG)
-            else:
-                feeds.append(feed)
-                accepted.append(i)
-                wanted.append(list(request.requested_output_names()) or self._spec.output_names)
+            try:
+                feeds.append(read_inputs(request, inputs, model=self._name, required=inputs, shapes=self._shapes))
+            except Exception as exc:  # that request is told; the batch goes on
+                responses[i] = error_response(exc, self._name)
+                continue
+            accepted.append(i)
+            wanted.append(list(request.requested_output_names()) or self._spec.output_names)
         read = time.perf_counter()
         try:
             results = self._runner.run(feeds, {name for names in wanted for name in names}) if feeds else []
         except Exception as exc:  # the whole batch failed on the device: every accepted request is told
             for i in accepted:
-                responses[i] = _error(f"{self._name}: {type(exc).__name__}: {exc}", pb_utils.TritonError.INTERNAL)
+                responses[i] = error_response(exc, self._name)
             return responses
         ran = time.perf_counter()
         for i, names, result in zip(accepted, wanted, results, strict=True):
@@ -136,15 +132,3 @@ class TritonPythonModel:
         del self._family
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-
-    def _feed(self, request: Any) -> tuple[dict[str, np.ndarray], list[str]]:
-        """The request's inputs, or why they are not a request the BLS sends (checked before any is read)."""
-        tensors = {name: pb_utils.get_input_tensor_by_name(request, name) for name in self._spec.input_names}
-        if missing := [name for name, tensor in tensors.items() if tensor is None]:
-            return {}, [f"input {name!r} is missing" for name in missing]
-        if problems := self._shapes.problems({name: tuple(t.shape()) for name, t in tensors.items()}):
-            return {}, problems
-        return {name: tensor.as_numpy() for name, tensor in tensors.items()}, []
-
-def _error(message: str, code: int) -> Any:
-    return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(message, code))

@@ -1,0 +1,174 @@
+"""How one request to the Python-backend models is admitted, stopped, timed and answered; free of Triton.
+
+- :class:`Admission`: the bound on requests in flight in one model instance; past it a request is
+  :class:`Refused` at once (UNAVAILABLE naming the limit) instead of slowing every stream down.
+- :class:`StopBoard`: in-band stops. A client ends a ``tts`` stream early by sending a second request
+  whose :data:`STOP_PARAMETER` names the first one's request id; whichever instance receives it posts
+  the id on the board (shared by the model's instances on one host), the stream's own instance sees it
+  at its next decoder call and ends the stream with a normal FINAL. No gRPC cancel is involved (Triton
+  2.51's gRPC frontend can crash around cancelled decoupled streams).
+- :class:`Deadline`: the server-side time limit, shortened by the request's own ``timeout``.
+- :func:`outcome_of` and :func:`error_status`: the ``tts_requests_total`` outcome label of how a request
+  ended, and the Triton status and message its error response carries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+from tts_triton.config import LIMITS
+from tts_triton.errors import InvalidInput
+from tts_triton.serving.pipeline import Cancelled
+
+__all__ = ["OUTCOMES", "STOP_PARAMETER", "Admission", "Deadline", "Refused", "StopBoard", "Stopped", "TimedOut",
+           "error_status", "outcome_of", "stop_target"]
+
+#: How a request ended, the ``outcome`` label of ``tts_requests_total``.
+OUTCOMES = ("completed", "stopped", "cancelled", "timed_out", "refused", "invalid_input", "failed")
+#: Request parameter (string) of an in-band stop: the request id of the stream to end.
+STOP_PARAMETER = "tts_stop"
+#: Request ids a stop may name: what a client library generates (uuid hex) and similar tokens.
+_REQUEST_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+
+
+class TimedOut(Exception):
+    """The request ran past its time limit; synthesis stopped (UNAVAILABLE)."""
+
+
+class Refused(Exception):
+    """The request was not started: the instance already runs its share of the streams bound (UNAVAILABLE)."""
+
+
+class Stopped(Exception):
+    """The client stopped the request in-band (:class:`StopBoard`); the stream ends with a normal FINAL."""
+
+
+class Deadline:
+    """When a request must stop: ``limit_s`` after it started, or sooner when its ``timeout_us`` says so
+    (Triton's request ``timeout`` in microseconds; 0 for none)."""
+
+    def __init__(self, timeout_us: int, limit_s: float = LIMITS.max_request_seconds) -> None:
+        self.seconds = min(limit_s, timeout_us / 1e6) if timeout_us else limit_s
+        self.at = time.monotonic() + self.seconds
+
+    def passed(self) -> bool:
+        return time.monotonic() >= self.at
+
+
+class Admission:
+    """The bound on requests in flight in one instance: ``ceil(max_streams / instances)`` of them (``max_streams``
+    0: no bound). Each instance of a model is its own process, so each keeps its own share: no shared
+    counter to go stale when a stub dies. Triton spreads new requests over idle instances, so the model's
+    total stays near ``max_streams``; one instance may refuse while another still has room."""
+
+    def __init__(self, max_streams: int, instances: int = 1, model: str = "tts") -> None:
+        if max_streams < 0 or instances < 1:
+            raise ValueError(f"need max_streams >= 0 and instances >= 1, got {max_streams} and {instances}")
+        self.max_streams = max_streams
+        self.limit = math.ceil(max_streams / instances) if max_streams else 0
+        self.model = model
+        self.active = 0
+
+    def enter(self) -> None:
+        """Count one more request in flight, or raise :class:`Refused` when the share is taken."""
+        if self.limit and self.active >= self.limit:
+            raise Refused(f"server busy: {self.model} already runs {self.active} requests in this instance, its share "
+                          f"of the limit of {self.max_streams} (config parameter max_streams); retry later or "
+                          "elsewhere")
+        self.active += 1
+
+    def leave(self) -> None:
+        self.active -= 1
+
+
+def default_stop_directory() -> Path:
+    """The stop board of this server: one folder per tritonserver process (the stubs' parent), in /dev/shm
+    where there is one (memory-backed; the Python backend needs it anyway)."""
+    base = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+    return base / f"tts_triton_stops_{os.getppid()}"
+
+
+class StopBoard:
+    """Request ids that a client stopped in-band, as empty files in ``directory`` (shared by the instances of
+    the models on one server). A request clears its own id when it ends; ids posted for requests that had
+    already ended are swept after ``max_age_s``, and boards of servers no longer running when one is opened."""
+
+    def __init__(self, directory: Path | None = None, max_age_s: float = 600.0) -> None:
+        self.directory = directory or default_stop_directory()
+        self.max_age_s = max_age_s
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._sweep_dead_servers()
+
+    def post(self, request_id: str) -> None:
+        """Stop request ``request_id`` at its next decoder call; raises InvalidInput for an id no client sends."""
+        if not _REQUEST_ID.fullmatch(request_id):
+            raise InvalidInput(STOP_PARAMETER, f"{request_id[:40]!r} is not a request id (1-128 of A-Za-z0-9_.:-)")
+        (self.directory / request_id).touch()
+        self.sweep()
+
+    def posted(self, request_id: str) -> bool:
+        return bool(request_id) and os.path.exists(self.directory / request_id)
+
+    def clear(self, request_id: str) -> None:
+        if request_id:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.directory / request_id)
+
+    def sweep(self) -> None:
+        """Remove stops older than ``max_age_s`` (their requests had ended before the stop came)."""
+        old = time.time() - self.max_age_s
+        for path in self.directory.iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                if path.stat().st_mtime < old:
+                    path.unlink()
+
+    def _sweep_dead_servers(self) -> None:
+        for board in self.directory.parent.glob("tts_triton_stops_*"):
+            pid = board.name.rsplit("_", 1)[-1]
+            if board != self.directory and pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                with contextlib.suppress(OSError):
+                    for path in board.iterdir():
+                        path.unlink()
+                    board.rmdir()
+
+
+def stop_target(parameters_json: str) -> str | None:
+    """The request id an in-band stop names (:data:`STOP_PARAMETER` of the request's parameters, as
+    ``request.parameters()`` returns them), or None for an ordinary request."""
+    try:
+        params = json.loads(parameters_json or "{}")
+    except json.JSONDecodeError:
+        return None
+    value = params.get(STOP_PARAMETER) if isinstance(params, dict) else None
+    return None if value is None else str(value)
+
+
+def outcome_of(err: BaseException | None) -> str:
+    """The :data:`OUTCOMES` label of a request that ended with ``err`` (None: it completed)."""
+    if err is None:
+        return "completed"
+    for kind, outcome in ((Stopped, "stopped"), (Cancelled, "cancelled"), (TimedOut, "timed_out"),
+                          (Refused, "refused"), (InvalidInput, "invalid_input")):
+        if isinstance(err, kind):
+            return outcome
+    return "failed"
+
+
+def error_status(err: BaseException, failed: str) -> tuple[str, str]:
+    """The Triton status (a ``TritonError`` code name) and message of the error response for ``err``:
+    INVALID_ARG for bad input (the message names the input), CANCELLED, UNAVAILABLE past the time limit or
+    when refused, INTERNAL otherwise (``failed``: what failed, e.g. ``"synthesis failed"``, the model name)."""
+    if isinstance(err, InvalidInput):
+        return "INVALID_ARG", str(err)
+    if isinstance(err, Cancelled | Stopped):
+        return "CANCELLED", "request cancelled by the client"
+    if isinstance(err, TimedOut | Refused):
+        return "UNAVAILABLE", str(err)
+    return "INTERNAL", f"{failed}: {type(err).__name__}: {err}"
