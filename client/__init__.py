@@ -5,7 +5,8 @@
 
 Every method that sends a request takes the same keyword options, :class:`RequestOptions` (voice, emotion,
 reference audio, timeout, MEL). Results are :class:`AudioChunk` and :class:`Synthesis`; every failure is a
-:class:`TTSError` (:class:`InvalidInputError`, :class:`ServerUnavailableError`, :class:`TTSTimeoutError`).
+:class:`TTSError` (:class:`InvalidInputError`, :class:`ServerUnavailableError` and its :class:`ServerBusyError`,
+:class:`TTSTimeoutError`).
 
     with TTSClient("localhost:8001", timeout=30) as tts:
         for chunk in tts.stream("Hello there.", voice="alice", emotion="happy"):
@@ -14,9 +15,9 @@ reference audio, timeout, MEL). Results are :class:`AudioChunk` and :class:`Synt
 """
 
 from .audio_io import ReferenceAudio, load_reference_audio, save_wav
-from .errors import InvalidInputError, ServerUnavailableError, TTSError, TTSTimeoutError
+from .errors import InvalidInputError, ServerBusyError, ServerUnavailableError, TTSError, TTSTimeoutError
 from .grpc_client import DEFAULT_GRPC_URL, AsyncTTSClient, TTSClient
-from .request import RequestOptions, TTSRequest, build_request
+from .request import RequestOptions, TTSRequest, build_request, build_stop
 from .results import AudioChunk, Synthesis, VoiceBank
 
 _HTTP = ("DEFAULT_HTTP_URL", "HttpTTSClient")
@@ -40,6 +41,7 @@ __all__ = [
     "InvalidInputError",
     "ReferenceAudio",
     "RequestOptions",
+    "ServerBusyError",
     "ServerUnavailableError",
     "Synthesis",
     "TTSClient",
@@ -48,6 +50,7 @@ __all__ = [
     "TTSTimeoutError",
     "VoiceBank",
     "build_request",
+    "build_stop",
     "load_reference_audio",
     "save_wav",
 ]

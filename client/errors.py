@@ -19,6 +19,7 @@ from tts_triton.contract import TTS_INPUTS
 
 __all__ = [
     "InvalidInputError",
+    "ServerBusyError",
     "ServerUnavailableError",
     "TTSError",
     "TTSTimeoutError",
@@ -49,6 +50,11 @@ class ServerUnavailableError(TTSError, ConnectionError):
     """The server cannot be reached, or the model is unknown or not ready."""
 
 
+class ServerBusyError(ServerUnavailableError):
+    """The server refused the request at once: it already runs as many streams as its limit allows. The
+    request was not started; sending it again later (or to another server) may succeed."""
+
+
 class TTSTimeoutError(TTSError, TimeoutError):
     """The request did not complete within its ``timeout``."""
 
@@ -59,6 +65,7 @@ _STATUS_KINDS: dict[str, type[TTSError]] = {
     **dict.fromkeys(("DEADLINE_EXCEEDED", "408", "504"), TTSTimeoutError),
 }
 
+_BUSY_TEXT = re.compile(r"\bserver busy\b", re.IGNORECASE)
 _TIMEOUT_TEXT = re.compile(r"deadline exceeded|timed out", re.IGNORECASE)
 _UNAVAILABLE_TEXT = re.compile(
     r"unknown model|not ready|no available versions|failed to connect|connection refused", re.IGNORECASE
@@ -70,9 +77,13 @@ _INVALID_TEXT = re.compile(rf"\b({'|'.join(t.name for t in TTS_INPUTS)})\b|(?i:i
 def classify_error(message: str, status: str | None = None) -> type[TTSError]:
     """The error class for a server error. With a status (non-stream calls) the status alone
     decides, an unlisted one giving :class:`TTSError`; without one (stream errors) the message
-    does: timeouts, then unavailability, then a named input."""
+    does: a busy server, timeouts, then unavailability, then a named input. An unavailable server whose
+    message says it is busy (the admission bound) gives :class:`ServerBusyError` either way."""
     if status is not None:
-        return _STATUS_KINDS.get(status.removeprefix("StatusCode."), TTSError)
+        kind = _STATUS_KINDS.get(status.removeprefix("StatusCode."), TTSError)
+        return ServerBusyError if kind is ServerUnavailableError and _BUSY_TEXT.search(message) else kind
+    if _BUSY_TEXT.search(message):
+        return ServerBusyError
     if _TIMEOUT_TEXT.search(message):
         return TTSTimeoutError
     if _UNAVAILABLE_TEXT.search(message):

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol, TypedDict, Unpack
@@ -20,6 +21,7 @@ from tts_triton.contract import (
     REFERENCE_AUDIO,
     REFERENCE_SAMPLE_RATE,
     SAMPLE_RATE,
+    STOP_PARAMETER,
     TEXT,
     TTS_INPUTS,
     VOICE,
@@ -30,7 +32,8 @@ from .audio_io import ReferenceAudio, load_reference_audio
 from .errors import InvalidInputError, TTSError
 from .results import AudioChunk
 
-__all__ = ["RequestOptions", "TTSRequest", "build_request", "chunk_from_result", "is_final_response", "parse_url"]
+__all__ = ["RequestOptions", "TTSRequest", "build_request", "build_stop", "chunk_from_result", "is_final_response",
+           "new_request_id", "parse_url"]
 
 #: The inputs of ``tts`` / ``tts_offline`` by name (the outputs are read by name from the response).
 INPUTS: dict[str, TensorSpec] = {t.name: t for t in TTS_INPUTS}
@@ -58,11 +61,12 @@ class RequestOptions(TypedDict, total=False):
 @dataclass(frozen=True)
 class TTSRequest:
     """Validated input tensors (``name -> array`` in the contract's dtype and shape), the outputs to
-    ask for and the request's own timeout (None: the client's)."""
+    ask for, the request's own timeout (None: the client's) and request parameters."""
 
     tensors: dict[str, np.ndarray]
     outputs: tuple[str, ...]
     timeout: float | None = None
+    parameters: dict[str, str] | None = None
 
     def infer_inputs(self, tritonclient_module: ModuleType) -> list[Any]:
         """``InferInput`` objects of ``tritonclient.grpc``, ``tritonclient.grpc.aio`` or ``tritonclient.http``."""
@@ -103,6 +107,18 @@ def build_request(text: str, **options: Unpack[RequestOptions]) -> TTSRequest:
         raise InvalidInputError(f"{REFERENCE_SAMPLE_RATE}: given without {REFERENCE_AUDIO}")
     outputs = (AUDIO, SAMPLE_RATE, MEL) if options.get("return_mel") else (AUDIO, SAMPLE_RATE)
     return TTSRequest(tensors, outputs, options.get("timeout"))
+
+
+def build_stop(request_id: str) -> TTSRequest:
+    """The in-band stop of the ``tts`` stream sent with ``request_id``: sent to ``tts`` (on the same gRPC stream
+    or another), it makes the server end that stream at its next decoder call with a normal FINAL, and answers
+    with a FINAL of its own. Ending a stream this way avoids a gRPC cancel (which can crash Triton 2.51)."""
+    return TTSRequest({TEXT: _string(TEXT, "")}, (), parameters={STOP_PARAMETER: request_id})
+
+
+def new_request_id() -> str:
+    """A request id that an in-band stop can name."""
+    return uuid.uuid4().hex
 
 
 def _string(name: str, value: str) -> np.ndarray:

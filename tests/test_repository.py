@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import fake_pb_utils
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -383,34 +384,14 @@ def test_run_batch_equals_one_by_one(vocoder_session) -> None:
     assert batch_groups(feeds, batched=False) == [[0], [1], [2]]
 
 
-class FakeRequest:
-    def __init__(self, inputs: dict[str, np.ndarray], requested: list[str]) -> None:
-        self.inputs, self.requested = inputs, requested
-
-    def requested_output_names(self) -> list[str]:
-        return self.requested
-
-
-def fake_pb_utils() -> SimpleNamespace:
-    """The few pb_utils names onnx_model uses, as plain Python."""
-    def triton_error(message: str, code: int | None = None) -> str:
-        return message
-
-    triton_error.INVALID_ARG, triton_error.INTERNAL = 3, 6
-    return SimpleNamespace(
-        get_input_tensor_by_name=lambda r, n: SimpleNamespace(
-            as_numpy=lambda: r.inputs[n], shape=lambda: r.inputs[n].shape) if n in r.inputs else None,
-        Tensor=lambda name, array: (name, array),
-        TritonError=triton_error,
-        InferenceResponse=lambda output_tensors, error=None: SimpleNamespace(tensors=dict(output_tensors), error=error),
-    )
-
-
 def test_triton_python_model_batches_and_isolates_errors(
     sources, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from tts_triton.triton import utils
+
     out = build(sources, tmp_path / "repo", include_bls=False)
-    monkeypatch.setattr(onnx_model, "pb_utils", fake_pb_utils())
+    for module in (onnx_model, utils):
+        monkeypatch.setattr(module, "pb_utils", fake_pb_utils)
     model = onnx_model.TritonPythonModel()
     model.initialize({"model_config": json.dumps(_json_config(out, DECODER)), "model_name": DECODER,
                       "model_repository": str(out / DECODER), "model_version": "1"})
@@ -418,16 +399,17 @@ def test_triton_python_model_batches_and_isolates_errors(
     good = [example(SPECS[DECODER], b, rng, axis_size=32) for b in (1, 2)]  # 32: a token bucket (shapes.py)
     wrong_dtype = {k: v.astype(np.float64) for k, v in example(SPECS[DECODER], 1, rng, axis_size=32).items()}
     missing = dict(list(good[0].items())[1:])
-    requests = [FakeRequest(good[0], []), FakeRequest(wrong_dtype, ["mel"]), FakeRequest(missing, ["mel"]),
-                FakeRequest(good[1], ["mel", "gate"])]
+    request = fake_pb_utils.Request
+    requests = [request(good[0]), request(wrong_dtype, requested=["mel"]), request(missing, requested=["mel"]),
+                request(good[1], requested=["mel", "gate"])]
     responses = model.execute(requests)
-    assert [r.error is None for r in responses] == [True, False, False, True]
-    assert "decoder:" in responses[1].error and "'memory' is missing" in responses[2].error
+    assert [r.has_error() for r in responses] == [False, True, True, False]
+    assert "decoder:" in responses[1].error().message() and "'memory' is missing" in responses[2].error().message()
     assert sorted(responses[0].tensors) == sorted(SPECS[DECODER].output_names)
     assert sorted(responses[3].tensors) == ["gate", "mel"]
-    for request, response in ((requests[0], responses[0]), (requests[3], responses[3])):
-        expected = model._session.run(["mel"], request.inputs)[0]
-        np.testing.assert_allclose(response.tensors["mel"], expected, rtol=1e-6)
+    for inputs, response in ((good[0], responses[0]), (good[1], responses[3])):
+        expected = model._session.run(["mel"], inputs)[0]
+        np.testing.assert_allclose(response.tensors["mel"].as_numpy(), expected, rtol=1e-6)
     model.finalize()
 
 

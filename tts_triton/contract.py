@@ -84,6 +84,9 @@ VOCODER = "vocoder"
 ENCODE = "encode"
 TTS = "tts"
 TTS_OFFLINE = "tts_offline"
+#: Request parameter (string) of an in-band stop sent to ``tts``: the request id of the stream to end early.
+#: The stop request carries an empty ``TEXT`` and gets a FINAL of its own; the named stream ends with a normal FINAL.
+STOP_PARAMETER = "tts_stop"
 
 #: Suffix of a decoder output that carries the next value of a recurrent state input.
 STATE_OUT_SUFFIX = "_out"

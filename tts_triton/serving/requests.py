@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from tts_triton.config import LIMITS
+from tts_triton.contract import STOP_PARAMETER
 from tts_triton.errors import InvalidInput
 from tts_triton.serving.pipeline import Cancelled
 
@@ -32,8 +33,6 @@ __all__ = ["OUTCOMES", "STOP_PARAMETER", "Admission", "Deadline", "Refused", "St
 
 #: How a request ended, the ``outcome`` label of ``tts_requests_total``.
 OUTCOMES = ("completed", "stopped", "cancelled", "timed_out", "refused", "invalid_input", "failed")
-#: Request parameter (string) of an in-band stop: the request id of the stream to end.
-STOP_PARAMETER = "tts_stop"
 #: Request ids a stop may name: what a client library generates (uuid hex) and similar tokens.
 _REQUEST_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
