@@ -81,11 +81,6 @@ def _retriable(err: TTSError, produced: bool, attempt: int, retries: int) -> boo
             and attempt < retries)
 
 
-def _stalled(seconds: float | None) -> TTSTimeoutError:
-    return TTSTimeoutError(f"no response from the server for {seconds:g} s (stall_timeout): the model may have "
-                           "stopped; the stream was abandoned")
-
-
 def send_stop(client: grpcclient.InferenceServerClient, request_id: str, *, model: str = TTS) -> None:
     """Send the in-band stop of request ``request_id`` on ``client``'s open stream (tritonclient's
     ``start_stream``), for code that drives tritonclient itself: the stream then gets the stopped request's FINAL
@@ -187,17 +182,17 @@ class TTSClient(Closing):
             client = self._idle.pop() if self._idle else grpcclient.InferenceServerClient(self.url)
         responses: queue.SimpleQueue[tuple[Any, InferenceServerException | None]] = queue.SimpleQueue()
         request_id = new_request_id()
-        final = sent = stalled = False
+        wait = _Waits(timeout, self.stall_timeout)
+        end = "unsent"  # how the stream stands when the generator ends (see _finish)
         try:
             start = time.perf_counter()
             with translated_errors():
-                client.start_stream(lambda result, error: responses.put((result, error)), stream_timeout=timeout)
+                client.start_stream(lambda result, error: responses.put((result, error)), stream_timeout=wait.grpc)
             try:
                 client.async_stream_infer(
                     self.model, request.infer_inputs(grpcclient), outputs=request.requested_outputs(grpcclient),
                     request_id=request_id, enable_empty_final_response=True,
                 )
-                sent = True
             except InferenceServerException as e:
                 # The stream broke before the request was queued (server unreachable); the stream
                 # thread is handing the cause to the callback.
@@ -206,16 +201,19 @@ class TTSClient(Closing):
                 except queue.Empty:
                     cause = e
                 raise translate_error(cause) from cause
-            index = 0
-            while not final:
+            end, index = "open", 0
+            while end == "open":
                 try:
-                    result, error = responses.get(timeout=self.stall_timeout)
+                    result, error = responses.get(timeout=wait.next())
                 except queue.Empty:
-                    stalled = True
-                    raise _stalled(self.stall_timeout) from None
+                    end = "stalled" if wait.stalled() else "open"
+                    raise wait.error() from None
                 if error is not None:
+                    # a model's error comes as a message (its FINAL follows); a transport error has a status
+                    end = "errored" if error.status() is None else "broken"
                     raise translate_error(error) from error
-                final = is_final_response(result)
+                if is_final_response(result):
+                    end = "final"
                 chunk = chunk_from_result(
                     result, index=index, elapsed=time.perf_counter() - start, return_mel=request.return_mel
                 )
@@ -223,9 +221,8 @@ class TTSClient(Closing):
                     index += 1
                     yield chunk
         finally:
-            if sent and not final and not stalled:
-                final = self._stop(client, responses, request_id)
-            client.stop_stream(cancel_requests=not final)
+            if end != "unsent":
+                client.stop_stream(cancel_requests=not self._finish(client, responses, request_id, end))
             with self._lock:
                 if not self._closed:
                     self._idle.append(client)
@@ -233,22 +230,88 @@ class TTSClient(Closing):
             if client is not None:
                 client.close()
 
-    def _stop(self, client: grpcclient.InferenceServerClient, responses: queue.SimpleQueue, request_id: str) -> bool:
-        """Stop ``request_id`` in-band and read its stream to the end (both FINALs); False when that failed or took
-        longer than :data:`STOP_WAIT_S` (the caller then cancels)."""
-        try:
-            send_stop(client, request_id, model=self.model)
-        except InferenceServerException:
+    def _finish(self, client: grpcclient.InferenceServerClient, responses: queue.SimpleQueue, request_id: str,
+                end: str) -> bool:
+        """Bring the stream to its end without a cancel: nothing to do after its FINAL; after a model's error, wait
+        for the FINAL that follows; while it is still open, stop the request in-band and wait for both FINALs (the
+        stopped request's and the stop's own). False when that is not possible (a stalled or broken stream) or
+        takes longer than :data:`STOP_WAIT_S`: the caller then cancels."""
+        if end == "final":
+            return True
+        if end not in ("open", "errored"):
             return False
-        deadline, finals = time.monotonic() + STOP_WAIT_S, 0
-        while finals < 2:  # the stopped request's FINAL (after an error too) and the stop's own
+        finals = 1
+        if end == "open":
+            try:
+                send_stop(client, request_id, model=self.model)
+            except InferenceServerException:
+                return False
+            finals = 2
+        deadline = time.monotonic() + STOP_WAIT_S
+        while finals:
             try:
                 result, error = responses.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return False
             if error is None and is_final_response(result):
-                finals += 1
+                finals -= 1
         return True
+
+
+class _Reader:
+    """Reads an aio response stream with a bound on each wait that leaves the read itself running (a cancelled read
+    would cancel the gRPC call): ``next`` gives ``(result, error)``, ``(None, None)`` at the end of the stream,
+    or None when ``timeout`` passed first."""
+
+    def __init__(self, responses: Any) -> None:
+        self._iterator = responses.__aiter__()
+        self._pending: asyncio.Future[Any] | None = None
+
+    async def next(self, timeout: float | None) -> tuple[Any, Any] | None:
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(self._read())
+        done, _ = await asyncio.wait({self._pending}, timeout=timeout)
+        if not done:
+            return None
+        pending, self._pending = self._pending, None
+        return pending.result()
+
+    async def _read(self) -> tuple[Any, Any]:
+        try:
+            return await anext(self._iterator)
+        except StopAsyncIteration:
+            return None, None
+
+    def cancel(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+
+
+class _Waits:
+    """The waits of one stream: each response within ``stall_timeout``, the whole request within ``timeout`` (the
+    client's own deadline, so that a late request is stopped in-band; gRPC's deadline, later, is the backstop)."""
+
+    def __init__(self, timeout: float | None, stall_timeout: float | None) -> None:
+        self.timeout, self.stall_timeout = timeout, stall_timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.grpc = None if timeout is None else timeout + 2 * STOP_WAIT_S
+
+    def next(self) -> float | None:
+        """Seconds to wait for the next response (None: no limit)."""
+        left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+        if self.stall_timeout is None:
+            return left
+        return self.stall_timeout if left is None else min(left, self.stall_timeout)
+
+    def stalled(self) -> bool:
+        """Whether the wait that just ran out was the stall timeout (not the request's deadline)."""
+        return self.deadline is None or time.monotonic() < self.deadline
+
+    def error(self) -> TTSTimeoutError:
+        if self.stalled():
+            return TTSTimeoutError(f"no response from the server for {self.stall_timeout:g} s (stall_timeout): the "
+                                   "model may have stopped; the stream was abandoned")
+        return TTSTimeoutError(f"the request did not complete within its timeout of {self.timeout:g} s; stopped")
 
 
 class AsyncTTSClient:
@@ -339,8 +402,8 @@ class AsyncTTSClient:
                 "parameters": request.parameters}
 
     async def _attempt(self, request: TTSRequest) -> AsyncGenerator[AudioChunk, None]:
-        timeout = self._timeout(request.timeout)
         request_id = new_request_id()
+        wait = _Waits(self._timeout(request.timeout), self.stall_timeout)
 
         async def requests() -> AsyncIterator[dict[str, Any]]:
             # One request, then the request side closes; Triton ends the stream after the final response.
@@ -348,21 +411,29 @@ class AsyncTTSClient:
 
         start = time.perf_counter()
         with translated_errors():
-            responses = self._grpc().stream_infer(requests(), stream_timeout=timeout)
-        received = responses.__aiter__()
-        finished = stalled = False
+            responses = self._grpc().stream_infer(requests(), stream_timeout=wait.grpc)
+        reader = _Reader(responses)
+        end = "broken"  # how the stream stands when the generator ends: "final", "open", "errored", "stalled"
         try:
             index = 0
             with translated_errors():
                 while True:
+                    end = "broken"  # a transport error raises from the read
                     try:
-                        result, error = await asyncio.wait_for(anext(received), self.stall_timeout)
-                    except StopAsyncIteration:
+                        item = await reader.next(wait.next())
+                    except asyncio.CancelledError:  # the caller's task: end the stream in-band
+                        end = "open"
+                        raise
+                    if item is None:
+                        end = "stalled" if wait.stalled() else "open"
+                        raise wait.error()
+                    end = "open"
+                    result, error = item
+                    if result is None and error is None:
+                        end = "final"
                         break
-                    except TimeoutError:
-                        stalled = True
-                        raise _stalled(self.stall_timeout) from None
                     if error is not None:
+                        end = "errored"  # the stream ends after it
                         raise translate_error(error) from error
                     chunk = chunk_from_result(
                         result, index=index, elapsed=time.perf_counter() - start, return_mel=request.return_mel
@@ -370,21 +441,25 @@ class AsyncTTSClient:
                     if chunk is not None:
                         index += 1
                         yield chunk
-            finished = True
         finally:
-            if not finished and (stalled or not await self._stop(received, request_id)):
+            if end != "final" and not await self._finish(reader, request_id, end):
+                reader.cancel()
                 responses.cancel()
 
-    async def _stop(self, received: AsyncIterator[Any], request_id: str) -> bool:
-        """Stop ``request_id`` in-band (on a stream of its own) and read its stream to the end; False when that
-        failed or took longer than :data:`STOP_WAIT_S` (the caller then cancels)."""
+    async def _finish(self, reader: _Reader, request_id: str, end: str) -> bool:
+        """Bring the stream to its end without a cancel (see :meth:`TTSClient._finish`); the stop goes on a stream
+        of its own. False when that is not possible or takes longer than :data:`STOP_WAIT_S`."""
+        if end not in ("open", "errored"):
+            return False
+
         async def stop_requests() -> AsyncIterator[dict[str, Any]]:
             yield self._request(build_stop(request_id), f"{request_id}-stop")
 
         async def drain() -> None:
-            async for _ in self._grpc().stream_infer(stop_requests(), stream_timeout=STOP_WAIT_S):
-                pass  # the stop's own FINAL carries no response
-            async for _ in received:
+            if end == "open":
+                async for _ in self._grpc().stream_infer(stop_requests(), stream_timeout=STOP_WAIT_S):
+                    pass  # the stop's own FINAL carries no response
+            while await reader.next(None) != (None, None):
                 pass  # the stopped stream's last chunks, then its end
 
         try:

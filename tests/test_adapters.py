@@ -24,7 +24,7 @@ from tts_triton.checkpoint import Checkpoint, init_checkpoint
 from tts_triton.config import ModelConfig
 from tts_triton.export import repository as repo_mod
 from tts_triton.export.pbtxt import parse, render
-from tts_triton.serving.params import FIRST_CHUNK_FIRST, MAX_STREAMS
+from tts_triton.layout import CHECKPOINT_FILE, FIRST_CHUNK_FIRST, MAX_STREAMS
 from tts_triton.serving.requests import STOP_PARAMETER, StopBoard
 from tts_triton.shapes import axis_values
 from tts_triton.voices import from_styles
@@ -305,7 +305,7 @@ def torch_model(pb: Any, checkpoint: Any, tmp_path: Path) -> Any:
     from tts_triton.triton import torch_model as module
 
     (tmp_path / "1").mkdir()
-    checkpoint.save(tmp_path / "1" / module.CHECKPOINT_FILE)
+    checkpoint.save(tmp_path / "1" / CHECKPOINT_FILE)
     model = module.TritonPythonModel()
     config = network_config(contract.VOCODER, "torch-cuda", checkpoint)
     model.initialize({"model_config": json.dumps(config), "model_name": contract.VOCODER,

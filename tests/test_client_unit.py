@@ -36,8 +36,9 @@ from tts_triton.client import (
     load_reference_audio,
     save_wav,
 )
-from tts_triton.client.errors import classify_error, translate_error, translated_errors
+from tts_triton.client.errors import ServerBusyError, classify_error, translate_error, translated_errors
 from tts_triton.client.request import INPUTS, chunk_from_result, is_final_response, parse_url
+from tts_triton.contract import STOP_PARAMETER
 
 NUMPY_DTYPES = {"bytes": np.object_, "float32": np.float32, "int32": np.int32}
 SR = 22050
@@ -323,6 +324,11 @@ class ScriptedGrpcClient:
     script: list[tuple[Any, Any]] = []
     instances: list[ScriptedGrpcClient] = []
 
+    #: Scripts for the next requests, one per request (then :attr:`script` for every request).
+    next_scripts: list[list[tuple[Any, Any]]] = []
+    #: Whether an in-band stop gets its own FINAL.
+    answers_stops = True
+
     def __init__(self, url: str) -> None:
         self.url, self.stops, self.requests, self.closed = url, [], [], False
         ScriptedGrpcClient.instances.append(self)
@@ -332,7 +338,11 @@ class ScriptedGrpcClient:
 
     def async_stream_infer(self, model_name: str, inputs: list[Any], **kwargs: Any) -> None:
         self.requests.append((model_name, inputs, kwargs))
-        for result, error in self.script:
+        if kwargs.get("parameters"):
+            script = [(infer_response(final=True), None)] if self.answers_stops else []
+        else:
+            script = self.next_scripts.pop(0) if self.next_scripts else self.script
+        for result, error in script:
             self.callback(result=result, error=error)
 
     def stop_stream(self, cancel_requests: bool = False) -> None:
@@ -345,7 +355,9 @@ class ScriptedGrpcClient:
 @pytest.fixture
 def scripted(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[ScriptedGrpcClient]]:
     monkeypatch.setattr(grpc_client.grpcclient, "InferenceServerClient", ScriptedGrpcClient)
-    ScriptedGrpcClient.instances = []
+    monkeypatch.setattr(grpc_client, "RETRY_BACKOFF_S", 0.0)
+    monkeypatch.setattr(grpc_client, "STOP_WAIT_S", 0.2)
+    ScriptedGrpcClient.instances, ScriptedGrpcClient.next_scripts, ScriptedGrpcClient.answers_stops = [], [], True
     yield ScriptedGrpcClient
 
 
@@ -364,37 +376,86 @@ def test_stream_completes_gracefully_and_reuses_the_stream_client(scripted: type
     model, inputs, kwargs = stream_client.requests[0]
     assert model == "tts" and {i.name() for i in inputs} == {"TEXT", "VOICE"}
     assert kwargs["enable_empty_final_response"] is True
-    assert stream_client.stream_timeout == 7.0 and stream_client.stops == [False]
+    # the client's own deadline comes first (stopped in-band); gRPC's is the backstop
+    assert stream_client.stream_timeout == 7.0 + 2 * grpc_client.STOP_WAIT_S and stream_client.stops == [False]
     synthesis = client.synthesize("again", timeout=2.0)
     assert synthesis.chunks == 3 and synthesis.audio.shape == (300,)
-    assert len(scripted.instances) == 2 and stream_client.stream_timeout == 2.0  # pooled client reused
+    assert len(scripted.instances) == 2 and stream_client.stream_timeout == 2.0 + 2 * grpc_client.STOP_WAIT_S
     client.close()
     assert all(c.closed for c in scripted.instances)
     with pytest.raises(TTSError, match="closed"):
         next(client.stream("after close"))
 
 
-def test_closing_the_stream_early_cancels_the_request(scripted: type[ScriptedGrpcClient]) -> None:
+def test_closing_the_stream_early_stops_it_in_band(scripted: type[ScriptedGrpcClient]) -> None:
     scripted.script = three_chunks_then_final()
     with TTSClient("localhost:1") as client:
         for chunk in client.stream("hi"):
             assert chunk.index == 0
             break
-        with contextlib.closing(client.stream("hi")) as chunks:
-            next(chunks)
-        assert scripted.instances[1].stops == [True, True]
+        stream_client = scripted.instances[1]
+        (_, _, first), (model, stop_inputs, stop) = stream_client.requests
+        assert model == "tts" and [i.name() for i in stop_inputs] == ["TEXT"]
+        assert stop["parameters"] == {STOP_PARAMETER: first["request_id"]} and stop["enable_empty_final_response"]
+        assert stream_client.stops == [False], "ended without a gRPC cancel"
 
 
-def test_stream_error_message_is_typed_and_cancels(scripted: type[ScriptedGrpcClient]) -> None:
+def test_a_stop_left_unanswered_falls_back_to_a_cancel(scripted: type[ScriptedGrpcClient]) -> None:
+    scripted.script, scripted.answers_stops = three_chunks_then_final()[:2], False
+    with TTSClient("localhost:1") as client, contextlib.closing(client.stream("hi")) as chunks:
+        next(chunks)
+    assert scripted.instances[1].stops == [True]
+
+
+def test_stream_error_message_is_typed_and_waits_for_its_final(scripted: type[ScriptedGrpcClient]) -> None:
     first = (infer_response(audio=np.zeros(10, np.float32), final=False), None)
-    scripted.script = [first, (None, InferenceServerException("invalid input EMOTION: unknown emotion 'x'"))]
+    error = (None, InferenceServerException("invalid input EMOTION: unknown emotion 'x'"))
+    scripted.script = [first, error, (infer_response(final=True), None)]
     with TTSClient("localhost:1") as client:
         chunks = client.stream("hi", emotion="x")
         assert next(chunks).index == 0
         with pytest.raises(InvalidInputError, match="EMOTION") as info:
             next(chunks)
         assert info.value.message == "invalid input EMOTION: unknown emotion 'x'" and info.value.status is None
+        assert scripted.instances[1].stops == [False] and len(scripted.instances[1].requests) == 1  # no stop sent
+
+
+def test_unavailable_before_any_audio_is_retried_busy_and_started_ones_are_not(
+        scripted: type[ScriptedGrpcClient]) -> None:
+    refused = [(None, InferenceServerException("failed to connect to all addresses", status="StatusCode.UNAVAILABLE"))]
+    scripted.next_scripts = [refused, refused]
+    scripted.script = three_chunks_then_final()
+    with TTSClient("localhost:1", retries=2) as client:
+        assert client.synthesize("hi").chunks == 3
+        assert len(scripted.instances[1].requests) == 3
+        scripted.next_scripts = [refused] * 3
+        with pytest.raises(ServerUnavailableError):
+            client.synthesize("hi")
+        busy = [(None, InferenceServerException("server busy: tts already runs 16 requests ... limit of 32"))]
+        scripted.next_scripts = [busy]
+        sent = len(scripted.instances[1].requests)
+        with pytest.raises(ServerBusyError, match="limit of 32"):
+            client.synthesize("hi")
+        assert len(scripted.instances[1].requests) == sent + 1
+        cut = [three_chunks_then_final()[0], refused[0]]
+        scripted.next_scripts = [cut]
+        sent = len(scripted.instances[1].requests)
+        with pytest.raises(ServerUnavailableError):
+            list(client.stream("hi"))
+        assert len(scripted.instances[1].requests) == sent + 1, "a request that produced audio is never resent"
+
+
+def test_a_stalled_stream_ends_with_a_timeout_error(scripted: type[ScriptedGrpcClient]) -> None:
+    scripted.script = three_chunks_then_final()[:1]
+    with TTSClient("localhost:1", stall_timeout=0.05) as client:
+        with pytest.raises(TTSTimeoutError, match="stall_timeout"):
+            list(client.stream("hi"))
         assert scripted.instances[1].stops == [True]
+    scripted.script = three_chunks_then_final()[:1]
+    with TTSClient("localhost:1", timeout=0.05, stall_timeout=None) as client:
+        with pytest.raises(TTSTimeoutError, match="within its timeout"):
+            list(client.stream("hi"))
+        assert scripted.instances[-1].requests[-1][2]["parameters"], "a request past its timeout is stopped in-band"
 
 
 class ScriptedAioCall:
@@ -416,8 +477,8 @@ class ScriptedAioCall:
         return True
 
 
-def test_async_stream_cancels_on_aclose_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[tuple[ScriptedAioCall, float | None]] = []
+def test_async_stream_stops_in_band_on_aclose(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[ScriptedAioCall, float | None, Any]] = []
 
     class ScriptedAioClient:
         def __init__(self, url: str) -> None:
@@ -425,18 +486,22 @@ def test_async_stream_cancels_on_aclose_only(monkeypatch: pytest.MonkeyPatch) ->
 
         def stream_infer(self, requests: Any, stream_timeout: float | None = None) -> ScriptedAioCall:
             call = ScriptedAioCall(three_chunks_then_final()[:3])  # aio: the stream just ends after the last
-            calls.append((call, stream_timeout))
+            calls.append((call, stream_timeout, requests))
             return call
 
     monkeypatch.setattr(grpc_client.grpcclient_aio, "InferenceServerClient", ScriptedAioClient)
     client = AsyncTTSClient("localhost:1", timeout=3.0)
 
-    async def run() -> None:
+    async def run() -> list[dict[str, Any]]:
         synthesis = await client.synthesize("hi")
         assert synthesis.chunks == 3
         async with contextlib.aclosing(client.stream("hi", timeout=1.0)) as chunks:
             async for _ in chunks:
                 break
+        return [await anext(requests) for _, _, requests in calls]
 
-    asyncio.run(run())
-    assert [(call.cancelled, timeout) for call, timeout in calls] == [(False, 3.0), (True, 1.0)]
+    sent = asyncio.run(run())
+    backstop = 2 * grpc_client.STOP_WAIT_S
+    assert [(call.cancelled, timeout) for call, timeout, _ in calls] == [
+        (False, 3.0 + backstop), (False, 1.0 + backstop), (False, grpc_client.STOP_WAIT_S)]
+    assert sent[2]["parameters"] == {STOP_PARAMETER: sent[1]["request_id"]}
