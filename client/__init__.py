@@ -18,7 +18,7 @@ from .audio_io import ReferenceAudio, load_reference_audio, save_wav
 from .errors import InvalidInputError, ServerBusyError, ServerUnavailableError, TTSError, TTSTimeoutError
 from .grpc_client import DEFAULT_GRPC_URL, AsyncTTSClient, TTSClient
 from .request import RequestOptions, TTSRequest, build_request, build_stop
-from .results import AudioChunk, Synthesis, VoiceBank
+from .results import AudioChunk, Synthesis, VoiceCatalog
 
 _HTTP = ("DEFAULT_HTTP_URL", "HttpTTSClient")
 
@@ -48,7 +48,7 @@ __all__ = [
     "TTSError",
     "TTSRequest",
     "TTSTimeoutError",
-    "VoiceBank",
+    "VoiceCatalog",
     "build_request",
     "build_stop",
     "load_reference_audio",

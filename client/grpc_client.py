@@ -59,7 +59,7 @@ from .request import (
     new_request_id,
     parse_url,
 )
-from .results import AudioChunk, Synthesis, VoiceBank
+from .results import AudioChunk, Synthesis, VoiceCatalog
 
 __all__ = ["DEFAULT_GRPC_URL", "STOP_WAIT_S", "AsyncTTSClient", "TTSClient", "send_stop"]
 
@@ -132,11 +132,11 @@ class TTSClient(Closing):
         chunks = list(self._stream(request))
         return Synthesis.from_chunks(chunks, time.perf_counter() - start)
 
-    def voices(self, *, timeout: float | None = None) -> VoiceBank:
+    def voices(self, *, timeout: float | None = None) -> VoiceCatalog:
         """The server's voice bank, read from the ``voice_bank`` parameter of the model's config."""
         with translated_errors():
             config = self._client.get_model_config(self.model, as_json=True, client_timeout=self._timeout(timeout))
-        return VoiceBank.from_model_config(config)
+        return VoiceCatalog.from_model_config(config)
 
     def is_ready(self, *, timeout: float | None = None) -> bool:
         """True when the server is reachable and the model is ready; never raises."""
@@ -342,13 +342,13 @@ class AsyncTTSClient:
         chunks = [chunk async for chunk in self._stream(request)]
         return Synthesis.from_chunks(chunks, time.perf_counter() - start)
 
-    async def voices(self, *, timeout: float | None = None) -> VoiceBank:
+    async def voices(self, *, timeout: float | None = None) -> VoiceCatalog:
         """The server's voice bank, read from the ``voice_bank`` parameter of the model's config."""
         with translated_errors():
             config = await self._grpc().get_model_config(
                 self.model, as_json=True, client_timeout=self._timeout(timeout)
             )
-        return VoiceBank.from_model_config(config)
+        return VoiceCatalog.from_model_config(config)
 
     async def is_ready(self, *, timeout: float | None = None) -> bool:
         """True when the server is reachable and the model is ready; never raises."""

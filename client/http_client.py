@@ -14,7 +14,7 @@ from tts_triton.endpoints import DEFAULT_HTTP_URL
 from .closing import Closing
 from .errors import translated_errors
 from .request import RequestOptions, build_request, chunk_from_result, parse_url
-from .results import Synthesis, VoiceBank
+from .results import Synthesis, VoiceCatalog
 
 __all__ = ["DEFAULT_HTTP_URL", "HttpTTSClient"]
 
@@ -61,11 +61,11 @@ class HttpTTSClient(Closing):
         chunk = chunk_from_result(result, index=0, elapsed=total, return_mel=request.return_mel)
         return Synthesis.from_chunks([chunk] if chunk is not None else [], total)
 
-    def voices(self, *, timeout: float | None = None) -> VoiceBank:
+    def voices(self, *, timeout: float | None = None) -> VoiceCatalog:
         """The server's voice bank, read from the ``voice_bank`` parameter of ``voice_bank_model``'s config."""
         with translated_errors():
             config = self._http(timeout).get_model_config(self.voice_bank_model)
-        return VoiceBank.from_model_config(config)
+        return VoiceCatalog.from_model_config(config)
 
     def is_ready(self, *, timeout: float | None = None) -> bool:
         """True when the server is reachable and ``model`` is ready; never raises."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,10 +10,13 @@ from typing import Any
 
 import numpy as np
 
+from tts_triton.layout import VOICE_BANK
+from tts_triton.voices import VoiceBank
+
 from .audio_io import save_wav
 from .errors import TTSError
 
-__all__ = ["AudioChunk", "Synthesis", "VoiceBank"]
+__all__ = ["AudioChunk", "Synthesis", "VoiceCatalog"]
 
 
 @dataclass(frozen=True)
@@ -82,8 +84,9 @@ class Synthesis:
 
 
 @dataclass(frozen=True)
-class VoiceBank:
-    """The voices and emotions the server offers, and what it uses when a request names none."""
+class VoiceCatalog:
+    """The voices and emotions the server offers, and what it uses when a request names none (the names of its
+    voice bank, without the style vectors)."""
 
     voices: tuple[str, ...]
     emotions: tuple[str, ...]
@@ -91,17 +94,16 @@ class VoiceBank:
     default_emotion: str
 
     @classmethod
-    def from_model_config(cls, config: dict[str, Any]) -> VoiceBank:
-        """Parse the ``voice_bank`` parameter (a JSON string) of a model config, as returned by
+    def from_model_config(cls, config: dict[str, Any]) -> VoiceCatalog:
+        """Parse the ``voice_bank`` parameter (VoiceBank JSON) of a model config, as returned by
         ``get_model_config`` of tritonclient's gRPC (``{"config": {...}}``) or HTTP client."""
         config = config.get("config", config)
+        name = config.get("name", "?")
         try:
-            bank = json.loads(config["parameters"]["voice_bank"]["string_value"])
-            return cls(
-                voices=tuple(bank["voices"]),
-                emotions=tuple(bank["emotions"]),
-                default_voice=bank["default_voice"],
-                default_emotion=bank["default_emotion"],
-            )
-        except (KeyError, TypeError, json.JSONDecodeError) as e:
-            raise TTSError(f"model {config.get('name', '?')!r} has no valid 'voice_bank' parameter: {e!r}") from e
+            text = config["parameters"][VOICE_BANK]["string_value"]
+            bank = VoiceBank.from_json(text, f"the 'voice_bank' parameter of model {name!r}")
+        except (KeyError, TypeError) as e:
+            raise TTSError(f"model {name!r} has no valid 'voice_bank' parameter: {e!r}") from e
+        except ValueError as e:
+            raise TTSError(str(e)) from e
+        return cls(tuple(bank.voices), tuple(bank.emotions), bank.default_voice, bank.default_emotion)

@@ -45,7 +45,7 @@ from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
 from tts_triton.bench.workload import RequestRecord, Workload
-from tts_triton.client import TTSClient, TTSError, VoiceBank
+from tts_triton.client import TTSClient, TTSError, VoiceCatalog
 
 # Locust runs users as greenlets: grpc must cooperate with gevent (before any channel exists).
 grpc_gevent.init_gevent()
@@ -73,7 +73,7 @@ STYLES: dict[str, tuple[str, str | None]] = {}
 
 
 @functools.cache
-def _voice_bank(host: str, timeout: float) -> VoiceBank:
+def _voice_bank(host: str, timeout: float) -> VoiceCatalog:
     with TTSClient(host, timeout=timeout) as client:
         return client.voices()
 

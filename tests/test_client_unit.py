@@ -30,7 +30,7 @@ from tts_triton.client import (
     TTSClient,
     TTSError,
     TTSTimeoutError,
-    VoiceBank,
+    VoiceCatalog,
     build_request,
     grpc_client,
     load_reference_audio,
@@ -306,13 +306,17 @@ def test_synthesis_from_chunks(tmp_path: Path) -> None:
 
 
 def test_voice_bank_from_model_config() -> None:
-    bank = '{"voices": ["a", "b"], "emotions": ["neutral"], "default_voice": "a", "default_emotion": "neutral"}'
+    bank = ('{"voices": ["a", "b"], "emotions": ["neutral"], "default_voice": "a", "default_emotion": "neutral", '
+            '"presets": {"a": {"neutral": [0.5]}, "b": {"neutral": [0.25]}}}')
     config = {"name": "tts", "parameters": {"voice_bank": {"string_value": bank}}}
-    expected = VoiceBank(("a", "b"), ("neutral",), "a", "neutral")
-    assert VoiceBank.from_model_config(config) == expected  # tritonclient.http shape
-    assert VoiceBank.from_model_config({"config": config}) == expected  # tritonclient.grpc as_json shape
+    expected = VoiceCatalog(("a", "b"), ("neutral",), "a", "neutral")
+    assert VoiceCatalog.from_model_config(config) == expected  # tritonclient.http shape
+    assert VoiceCatalog.from_model_config({"config": config}) == expected  # tritonclient.grpc as_json shape
     with pytest.raises(TTSError, match="voice_bank"):
-        VoiceBank.from_model_config({"config": {"name": "tts", "parameters": {}}})
+        VoiceCatalog.from_model_config({"config": {"name": "tts", "parameters": {}}})
+    lacking = {"name": "tts", "parameters": {"voice_bank": {"string_value": bank.replace('"b": ', '"c": ')}}}
+    with pytest.raises(TTSError, match=r"of model 'tts' is not a valid voice bank.*lacks presets"):
+        VoiceCatalog.from_model_config(lacking)
 
 
 # --- stream bookkeeping against a scripted tritonclient ------------------------------------------------

@@ -62,7 +62,8 @@ ALL_MODELS = [*SPECS, *ENSEMBLES, *BLS_MODELS]
 VOICE_BANK = {
     "voices": ["晓晓", 'say "hi"\\'], "emotions": ["neutral", "happy"],
     "default_voice": "晓晓", "default_emotion": "neutral",
-    "presets": {"晓晓/neutral": [0.5, -0.25]},
+    "presets": {v: {"neutral": [0.5, -0.25], "happy": [0.25, 0.5]} for v in ("晓晓", 'say "hi"\\')},
+    "info": {},
 }
 
 

@@ -15,9 +15,13 @@ import numpy as np
 
 from tts_triton.errors import InvalidInput
 
+#: The keys a voice bank's JSON object must have (``info``, free-form, is optional).
+REQUIRED_KEYS = ("voices", "emotions", "default_voice", "default_emotion", "presets")
 
 @dataclass
 class VoiceBank:
+    """Named style presets; valid by construction (every voice x emotion has a preset, the defaults are in it)."""
+
     voices: list[str]
     emotions: list[str]
     default_voice: str
@@ -44,22 +48,42 @@ class VoiceBank:
             raise InvalidInput("EMOTION", f"{emotion!r} is unknown; available emotions: {', '.join(self.emotions)}")
         return np.asarray(self.presets[voice][emotion], dtype=np.float32)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The bank as its JSON object (:data:`REQUIRED_KEYS` and ``info``)."""
+        return {"voices": self.voices, "emotions": self.emotions, "default_voice": self.default_voice,
+                "default_emotion": self.default_emotion, "presets": self.presets, "info": self.info}
+
     def to_json(self) -> str:
-        return json.dumps({"voices": self.voices, "emotions": self.emotions, "default_voice": self.default_voice,
-                           "default_emotion": self.default_emotion, "presets": self.presets, "info": self.info})
+        return json.dumps(self.to_dict())
 
     @classmethod
-    def from_json(cls, text: str) -> VoiceBank:
-        data = json.loads(text)
-        return cls(data["voices"], data["emotions"], data["default_voice"], data["default_emotion"],
-                   data["presets"], data.get("info", {}))
+    def from_dict(cls, data: Any, source: str = "voice bank") -> VoiceBank:
+        """A bank from its JSON object; ``ValueError`` naming ``source`` when a key is missing or the bank is
+        inconsistent (a default outside it, a voice x emotion without a preset)."""
+        missing = [key for key in REQUIRED_KEYS if key not in data] if isinstance(data, dict) else list(REQUIRED_KEYS)
+        if missing:
+            raise ValueError(f"{source} lacks {missing}; expected an object with keys {list(REQUIRED_KEYS)}")
+        try:
+            return cls(list(data["voices"]), list(data["emotions"]), data["default_voice"], data["default_emotion"],
+                       data["presets"], dict(data.get("info") or {}))
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise ValueError(f"{source} is not a valid voice bank: {exc}") from None
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "voice bank") -> VoiceBank:
+        """:meth:`from_dict` of JSON text; ``ValueError`` naming ``source`` when it is not valid JSON."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{source} is not valid JSON: {exc}") from None
+        return cls.from_dict(data, source)
 
     def save(self, path: Path) -> None:
         path.write_text(self.to_json())
 
     @classmethod
     def load(cls, path: Path) -> VoiceBank:
-        return cls.from_json(Path(path).read_text())
+        return cls.from_json(Path(path).read_text(encoding="utf-8"), f"voice bank {path}")
 
     def summary(self) -> dict[str, Any]:
         """What clients see: names and defaults, without the vectors."""
