@@ -4,9 +4,10 @@
 
 Each sentence becomes one sequence ``BOS ... EOS``; given ``max_tokens`` (the caller's limit, e.g.
 ``StreamingConfig.max_tokens``), a longer sentence is cut after clause punctuation, then between words,
-and a single giant word anywhere. Bad TEXT raises :class:`FrontendError`, an
-:class:`~tts_triton.errors.InvalidInput` naming TEXT. Every function is safe to call from several
-threads at once.
+and a single giant word anywhere. The ``*_tracked`` functions do the same on :class:`Tracked` text, so
+that every phoneme symbol keeps the word it belongs to and every word its span in TEXT
+(:func:`plan_plain`). Bad TEXT raises :class:`FrontendError`, an :class:`~tts_triton.errors.InvalidInput`
+naming TEXT. Every function is safe to call from several threads at once.
 """
 
 from __future__ import annotations

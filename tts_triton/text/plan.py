@@ -1,6 +1,6 @@
 """The text plan: what the decoder says, sentence by sentence, and which phonemes belong to which word.
 
-    plan_text("Hello there. It costs $5!")  # two Sentences; words "hello", "there" | "it", "costs", "five", ...
+    plan_text("Hello there. It costs $5!")  # two Sentences; words "Hello", "there" | "It", "costs", "five", ...
 
 A spoken word points back into the request's TEXT (``start``/``end``) and into its sentence's ids
 (``first``/``last``), so that word timings can be read off the decoder's alignment. Plain text and SSML
