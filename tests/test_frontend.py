@@ -399,7 +399,7 @@ def test_random_text_plans_hold_their_invariants() -> None:
     alphabet = ("aZ09 .,;:!?-—$€£%&@#/~'\"“”…\n\t()e\u0301ﬁ½한\u1161你好", "1,000", "3.5", "10:30 am", "a.m.", "Mr.",
                 "etc.", "U.S.A.", "www.x.com", "21st", "5km", "°C", "03/14/2025", "1990s", "123-4567", "v3.1.2", "the")
     symbols = [*alphabet[0], *alphabet[1:]]
-    for _ in range(300):
+    for _ in range(120):
         text = "".join(rnd.choice(symbols) for _ in range(rnd.randint(1, 30)))
         try:
             sentences = plan_text(text)
