@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,7 +16,8 @@ import pytest
 from tts_triton.errors import InvalidInput
 from tts_triton.text import Sentence, plan_text, text_to_sequences
 from tts_triton.text.ipa import ipa_symbols
-from tts_triton.text.ssml import MAX_DEPTH, MAX_ELEMENTS, is_ssml
+from tts_triton.text.plan import is_ssml
+from tts_triton.text.ssml import MAX_DEPTH, MAX_ELEMENTS
 from tts_triton.text.symbols import PUNCTUATION, SYMBOL_TO_ID, SYMBOLS
 
 NS = 'xmlns="http://www.w3.org/2001/10/synthesis"'
@@ -227,3 +230,13 @@ def test_random_markup_is_a_plan_or_invalid_input() -> None:
         _check(markup, sentences)
         planned += 1
     assert planned > 5  # most shuffles are malformed; enough are not
+
+
+def test_plain_text_needs_no_xml_parser() -> None:
+    """A host without defusedxml (e.g. a GPU bundle made before it was a dependency) still reads plain text;
+    markup then fails with a message saying what is missing."""
+    code = ("import sys; sys.modules['defusedxml'] = None; from tts_triton.text import plan_text; "
+            "assert plan_text('Hello there.')[0].words\n"
+            "try:\n    plan_text('<speak>hi</speak>')\nexcept RuntimeError as e:\n    print(e)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.startswith("SSML needs the defusedxml package")

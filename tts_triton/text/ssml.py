@@ -56,16 +56,9 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
 }
 SAY_AS = ("characters", "spell-out", "cardinal", "ordinal", "digits", "date", "time", "telephone")
 _TEXT_ONLY = frozenset({"say-as", "sub", "phoneme"})
-_FIRST_ELEMENT = re.compile(r"\ufeff?\s*<(?:\?xml|!|speak[\s/>])")
 _BOM = "\ufeff"
 _SENTENCE_END = frozenset(".!?…")
 _REFERENCE = re.compile(r"&(?:#\d+|#x[0-9A-Fa-f]+|[A-Za-z]+);")
-
-
-def is_ssml(text: str) -> bool:
-    """Whether TEXT is markup: its first element is ``<speak>`` (after an optional XML declaration; a
-    DTD or comment there makes it markup too, which the parser then refuses or skips)."""
-    return isinstance(text, str) and _FIRST_ELEMENT.match(text) is not None
 
 
 @dataclass(frozen=True)
