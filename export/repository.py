@@ -26,7 +26,6 @@ import argparse
 import dataclasses
 import json
 import os
-import pickle
 import shutil
 import sys
 import tempfile
@@ -516,21 +515,6 @@ def _swap_in(staging: Path, out_dir: Path) -> None:
 
 
 
-def _checkpoint_config(path: Path) -> ModelConfig:
-    """The ModelConfig stored in a checkpoint file (see tts_triton.checkpoint); needs the model stack (torch)."""
-    import torch
-
-    from tts_triton.checkpoint import FORMAT
-
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError) as exc:
-        raise ValueError(f"{path} could not be read as a checkpoint: {exc}") from exc
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a {FORMAT} checkpoint; pass --model-config")
-    return ModelConfig.from_dict(data["config"])
-
-
 def _tuned(settings: RepositorySettings, knobs: Mapping[str, Sequence[str]]) -> RepositorySettings:
     """``settings`` with per-network overrides: knob (a NetworkSettings field) -> ``["decoder=2", ...]``."""
     networks = dict(settings.networks)
@@ -573,6 +557,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="each stream keeps one vocoder call in flight and decodes on only once its first chunk "
                              "is out: lower first-chunk latency under load, for less throughput")
     args = parser.parse_args(argv)
+    from tts_triton.checkpoint import read_config  # the model stack (torch): only when the CLI runs
+
     given = {"instance_kind": args.instance_kind, "steps_per_call": args.steps_per_call,
              "bls_instances": args.bls_instances, "first_chunk_first": args.first_chunk_first or None,
              "max_streams": args.max_streams}
@@ -581,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = _tuned(settings, {"instances": args.instances, "max_queue_delay_us": args.queue_delay_us,
                                      "batch_budget": args.batch_budget, "max_batch_size": args.max_batch_size})
         model_config = (ModelConfig.from_dict(json.loads(args.model_config.read_text())) if args.model_config
-                        else _checkpoint_config(args.checkpoint))
+                        else read_config(args.checkpoint))
         out = build_repository(args.out, onnx_dir=args.onnx_dir, model_config=model_config, checkpoint=args.checkpoint,
                                voice_bank=args.voice_bank, target=args.target, settings=settings,
                                engines_dir=args.engines_dir)

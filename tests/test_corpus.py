@@ -22,11 +22,11 @@ espeak_ng = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak
 
 
 @pytest.fixture(scope="module")
-def sentences() -> list[S.Sentence]:
+def sentences() -> list[S.CorpusSentence]:
     return S.generate()
 
 
-def test_sentences_are_many_distinct_varied_and_deterministic(sentences: list[S.Sentence]) -> None:
+def test_sentences_are_many_distinct_varied_and_deterministic(sentences: list[S.CorpusSentence]) -> None:
     assert len(sentences) >= 4000
     assert len({s.text.lower() for s in sentences}) == len(sentences)
     words = [len(s.text.split()) for s in sentences]
@@ -40,7 +40,7 @@ def test_sentences_are_many_distinct_varied_and_deterministic(sentences: list[S.
     assert S.generate(50, seed=7) == S.generate(50, seed=7) != S.generate(50, seed=8)
 
 
-def test_split_is_by_sentence_and_file_round_trips(sentences: list[S.Sentence], tmp_path: Path) -> None:
+def test_split_is_by_sentence_and_file_round_trips(sentences: list[S.CorpusSentence], tmp_path: Path) -> None:
     splits = Counter(s.split for s in sentences)
     assert splits["test"] >= 100 and splits["val"] >= 100 and splits["train"] >= 0.85 * len(sentences)
     texts = {split: {s.text for s in sentences if s.split == split} for split in S.SPLITS}
@@ -72,7 +72,7 @@ def test_trim_silence_keeps_margins_and_hop_multiple() -> None:
     assert np.abs(y[:800]).max() == 0 and np.abs(y).max() == 0.5
 
 
-def test_plan_covers_every_voice_for_test_sentences(sentences: list[S.Sentence]) -> None:
+def test_plan_covers_every_voice_for_test_sentences(sentences: list[S.CorpusSentence]) -> None:
     utterances = plan(sentences[:400])
     test = [u for u in utterances if u.split == "test"]
     for sentence_id in {u.sentence_id for u in test}:

@@ -25,7 +25,7 @@ from tts_triton.checkpoint import Checkpoint, init_checkpoint, load_checkpoint
 from tts_triton.config import DecoderConfig, ModelConfig
 from tts_triton.data.dataset import AcousticDataset, Corpus, VocoderDataset
 from tts_triton.models.style_encoder import StyleEncoder
-from tts_triton.training import common, gta, hifigan_losses, loop, train_acoustic, train_vocoder
+from tts_triton.training import gta, hifigan_losses, loop, merge, schedule, train_acoustic, train_vocoder
 
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
 
@@ -266,13 +266,13 @@ def _parts() -> tuple[Checkpoint, Checkpoint]:
 
 def test_merge_takes_each_trained_part() -> None:
     a, v = _parts()
-    merged = common.merge(a, v, "merge")
+    merged = merge.merge(a, v, "merge")
     assert merged.trained and merged.info["name"] == "default"
     assert _same(merged.acoustic, a.acoustic) and _same(merged.generator, v.generator)
     assert merged.info["commands"] == ["train acoustic", "train vocoder", "merge"]
-    assert not common.merge(a, init_checkpoint(TINY), None).trained
+    assert not merge.merge(a, init_checkpoint(TINY), None).trained
     with pytest.raises(ValueError, match="different configs"):
-        common.merge(a, init_checkpoint(ModelConfig()))
+        merge.merge(a, init_checkpoint(ModelConfig()))
 
 
 def test_default_size_checkpoint_fits_in_fp16(tmp_path: Path) -> None:
@@ -288,7 +288,7 @@ def test_ship_writes_default_and_voice_bank(tmp_path: Path) -> None:
     out = tmp_path / "assets" / "default_voice.pt"
     with pytest.raises(ValueError, match="not trained"):
         release.ship(init_checkpoint(TINY), out, 1, None, "ship")
-    bank_path = release.ship(common.merge(*_parts()), out, 1, {"median_mcd_db": 9.0}, "ship")
+    bank_path = release.ship(merge.merge(*_parts()), out, 1, {"median_mcd_db": 9.0}, "ship")
     shipped = load_checkpoint(out)
     assert shipped.trained and shipped.info["metrics"] == {"median_mcd_db": 9.0}
     assert shipped.info["commands"][-1] == "ship"
@@ -344,8 +344,8 @@ def test_bucketed_batches_cover_everything_once() -> None:
 
 
 def test_lr_factor_warms_up_again_after_resuming() -> None:
-    assert common.lr_factor(0, 0, 100, 1000.0) == pytest.approx(0.01)
-    assert common.lr_factor(99, 0, 100, 1e9) == pytest.approx(1.0)
-    assert common.lr_factor(1000, 0, 100, 1000.0) == pytest.approx(0.5)
-    assert common.lr_factor(1000, 1000, 100, 1000.0) == pytest.approx(0.005)
-    assert common.lr_factor(10**6, 0, 100, 1000.0) == pytest.approx(0.05)
+    assert schedule.lr_factor(0, 0, 100, 1000.0) == pytest.approx(0.01)
+    assert schedule.lr_factor(99, 0, 100, 1e9) == pytest.approx(1.0)
+    assert schedule.lr_factor(1000, 0, 100, 1000.0) == pytest.approx(0.5)
+    assert schedule.lr_factor(1000, 1000, 100, 1000.0) == pytest.approx(0.005)
+    assert schedule.lr_factor(10**6, 0, 100, 1000.0) == pytest.approx(0.05)

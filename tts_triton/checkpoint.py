@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,15 +88,30 @@ def init_checkpoint(config: ModelConfig | None = None, seed: int = DEFAULT_SEED)
                       info={"name": f"untrained-seed{seed}", "seed": seed})
 
 
+def _read(path: Path) -> dict[str, Any]:
+    """What a checkpoint file holds (see the module docstring); ``ValueError`` when it is not such a file."""
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=False)
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
+        raise ValueError(f"{path} could not be read as a checkpoint: {exc}") from exc
+    found = data.get("format") if isinstance(data, dict) else type(data).__name__
+    if found != FORMAT:
+        raise ValueError(f"{path} is not a {FORMAT} checkpoint (format={found!r})")
+    return data
+
+
+def read_config(path: Path) -> ModelConfig:
+    """The :class:`ModelConfig` stored in a checkpoint file, without building its networks."""
+    return ModelConfig.from_dict(_read(path)["config"])
+
+
 def load_checkpoint(path: Path, *, any_mel: bool = False) -> Checkpoint:
     """Load a checkpoint file written by :meth:`Checkpoint.save` (fp16 tensors come back as fp32).
 
     Raises ``ValueError`` when its networks read another mel than :mod:`tts_triton.audio` computes,
     unless ``any_mel`` (for :mod:`tts_triton.training.remel`, which carries such a checkpoint over).
     """
-    data = torch.load(path, map_location="cpu", weights_only=False)
-    if data.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a {FORMAT} checkpoint (format={data.get('format')!r})")
+    data = _read(path)
     config = ModelConfig.from_dict(data["config"])
     if not any_mel:
         try:

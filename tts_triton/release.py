@@ -4,7 +4,7 @@ voice bank (``voice_bank.json`` beside it) built from held-out clips::
     python -m tts_triton.release ship --checkpoint voice.pt [--metrics results.json]
 
 It sits above training and export: it takes a checkpoint the trainers wrote (merged with
-``python -m tts_triton.training.common merge``) and the voice bank builder of :mod:`tts_triton.export`.
+``python -m tts_triton.training.merge``) and the voice bank builder of :mod:`tts_triton.export`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from tts_triton.data.prosody import EMOTIONS, VOICES, render
 from tts_triton.data.sentences import generate
 from tts_triton.export.voice_bank import build_voice_bank
 from tts_triton.layout import VOICE_BANK_FILE
-from tts_triton.training.common import command_line
+from tts_triton.training.runs import command_line
 
 MODULE = "tts_triton.release"
 

@@ -98,7 +98,7 @@ a=$WORK/acoustic/checkpoint.pt v=$WORK/vocoder/checkpoint.pt
 [[ -f $a ]] || a=${init:-}
 [[ -f $v ]] || v=${init:-}
 if [[ -n $a && -n $v ]]; then
-  "$PYTHON" -m tts_triton.training.common merge --acoustic "$a" --vocoder "$v" --out "$WORK/voice.pt" --half \
+  "$PYTHON" -m tts_triton.training.merge --acoustic "$a" --vocoder "$v" --out "$WORK/voice.pt" --half \
     --record "scripts/gpu/train.sh $*"
   rm -f "$OUT"/voice.pt.part*
   split -b 15M -d "$WORK/voice.pt" "$OUT/voice.pt.part"

@@ -46,13 +46,14 @@ from tts_triton.data.sentences import (
     DEFAULT_COUNT,
     DEFAULT_SEED,
     SPLITS,
+    CorpusSentence,
     Rng,
-    Sentence,
     fingerprint,
     generate,
     read_sentences,
     write_sentences,
 )
+from tts_triton.progress import ProgressLine
 from tts_triton.text import text_to_sequences
 from tts_triton.text.symbols import BOS_ID, EOS_ID, N_SYMBOLS
 from tts_triton.workers import single_threaded_blas
@@ -88,7 +89,7 @@ class Utterance:
 
 
 def plan(
-    sentences: Sequence[Sentence],
+    sentences: Sequence[CorpusSentence],
     voices: Sequence[str] = tuple(VOICES),
     emotions: Sequence[str] = tuple(EMOTIONS),
     repeats: int = DEFAULT_REPEATS,
@@ -187,33 +188,6 @@ class _ShardWriter:
         self.shard, self.audio, self.mels, self.samples = self.shard + 1, [], [], 0
 
 
-class _Progress:
-    """A status line on stderr (rewritten in place on a terminal, every 10 s otherwise):
-    done/total, utterances/s, audio speed, hours rendered, ETA."""
-
-    def __init__(self, total: int) -> None:
-        self.total, self.done, self.seconds = total, 0, 0.0
-        self.start = self.last = time.monotonic()
-        self.tty = sys.stderr.isatty()
-
-    def update(self, utterances: int, audio_seconds: float) -> None:
-        self.done += utterances
-        self.seconds += audio_seconds
-        now = time.monotonic()
-        if now - self.last >= (1.0 if self.tty else 10.0) or self.done == self.total:
-            self.last = now
-            elapsed = max(now - self.start, 1e-9)
-            rate = self.done / elapsed
-            eta = (self.total - self.done) / rate if rate else 0.0
-            line = (f"{self.done}/{self.total} utterances, {rate:.1f}/s, {self.seconds / elapsed:.0f}x real time, "
-                    f"{self.seconds / 3600:.2f} h, ETA {eta / 60:.1f} min")
-            print(f"\r{line}  " if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.tty:
-            print(file=sys.stderr)
-
-
 def _results(groups: list[list[Utterance]], jobs: int) -> Iterator[list[Rendered]]:
     if jobs <= 1:
         yield from map(render_group, groups)
@@ -226,7 +200,7 @@ def _results(groups: list[list[Utterance]], jobs: int) -> Iterator[list[Rendered
 
 def build(
     out: Path,
-    sentences: Sequence[Sentence] | None = None,
+    sentences: Sequence[CorpusSentence] | None = None,
     *,
     jobs: int = 1,
     limit: int | None = None,
@@ -255,7 +229,8 @@ def build(
     out.mkdir(parents=True, exist_ok=True)
     write_sentences(sentences, out / SENTENCES)
     started = time.monotonic()
-    meter = _Progress(len(utterances)) if progress else None
+    meter = ProgressLine("utterances", len(utterances)) if progress else None
+    rendered = 0.0  # seconds of audio
     writer = _ShardWriter(out, shard_utterances)
     entries = []
     with open(out / (MANIFEST + ".partial"), "w", encoding="utf-8") as manifest:
@@ -264,8 +239,10 @@ def build(
                 entry = writer.add(r)
                 entries.append(entry)
                 manifest.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            rendered += sum(len(r.audio) for r in group) / audio.SAMPLE_RATE
             if meter:
-                meter.update(len(group), sum(len(r.audio) for r in group) / audio.SAMPLE_RATE)
+                speed = rendered / max(time.monotonic() - started, 1e-9)
+                meter.advance(len(group), f"{speed:.0f}x real time, {rendered / 3600:.2f} h")
         writer.flush()
     if meter:
         meter.close()
@@ -275,7 +252,7 @@ def build(
     return summary
 
 
-def summarize(entries: Iterable[dict], sentences: Sequence[Sentence], *, shards: int, seconds: float,
+def summarize(entries: Iterable[dict], sentences: Sequence[CorpusSentence], *, shards: int, seconds: float,
               jobs: int) -> dict:
     """The ``dataset.json`` content for manifest ``entries``."""
     entries = list(entries)

@@ -27,7 +27,7 @@ MIN_WORDS, MAX_WORDS = 3, 30
 
 
 @dataclass(frozen=True)
-class Sentence:
+class CorpusSentence:
     """One corpus sentence; ``id`` is ``s`` + zero-padded index, ``split`` one of :data:`SPLITS`."""
 
     id: str
@@ -529,11 +529,11 @@ def _one(g: _Grammar) -> str:
     raise AssertionError("unreachable")
 
 
-def generate(count: int = DEFAULT_COUNT, seed: int = DEFAULT_SEED) -> list[Sentence]:
+def generate(count: int = DEFAULT_COUNT, seed: int = DEFAULT_SEED) -> list[CorpusSentence]:
     """``count`` distinct sentences of 3-30 words, identical for the same arguments everywhere."""
     g = _Grammar(Rng(seed))
     seen: set[str] = set()
-    out: list[Sentence] = []
+    out: list[CorpusSentence] = []
     while len(out) < count:
         text = _one(g)
         key = text.lower()
@@ -541,11 +541,11 @@ def generate(count: int = DEFAULT_COUNT, seed: int = DEFAULT_SEED) -> list[Sente
             continue
         seen.add(key)
         index = len(out)
-        out.append(Sentence(f"s{index:05d}", split_of(index), text))
+        out.append(CorpusSentence(f"s{index:05d}", split_of(index), text))
     return out
 
 
-def fingerprint(sentences: Sequence[Sentence]) -> str:
+def fingerprint(sentences: Sequence[CorpusSentence]) -> str:
     """Short hash of the ids, splits and texts: equal fingerprints mean the same corpus text."""
     digest = hashlib.sha256()
     for s in sentences:
@@ -553,19 +553,19 @@ def fingerprint(sentences: Sequence[Sentence]) -> str:
     return digest.hexdigest()[:16]
 
 
-def write_sentences(sentences: Sequence[Sentence], path: Path) -> None:
+def write_sentences(sentences: Sequence[CorpusSentence], path: Path) -> None:
     """Write ``id<TAB>split<TAB>text`` lines (UTF-8)."""
     Path(path).write_text("".join(f"{s.id}\t{s.split}\t{s.text}\n" for s in sentences), encoding="utf-8")
 
 
-def read_sentences(path: Path) -> list[Sentence]:
+def read_sentences(path: Path) -> list[CorpusSentence]:
     """Read a file written by :func:`write_sentences`; raises ``ValueError`` on a malformed line."""
     out = []
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         parts = line.split("\t")
         if len(parts) != 3 or parts[1] not in SPLITS or not parts[2].strip():
             raise ValueError(f"{path}:{number}: expected 'id<TAB>split<TAB>text', got {line!r}")
-        out.append(Sentence(*parts))
+        out.append(CorpusSentence(*parts))
     return out
 
 

@@ -28,7 +28,9 @@ import torch
 from tts_triton.checkpoint import Checkpoint, fingerprint, resolve
 from tts_triton.data.corpus import MANIFEST, SUMMARY, audio_shard_name, mel_shard_name
 from tts_triton.data.dataset import AcousticDataset, Corpus
-from tts_triton.training.common import Budget, Progress, pick_device
+from tts_triton.training.devices import pick_device
+from tts_triton.training.logs import StepProgress
+from tts_triton.training.schedule import Budget
 from tts_triton.training.train_acoustic import epoch_loader, teacher_forced, to_device
 
 MODULE = "tts_triton.training.gta"
@@ -55,7 +57,7 @@ def write_gta(data: Path, ckpt: Checkpoint, out: Path, splits: Sequence[str], ba
     done = 0
     for split in splits:
         dataset = AcousticDataset(corpus, split, seed=seed)
-        progress = Progress(f"gta {split}", Budget(None), 0, len(dataset))
+        progress = StepProgress(f"gta {split}", Budget(None), 0, len(dataset))
         count = 0
         for batch in epoch_loader(dataset, batch_size, r, seed, 0, 0):
             predicted = teacher_forced(model, to_device(batch, device)).mel_post.float().cpu().numpy()

@@ -27,22 +27,18 @@ from torch import Tensor
 
 from tts_triton.checkpoint import Checkpoint
 from tts_triton.config import DecoderConfig, VocoderConfig
-from tts_triton.training.common import (
-    CHECKPOINT_FILE,
-    Budget,
-    JsonlLog,
-    Mean,
-    Progress,
-    Ranks,
+from tts_triton.training.devices import Ranks, pick_device
+from tts_triton.training.logs import JsonlLog, Mean, StepProgress, plot_losses
+from tts_triton.training.runs import (
+    RUN_CHECKPOINT_FILE,
     corpus_info,
     fresh_config,
     part_info,
-    pick_device,
-    plot_losses,
     run_record,
     save_state,
     start_run,
 )
+from tts_triton.training.schedule import Budget
 
 #: Steps with a non-finite loss or gradient a run may skip before it gives up.
 MAX_NONFINITE_STEPS = 20
@@ -104,7 +100,7 @@ class TrainingRun(ABC):
         self.out: Path = args.out
         self.out.mkdir(parents=True, exist_ok=True)
         self.log = JsonlLog(self.out / "losses.jsonl")
-        self.progress = Progress(self.part, self.budget, self.first_step, args.steps)
+        self.progress = StepProgress(self.part, self.budget, self.first_step, args.steps)
         self.skipped = 0
         self.corpus_summary: dict[str, Any] = {}
 
@@ -183,7 +179,7 @@ class TrainingRun(ABC):
             self.save(self.validation())
             self.progress.update(self.step, {"skipped": self.skipped}, force=True)
             print(f"[{self.part}] done at step {self.step} after {self.budget.elapsed / 60:.1f} min -> "
-                  f"{self.out / CHECKPOINT_FILE}", flush=True)
+                  f"{self.out / RUN_CHECKPOINT_FILE}", flush=True)
         return 0
 
     def validation(self) -> dict[str, float]:
@@ -205,6 +201,6 @@ class TrainingRun(ABC):
         info = {**self.ckpt.info, "data": corpus_info(self.corpus_summary),
                 self.part: {"steps": self.step, "epochs": self.epoch, **self.record(), "last_val": self.history[-1],
                             "history": self.history, "runs": runs}}
-        self.checkpoint(info).save(self.out / CHECKPOINT_FILE)
+        self.checkpoint(info).save(self.out / RUN_CHECKPOINT_FILE)
         save_state(self.out, {**self.training_state(), "optimizer_start": self.optimizer_start})
         plot_losses(self.out / "losses.png", self.log.rows(), self.loss_keys, f"{self.part} losses")

@@ -35,7 +35,7 @@ from tts_triton import audio
 from tts_triton.checkpoint import Checkpoint, load_checkpoint
 from tts_triton.models.acoustic import AcousticModel
 from tts_triton.models.hifigan import Generator
-from tts_triton.training.common import command_line
+from tts_triton.training.runs import command_line
 
 MODULE = "tts_triton.training.remel"
 

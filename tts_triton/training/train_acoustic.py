@@ -47,8 +47,11 @@ from tts_triton.checkpoint import Checkpoint
 from tts_triton.data.dataset import AcousticDataset, collate_acoustic
 from tts_triton.models.acoustic import AcousticModel, AcousticOutput
 from tts_triton.models.style_encoder import StyleEncoder
-from tts_triton.training.common import Mean, autocast, both_trained, lr_factor, plot_panels
+from tts_triton.training.devices import autocast
+from tts_triton.training.logs import Mean, plot_panels
 from tts_triton.training.loop import TrainingRun, run_parser
+from tts_triton.training.runs import both_trained
+from tts_triton.training.schedule import lr_factor
 
 MODULE = "tts_triton.training.train_acoustic"
 

@@ -17,7 +17,7 @@ Schedule: the first ``--gan-start`` steps train the generator on the spectral lo
 get the spectral envelope right quickly); then the discriminators train, and the generator's
 adversarial and feature-matching terms join ``--d-warmup`` steps later, once the discriminators say
 something useful. Discriminators are not kept in checkpoints (they are ~70 M parameters; see
-:mod:`tts_triton.training.common`), so a run from ``--init`` starts them afresh and warms them up the same
+:mod:`tts_triton.training.runs`), so a run from ``--init`` starts them afresh and warms them up the same
 way; ``--resume`` keeps them (``state.pt``).
 
 Forward passes run under bf16 autocast on CUDA (``--amp off`` for fp32); the mel loss is computed in
@@ -53,9 +53,10 @@ from torch.nn.parallel import DistributedDataParallel
 
 from tts_triton import audio
 from tts_triton.checkpoint import Checkpoint
+from tts_triton.client.audio_io import save_wav
 from tts_triton.data.dataset import VocoderDataset
 from tts_triton.models.hifigan import Generator
-from tts_triton.training.common import autocast, both_trained, join_ranks, lr_factor, plot_panels, save_wav
+from tts_triton.training.devices import autocast, join_ranks
 from tts_triton.training.hifigan_losses import (
     MEL_WEIGHT,
     STFT_WEIGHT,
@@ -64,7 +65,10 @@ from tts_triton.training.hifigan_losses import (
     discriminator_step_loss,
     generator_step_losses,
 )
+from tts_triton.training.logs import plot_panels
 from tts_triton.training.loop import TrainingRun, run_parser
+from tts_triton.training.runs import both_trained
+from tts_triton.training.schedule import lr_factor
 
 MODULE = "tts_triton.training.train_vocoder"
 
@@ -123,7 +127,8 @@ def validate(generator: Generator, dataset: VocoderDataset, device: torch.device
         plot_panels(plot, [("input mel", first[0]), ("mel of the vocoded audio", first[1])],
                     title=f"vocoder step {step}: {dataset.entries[0].id}")
     if wav is not None:
-        save_wav(wav, first[2])
+        wav.parent.mkdir(parents=True, exist_ok=True)
+        save_wav(wav, first[2].reshape(-1), audio.SAMPLE_RATE)
     return {"mel_l1": float(np.mean(errors))}
 
 
