@@ -371,12 +371,13 @@ def test_report_json_is_strict_and_keeps_every_request() -> None:
     assert data["report"]["memory"] == [{"label": "start", "seconds": 0.0, "used": None}]
 
 
+@pytest.mark.slow
 def test_bench_against_the_embedded_server_with_a_cpu_baseline(tmp_path: Path) -> None:
     """One tiny run end to end: real tritonserver, the eager baseline in its child process (the soak shares
     run_level and the memory sampling with the levels, and would add ~5 s of idle waits)."""
     status = main(["--model-repository", str(tmp_path / "repo"), "--concurrency", "1", "--requests", "1",
                    "--seconds", "1", "--grace", "60", "--warmup", "0", "--baseline-device", "cpu",
-                   "--baseline-concurrency", "1", "--out", str(tmp_path / "out")])
+                   "--baseline-concurrency", "1", "--repeat-ratio", "0", "1", "--out", str(tmp_path / "out")])
     assert status == 0
     out = tmp_path / "out"
     text = (out / "BENCHMARKS.md").read_text()
@@ -384,8 +385,12 @@ def test_bench_against_the_embedded_server_with_a_cpu_baseline(tmp_path: Path) -
     assert "| eager cpu | 1 | 1 | 1 | 0 | 0 |" in text
     assert "n/a: the server reports no `nv_gpu_memory_used_bytes`" in text
     data = json.loads((out / "bench.json").read_text())
-    assert [m["label"] for m in data["report"]["memory"]] == ["start", "after c=1", "end"]
+    assert [m["label"] for m in data["report"]["memory"]] == ["start", "after R=0 c=1", "after R=1 c=1", "end"]
     assert data["summaries"]["baseline"][0]["completed"] == 1
+    # one level per repeat ratio; no utterance cache on this server, so no hit rate
+    assert [level["repeat_ratio"] for level in data["report"]["levels"]] == [0, 1]
+    assert [s["repeat_pct"] for s in data["summaries"]["levels"]] == [0, 100]  # the opening request's text repeats
+    assert [s["cache_hit_pct"] for s in data["summaries"]["levels"]] == [None, None]
     assert (out / "concurrency.png").stat().st_size > 10_000
     assert "Started GRPCInferenceService" in (out / "tritonserver.log").read_text()
 
@@ -526,3 +531,25 @@ def test_progress_line_rate_limits_and_always_prints_the_end() -> None:
     time.now = 21.0
     progress.advance(2)  # the end: printed
     assert stream.getvalue().splitlines() == ["synthesize: 2/4, 20 s, ETA 20 s; 2 in flight", "synthesize: 4/4, 21 s"]
+
+
+def test_quick_fills_in_the_short_levels_and_explicit_options_win() -> None:
+    from tts_triton.bench.cli import QUICK, STANDARD, parse
+
+    plain, quick = parse([]), parse(["--quick", "--seconds", "2"])
+    assert (plain.concurrency, plain.seconds, plain.grace) == (STANDARD["concurrency"], 30.0, 90.0)
+    assert (quick.concurrency, quick.seconds, quick.grace) == (QUICK["concurrency"], 2.0, QUICK["grace"])
+    assert parse(["--repository-setting", "bls_instances=2", "--server-env", "A=b=c"]).server_env == [("A", "b=c")]
+    with pytest.raises(SystemExit):
+        parse(["--repeat-ratio", "1.5"])
+
+
+def test_bench_refuses_an_unknown_repository_setting_and_a_bad_goals_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--repository-setting", "no_such_setting=1", "--baseline-device", "none",
+                 "--model-repository", str(tmp_path / "repo"), "--out", str(tmp_path / "out")]) == 2
+    assert "no_such_setting" in capsys.readouterr().err
+    assert not (tmp_path / "repo").exists()  # refused before building anything
+    (tmp_path / "goals.toml").write_text("[speed]\nat_least = 1\n")
+    assert main(["--goals", str(tmp_path / "goals.toml"), "--baseline-device", "none"]) == 2
+    assert "unknown goal 'speed'" in capsys.readouterr().err
