@@ -3,6 +3,7 @@ can (the GPU-only one refuses cleanly); the metrics arithmetic of phases.py on a
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -10,9 +11,11 @@ from pathlib import Path
 import pytest
 
 PROBES = Path(__file__).parents[1] / "scripts" / "gpu" / "probe"
-sys.path.insert(0, str(PROBES))
-
-import phases  # noqa: E402  (a script folder, not a package)
+# loaded from its file: the folder is not a package, and on sys.path its trace.py would shadow the stdlib's
+_spec = importlib.util.spec_from_file_location("probe_phases", PROBES / "phases.py")
+assert _spec is not None and _spec.loader is not None
+phases = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(phases)
 
 CPU_METRICS = (Path(__file__).parent / "data" / "triton_metrics_cpu.txt").read_text()
 

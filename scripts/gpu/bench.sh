@@ -5,7 +5,7 @@
 # Steps: Triton, numpy 1.26 and tritonclient from the bundle (gpu-env.sh, which exports TRITON_HOME for the bench),
 # espeak-ng from the Debian packages (espeak-env.sh, unless one is on PATH), this checkout importable
 # (checkout-path.sh), nvidia-smi, then `tts-triton bench --target torch-cuda --mps --baseline-device cuda
-# --goals docs/bench/goals.toml --out $OUT` with BENCH_ARGS, or without them the full measurement: the sweep 1..256,
+# --goals docs/bench/goals.toml --out $OUT` (--mps where nvidia-cuda-mps-control is installed) with BENCH_ARGS, or without them the full measurement: the sweep 1..256,
 # the eager baseline at 1 and 64 and a 2000-request soak (5-8 minutes). The report, plot, JSON and server log are
 # written into $OUT as the run goes (each level rewrites them), so a run cut off keeps what it finished.
 # Environment: OUT (default bench-out), GPU_BUNDLE (.gpu-bundle; none: python3 on PATH is already the environment,
@@ -38,8 +38,10 @@ python3 -c 'import matplotlib, soundfile, tritonclient.grpc.aio, tts_triton.clie
 full=(--concurrency 1 8 32 64 128 256 --seconds 8 --grace 20 --warmup 3 --baseline-concurrency 1 64 --soak 2000
       --soak-seconds 60)
 [ $# -gt 0 ] && full=()
-bench=(python3 -m tts_triton.cli bench --target torch-cuda --mps --baseline-device cuda --goals docs/bench/goals.toml
-       --out "$OUT" "${full[@]}" "$@")
+mps=()
+command -v nvidia-cuda-mps-control >/dev/null 2>&1 && mps=(--mps)  # the GPU host's driver tools; a CPU host has none
+bench=(python3 -m tts_triton.cli bench --target torch-cuda "${mps[@]}" --baseline-device cuda
+       --goals docs/bench/goals.toml --out "$OUT" "${full[@]}" "$@")
 say "${bench[*]}"
 status=0
 PYTHONUNBUFFERED=1 timeout --signal=INT --kill-after=30 "${BENCH_TIMEOUT:-520}" "${bench[@]}" 2>&1 \
