@@ -272,27 +272,27 @@ async def _cache_counts(metrics_url: str | None) -> dict[str, float]:
     return cache_lookups(page) if page else {}
 
 
-async def _measure(run: _Run, server: Any, target: ServerUnderTest, level: LoadLevel,
+async def _measure(run: _Run, server: Any, tested: ServerUnderTest, level: LoadLevel,
                    soak: bool = False) -> tuple[LevelResult, list[MemorySample]]:
     """Run ``level`` with the model statistics, CPU usage and cache lookups around it (and, for the soak, GPU memory
     sampled during it)."""
     before = await wait_idle(server)
-    cache_before = await _cache_counts(target.metrics_url)
-    cpu_before = CpuSample.read(target.process_group)
+    cache_before = await _cache_counts(tested.metrics_url)
+    cpu_before = CpuSample.read(tested.process_group)
     samples: list[MemorySample] = []
     if soak:
-        result, samples = await run_soak(level, lambda label: run.memory_sample(label, target.metrics_url),
+        result, samples = await run_soak(level, lambda label: run.memory_sample(label, tested.metrics_url),
                                          run.args.memory_every)
     else:
         result = await level.run()
     result.cpu_busy, result.cpu_steal, result.cpu_own = CpuSample.usage(cpu_before,
-                                                                        CpuSample.read(target.process_group))
+                                                                        CpuSample.read(tested.process_group))
     result.models = diff_stats(before, await wait_idle(server))
-    result.cache = counter_delta(cache_before, await _cache_counts(target.metrics_url))
+    result.cache = counter_delta(cache_before, await _cache_counts(tested.metrics_url))
     return result, samples
 
 
-async def _sweep(run: _Run, server: Any, client: Any, target: ServerUnderTest) -> None:
+async def _sweep(run: _Run, server: Any, client: Any, tested: ServerUnderTest) -> None:
     args = run.args
     for ratio, workload in run.workloads.items():
         label = "" if ratio is None else f"R={ratio:g} "
@@ -301,14 +301,14 @@ async def _sweep(run: _Run, server: Any, client: Any, target: ServerUnderTest) -
             run.say(f"level {label}c={concurrency}: up to {requests} measured requests started within "
                     f"{args.seconds:g} s")
             load = LoadLevel(client, workload, concurrency, requests, args.seconds, args.grace, label)
-            level, _ = await _measure(run, server, target, load)
+            level, _ = await _measure(run, server, tested, load)
             run.report.levels.append(level)
-            run.say(level_line(summarize(level), f"{target.runtime} {label}".strip()))
-            await run.memory(f"after {label}c={concurrency}", target.metrics_url)
+            run.say(level_line(summarize(level), f"{tested.runtime} {label}".strip()))
+            await run.memory(f"after {label}c={concurrency}", tested.metrics_url)
             run.publish()
 
 
-async def _soak(run: _Run, server: Any, client: Any, target: ServerUnderTest) -> None:
+async def _soak(run: _Run, server: Any, client: Any, tested: ServerUnderTest) -> None:
     args = run.args
     summaries = [summarize(level) for level in run.report.levels]
     best = best_level(summaries, SOAK_P99_MS) or max(summaries, key=lambda s: s.audio_per_second, default=None)
@@ -316,7 +316,7 @@ async def _soak(run: _Run, server: Any, client: Any, target: ServerUnderTest) ->
     run.say(f"soak: {args.soak} requests at c={concurrency}, GPU memory every {args.memory_every:g} s")
     workload = next(iter(run.workloads.values()))
     load = LoadLevel(client, workload, concurrency, args.soak, args.soak_seconds, args.grace, "soak ")
-    level, samples = await _measure(run, server, target, load, soak=True)
+    level, samples = await _measure(run, server, tested, load, soak=True)
     run.report.soak, run.report.soak_memory = level, samples
     trend = MemoryTrend.of(samples)
     growth = f"{trend.growth / 2**20:+,.0f} MiB" if trend else "n/a"
@@ -324,31 +324,31 @@ async def _soak(run: _Run, server: Any, client: Any, target: ServerUnderTest) ->
     run.publish()
 
 
-async def _bench(run: _Run, target: ServerUnderTest) -> None:
+async def _bench(run: _Run, tested: ServerUnderTest) -> None:
     """Describe the server into ``run.report``, then warm-up, sweep and soak, publishing after every step."""
     import tritonclient.grpc.aio as grpcclient_aio
 
     from tts_triton.client import AsyncTTSClient
 
-    server = grpcclient_aio.InferenceServerClient(target.url)
+    server = grpcclient_aio.InferenceServerClient(tested.url)
     try:
-        info = await describe_server(server, target.url, target.repository)
+        info = await describe_server(server, tested.url, tested.repository)
         if info.trained is not True:
             run.say("note: the served weights are not trained; see the report")
         report = run.report
         report.server, report.trained, report.settings = info.facts, info.trained, info.settings
-        report.runtime = target.runtime
+        report.runtime = tested.runtime
         run.model_config = info.parameters.get("model_config", "")
-        run.title = (f"tts over gRPC ({target.runtime}), checkpoint {info.parameters.get('checkpoint_name', '?')}"
+        run.title = (f"tts over gRPC ({tested.runtime}), checkpoint {info.parameters.get('checkpoint_name', '?')}"
                      f"{'' if info.trained else ' (UNTRAINED)'}, {report.date}")
-        await run.memory("start", target.metrics_url)
+        await run.memory("start", tested.metrics_url)
         run.publish()
-        async with AsyncTTSClient(target.url) as client:
+        async with AsyncTTSClient(tested.url) as client:
             await warm_up(client, next(iter(run.workloads.values())), run.args.warmup, run.say)
-            await _sweep(run, server, client, target)
+            await _sweep(run, server, client, tested)
             if run.args.soak:
-                await _soak(run, server, client, target)
-        await run.memory("end", target.metrics_url)
+                await _soak(run, server, client, tested)
+        await run.memory("end", tested.metrics_url)
         run.publish()
     finally:
         await server.close()
@@ -397,13 +397,13 @@ def main(argv: list[str] | None = None) -> int:
     if device:
         run.publish()  # the baseline is kept even if the server never comes up
     try:
-        with _server(args, say) as target:
+        with _server(args, say) as tested:
             try:
-                asyncio.run(_bench(run, target))
+                asyncio.run(_bench(run, tested))
             finally:
-                if target.log_file and target.log_file.exists():
+                if tested.log_file and tested.log_file.exists():
                     args.out.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(target.log_file, args.out / SERVER_LOG)
+                    shutil.copyfile(tested.log_file, args.out / SERVER_LOG)
     except (InferenceServerException, TTSError, TritonServerError) as err:
         print(f"error: benchmark of {args.url or 'the embedded server'} failed: {err}", file=sys.stderr)
         return 2
