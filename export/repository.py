@@ -151,11 +151,11 @@ def _gpu_networks() -> dict[str, NetworkSettings]:
     per request with reference audio, a few ms on the CPU: a CUDA process of its own would hold ~0.6 GB.
     Two decoder, two vocoder and eight BLS instances: a model's per-call work on the host (its stub's
     hand-over, merging, copies) runs beside the other instance's graph replay. Under MPS on one H200 at
-    concurrency 256: one decoder and two BLS 538x real time, two decoders and four BLS 723x, and two
-    vocoders more 916x (runs 6 and 7 in BENCHMARKS.md); eight BLS 1047x against four's 859x (run 9). Each
-    CUDA instance holds about 0.9-1.0 GB, 0.2-0.3 GB of it the graphs of its largest calls: batch budgets
-    (rows x tokens, rows x mel frames) keep those to what typical batches need; smaller budgets (decoder 64 x
-    64, text encoder 32 x 128) saved 0.15 GB and cost 5-10 % of the throughput at concurrency 128 (runs 11, 12)."""
+    concurrency 256: one decoder and two BLS 538x real time, two decoders and four BLS 723x, two vocoders
+    more 916x, eight BLS 1047x against four's 859x. Each CUDA instance holds about 0.9-1.0 GB, 0.2-0.3 GB of
+    it the graphs of its largest calls: batch budgets (rows x tokens, rows x mel frames) keep those to what
+    typical batches need; smaller budgets (decoder 64 x 64, text encoder 32 x 128) saved 0.15 GB and cost
+    5-10 % of the throughput at concurrency 128 (measurements: BENCHMARKS.md and docs/bench/history.md)."""
     return {
         TEXT_ENCODER: NetworkSettings(max_batch_size=32, max_queue_delay_us=0, batch_budget=32 * 256),
         STYLE_ENCODER: NetworkSettings(max_batch_size=8, max_queue_delay_us=0, response_cache=True, kind=KIND_CPU,
@@ -197,7 +197,7 @@ class RepositorySettings:
     @classmethod
     def for_target(cls, target: str, **overrides: Any) -> RepositorySettings:
         """The default settings of ``target`` (GPU-sized batches for ``torch-cuda``), with ``overrides``."""
-        if target == GPU_TARGET:  # K=16: a third more throughput than 8 at the same first chunk (H200, run 3)
+        if target == GPU_TARGET:  # K=16: a third more throughput than 8 at the same first chunk (H200)
             overrides = {"networks": _gpu_networks(), "bls_instances": 8, "steps_per_call": 16, **overrides}
         overrides.setdefault("max_streams", default_max_streams(target))
         return cls(**overrides)

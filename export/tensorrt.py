@@ -54,7 +54,7 @@ __all__ = [
 
 PRECISIONS = ("fp32", "fp16")
 #: fp16 wherever it holds; the vocoder stage stays fp32: its mel match reaches only ~11 dB SNR in fp16
-#: (the HiFi-GAN generator alone 52.8 dB; see /work/shared/ARCHITECTURE.md, H200 measurements).
+#: (the HiFi-GAN generator alone 52.8 dB, measured on an H200).
 DEFAULT_PRECISION = {TEXT_ENCODER: "fp16", STYLE_ENCODER: "fp16", DECODER: "fp16", VOCODER: "fp32"}
 TIMING_CACHE = "timing.cache"
 WORKSPACE_MIB = 4096

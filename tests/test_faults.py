@@ -1,4 +1,4 @@
-"""Faults on a real tritonserver (issue 14): a network's Python stub killed mid-traffic.
+"""Faults on a real tritonserver: a network's Python stub killed mid-traffic.
 
 In-flight requests get errors (streams their FINAL), the deep health check turns unhealthy within
 seconds, the supervisor of ``tts-triton serve`` restarts the server, and no shared-memory region is

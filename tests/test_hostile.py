@@ -1,5 +1,5 @@
 """Hostile input against a real tritonserver: clear errors or audio, never an internal failure, and the
-internal surfaces closed (issue 14): digit floods, oversized direct calls to the network models,
+internal surfaces closed: digit floods, oversized direct calls to the network models,
 requests Triton rejects before the model, and the restricted control APIs."""
 
 from __future__ import annotations

@@ -214,7 +214,7 @@ def test_cli_say_writes_wav_and_longer_text_is_longer(server: TritonServer, tmp_
     assert durations[1] > durations[0]
 
 
-# --- No head-of-line blocking on tts_offline, client-gone handling, per-outcome metrics (issue 14). ---
+# --- No head-of-line blocking on tts_offline, client-gone handling, per-outcome metrics. ---
 
 LONG_TEXT = " ".join(["This sentence keeps the decoder busy for quite a while."] * 44)  # ~2.4k characters
 SHORT_TEXT = "A short request, spoken while a long one runs."

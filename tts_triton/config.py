@@ -210,10 +210,9 @@ class StreamingConfig:
     #: 1.2x the frames of the tightest windows. Every shape has its CUDA graph or engine profile.
     vocoder_frames: tuple[int, ...] = (48, 96)
     #: Latency first: a stream keeps one vocoder call in flight, and decodes on only once its first chunk is
-    #: vocoded, so that fewer of its calls queue ahead of other streams' first ones. On one H200 (GPU run 21, with
-    #: probe patches that do the same) this cut the first chunk's p50 / p99 at 64-128 streams by 17-26 %, for
-    #: 3.5-6 % less throughput and a 17 % slower single stream. Off: every ready window is vocoded at once, beside
-    #: the next decoder call.
+    #: vocoded, so that fewer of its calls queue ahead of other streams' first ones. On one H200 this cut the
+    #: first chunk's p50 / p99 at 64-128 streams by 17-26 %, for 3.5-6 % less throughput and a 17 % slower single
+    #: stream. Off: every ready window is vocoded at once, beside the next decoder call.
     first_chunk_first: bool = False
 
     def __post_init__(self) -> None:

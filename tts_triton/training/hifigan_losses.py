@@ -10,7 +10,7 @@ maps per sub-discriminator. The losses return weighted scalars as in the paper, 
 (LSGAN adversarial terms, feature matching weighted 2, mel L1 weighted 45), plus ``STFT_WEIGHT x``
 :func:`stft_loss`, the multi-resolution STFT loss of Parallel WaveGAN (Yamamoto et al., 2020): its
 2048-point resolution resolves the harmonics that 128 mel bins blur above ~1 kHz (what adding it did
-to the default voice's vocoder: docs/model_card.md, session 4).
+to the default voice's vocoder: docs/model_card.md).
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ PHASES = ("inputs", "run", "responses")
 PHASE_DESCRIPTION = ("Seconds the network models' execute spent: inputs (reading and checking the requests), run "
                      "(merging, the device, splitting), responses (building them)")
 #: cuBLAS workspace of a GPU instance: one 4 MiB block per stream. torch's default on an H200 held about 100 MiB
-#: more per process (text encoder, decoder, vocoder alike) for the same graph replay times (GPU run 13).
+#: more per process (text encoder, decoder, vocoder alike) for the same graph replay times.
 CUBLAS_WORKSPACE = ":4096:1"
 
 
