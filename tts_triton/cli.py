@@ -25,6 +25,7 @@ import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
 
 from tts_triton.endpoints import DEFAULT_GRPC_URL, DEFAULT_HTTP_URL, GRPC_PORT, HTTP_PORT, METRICS_PORT  # noqa: E402
 from tts_triton.export.targets import (  # noqa: E402
@@ -36,9 +37,14 @@ from tts_triton.export.targets import (  # noqa: E402
 )
 from tts_triton.paths import default_model_repository  # noqa: E402
 
+if TYPE_CHECKING:
+    from tts_triton.server import TritonServer
+
 #: The Locust load test lives in the source checkout, beside the package.
 LOADTEST_DIR = Path(__file__).resolve().parents[1] / "loadtest"
 START_HINT = "is the server running? start one with `tts-triton serve` (it prints `ready:` when it is)"
+#: Seconds a drained server gets to exit on SIGTERM before SIGKILL (nothing is in flight any more).
+DRAINED_STOP_S = 3.0
 #: `say -o` suffix -> soundfile (format, subtype); `-o -` writes WAV to stdout.
 OUTPUT_FORMATS = {".wav": ("WAV", "PCM_16"), ".flac": ("FLAC", "PCM_16"), ".ogg": ("OGG", "VORBIS"),
                   ".mp3": ("MP3", "MPEG_LAYER_III")}
@@ -150,10 +156,31 @@ def _serve(args: argparse.Namespace) -> int:
     except TritonServerError as err:  # a restart failed
         return _fail(str(err))
     except KeyboardInterrupt:
-        print("stopping ...", flush=True)
+        _drain(server, args.drain_grace)
         return 0
     finally:
         server.stop()
+
+
+def _drain(server: TritonServer, grace: float) -> None:
+    """Refuse new requests, let those in flight finish within ``grace`` seconds, then stop the server at once
+    (idle open streams do not hold it up). A second Ctrl-C/SIGTERM stops it without waiting."""
+    from tts_triton.model_control import drain
+    from tts_triton.server import TritonServerError
+
+    if grace <= 0 or not server.is_running():
+        print("stopping ...", flush=True)
+        return
+    print(f"draining: new requests refused, up to {grace:g} s for those in flight (again to stop now) ...",
+          flush=True)
+    try:
+        left = drain(server, grace, log=lambda line: print(line, flush=True))
+        print("stopping ..." if left == 0 else f"stopping with {left} request(s) still in flight ...", flush=True)
+    except TritonServerError as err:
+        print(f"drain failed ({err}); stopping ...", flush=True)
+    except KeyboardInterrupt:
+        print("stopping now ...", flush=True)
+    server.stop(timeout=DRAINED_STOP_S)
 
 
 def _alive(pid: int) -> bool:
@@ -365,8 +392,12 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--startup-timeout", type=float, default=300.0,
                    help="seconds allowed for every model to load (default %(default)s)")
     s.add_argument("--health-interval", type=float, default=5.0,
-                   help="seconds between deep health checks; 2 failures in a row restart the server "
+                   help="seconds between deep health checks; a model found dead twice in a row is reloaded "
+                        "(the server restarted if that fails); slow models are left alone "
                         "(0: no checks, exit when the server exits; default %(default)s)")
+    s.add_argument("--drain-grace", type=float, default=30.0,
+                   help="on Ctrl-C/SIGTERM/SIGHUP: seconds the requests in flight may take to finish while new ones "
+                        "are refused, before the server stops (0: stop at once; default %(default)s)")
     s.add_argument("--mps", action="store_true",
                    help="run the models' CUDA processes under a CUDA MPS daemon of the server's own (GPU targets: "
                         "their kernels then share the GPU instead of taking turns)")

@@ -1,20 +1,31 @@
-"""Deep health check: proves that every model can run an inference, not just that Triton answers.
+"""Deep health check: tells a dead model from a slow one, not just that Triton answers.
 
 Triton's own ``/v2/health/ready`` and ``/v2/models/<m>/ready`` stay 200 when a Python backend stub has
 died (every request to that model then fails). :func:`check_health` instead runs, side by side, one
 tiny real inference through each network model (the smallest shape the BLS sends, read from the
 model's config and :mod:`tts_triton.shapes`), through ``tts_offline`` and through a ``tts`` stream
-(which must end with its FINAL response), each bounded by ``timeout``.
+(which must end with its FINAL response), each bounded by ``timeout``, and, when the server process is
+visible (same host or container), looks for each Python model's stub processes. Each model is then:
 
-Used by ``tts-triton serve`` (:mod:`tts_triton.supervisor` restarts the server when it fails) and by
-the Helm chart's probes::
+- ``ok``: it answered within ``timeout``;
+- ``slow``: no answer within ``timeout``, or refused as overloaded (RESOURCE_EXHAUSTED, UNAVAILABLE
+  "busy"): a loaded server, which readiness may shed but nothing must restart;
+- ``dead``: it answered with any other error (``Stub process 'vocoder_0_0' is not healthy``, unknown
+  model, server gone), or a stub instance of it no longer exists (a dead BLS stub never answers at all).
 
-    python -m tts_triton.health --url localhost:8001 --timeout 10    # exit 0 healthy, 1 unhealthy
+Liveness and self-healing act on ``dead`` only; readiness wants every model ``ok`` and no drain marker.
+Used by ``tts-triton serve`` (:mod:`tts_triton.supervisor` reloads a dead model) and by the Helm chart's
+probes::
+
+    python -m tts_triton.health --url localhost:8001 --probe liveness   # exit 1 only when a model is dead
+    python -m tts_triton.health --url localhost:8001 --probe readiness  # exit 1 unless all ok, not draining
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 import threading
 import time
@@ -29,25 +40,39 @@ import tritonclient.grpc as grpcclient
 from tts_triton import contract
 from tts_triton.config import ModelConfig
 from tts_triton.endpoints import DEFAULT_GRPC_URL
+from tts_triton.server import port_holders
 from tts_triton.serving.request_shapes import RequestShapes
 from tts_triton.shapes import axis_values
 
-__all__ = ["HEALTH_TEXT", "HealthReport", "ModelHealth", "check_health", "main", "smallest_inputs"]
+__all__ = ["DEAD", "DRAIN_MARK_ENV", "HEALTH_TEXT", "OK", "SLOW", "HealthReport", "ModelHealth", "check_health",
+           "classify_error", "draining", "main", "missing_stubs", "smallest_inputs"]
 
 #: What the BLS checks speak: one short sentence.
 HEALTH_TEXT = "Hi."
 #: The models checked, networks first.
 CHECKED_MODELS = (*contract.network_specs(ModelConfig()), contract.TTS_OFFLINE, contract.TTS)
+OK, SLOW, DEAD = "ok", "slow", "dead"
+#: Environment variable naming the drain marker file (default ``DEFAULT_DRAIN_MARK``): while it exists the
+#: readiness probe fails and the liveness probe passes (the models are being unloaded on purpose).
+DRAIN_MARK_ENV = "TTS_TRITON_DRAIN_MARK"
+DEFAULT_DRAIN_MARK = "/tmp/tts-triton-draining"
+#: Error text of an overloaded server: admission control's refusals and gRPC's own deadline.
+_OVERLOADED = re.compile(r"RESOURCE_EXHAUSTED|DEADLINE_EXCEEDED|Deadline Exceeded|server busy|too many", re.I)
+_STUB = "triton_python_backend_stub"
 
 
 @dataclass(frozen=True)
 class ModelHealth:
-    """Whether one model answered a real inference within the timeout, how long it took, and why not."""
+    """One model's state (``OK``, ``SLOW`` or ``DEAD``), how long its check took, and why not ok."""
 
     model: str
-    ok: bool
+    state: str
     seconds: float
     error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.state == OK
 
 
 @dataclass(frozen=True)
@@ -61,13 +86,73 @@ class HealthReport:
         return all(m.ok for m in self.models)
 
     @property
+    def alive(self) -> bool:
+        """No model is dead (slow ones may be): what liveness and self-healing look at."""
+        return not self.dead
+
+    @property
     def failed(self) -> list[str]:
         return [m.model for m in self.models if not m.ok]
 
+    @property
+    def dead(self) -> list[str]:
+        return [m.model for m in self.models if m.state == DEAD]
+
+    @property
+    def slow(self) -> list[str]:
+        return [m.model for m in self.models if m.state == SLOW]
+
     def summary(self) -> str:
-        """One line per model: ``ok``/``FAILED``, seconds, and the error."""
-        return "\n".join(f"{m.model}: {'ok' if m.ok else 'FAILED'} in {m.seconds:.2f} s"
+        """One line per model: ``ok``/``SLOW``/``DEAD``, seconds, and the error."""
+        return "\n".join(f"{m.model}: {m.state if m.ok else m.state.upper()} in {m.seconds:.2f} s"
                          + (f": {m.error}" if m.error else "") for m in self.models)
+
+
+def classify_error(err: BaseException) -> str:
+    """``SLOW`` for a timeout or an overload refusal, ``DEAD`` for any other error."""
+    if isinstance(err, TimeoutError):
+        return SLOW
+    status = err.status() if hasattr(err, "status") and callable(err.status) else ""
+    message = err.message() if hasattr(err, "message") and callable(err.message) else str(err)
+    return SLOW if _OVERLOADED.search(f"{status} {message}") else DEAD
+
+
+def missing_stubs(server_pid: int, configs: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """``model -> instance names`` of Python-backend models whose stub process is gone.
+
+    ``configs`` maps model names to their configs (tritonclient JSON). A stub is a child process of
+    the server whose command line names its instance, ``<model>_<group>_<index>``; each group's first
+    ``count`` instances must be there.
+    """
+    live = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            if parent != server_pid:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                words = cmdline.read().decode(errors="replace").split("\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if words and words[0].endswith(_STUB):  # a zombie's command line is empty: dead
+            live.update(words)
+    missing = {}
+    for model, config in configs.items():
+        if config.get("backend") != "python":
+            continue
+        expected = [f"{model}_{g}_{i}" for g, group in enumerate(config.get("instance_group") or [{}])
+                    for i in range(int(group.get("count", 1)))]
+        if gone := [name for name in expected if name not in live]:
+            missing[model] = gone
+    return missing
+
+
+def draining() -> bool:
+    """Whether the drain marker (``$TTS_TRITON_DRAIN_MARK``, default ``DEFAULT_DRAIN_MARK``) exists."""
+    return os.path.exists(os.environ.get(DRAIN_MARK_ENV, DEFAULT_DRAIN_MARK))
 
 
 def smallest_inputs(model_config: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -145,32 +230,61 @@ def _check(url: str, model: str, timeout: float) -> ModelHealth:
             run(client, model, timeout)
     except Exception as err:  # any failure is the answer
         message = err.message() if hasattr(err, "message") and callable(err.message) else str(err)
-        return ModelHealth(model, False, time.monotonic() - start, f"{type(err).__name__}: {message}")
-    return ModelHealth(model, True, time.monotonic() - start)
+        return ModelHealth(model, classify_error(err), time.monotonic() - start, f"{type(err).__name__}: {message}")
+    return ModelHealth(model, OK, time.monotonic() - start)
 
 
-def check_health(url: str, *, timeout: float = 10.0, models: Sequence[str] = CHECKED_MODELS) -> HealthReport:
-    """Run one real inference through each of ``models`` (side by side) on the gRPC endpoint ``url``.
+def _server_pid(url: str) -> int | None:
+    """The local ``tritonserver`` listening on ``url``'s port, if this process can see it."""
+    port = int(url.rsplit(":", 1)[1])
+    return next((pid for pid, command in port_holders(port) if command.startswith("tritonserver")), None)
 
-    Each must answer within ``timeout`` seconds; the whole check returns within about ``timeout``.
-    Never raises for a failing server: the report says what failed.
+
+def _stub_check(url: str, server_pid: int, models: Sequence[str], timeout: float) -> dict[str, list[str]]:
+    try:
+        with grpcclient.InferenceServerClient(url) as client:
+            configs = {m: client.get_model_config(m, as_json=True, client_timeout=timeout)["config"] for m in models}
+    except Exception:  # the inferences report an unreachable server or model themselves
+        return {}
+    return missing_stubs(server_pid, configs)
+
+
+def check_health(url: str, *, timeout: float = 10.0, models: Sequence[str] = CHECKED_MODELS,
+                 server_pid: int | None = None) -> HealthReport:
+    """Check each of ``models`` (side by side) on the gRPC endpoint ``url`` (see the module docstring).
+
+    ``server_pid`` is the ``tritonserver`` process whose stubs are looked for (default: the local one
+    listening on ``url``'s port; none visible: only the inferences count). The whole check returns within
+    about ``timeout``. Never raises for a failing server: the report says what failed.
     """
-    with ThreadPoolExecutor(len(models)) as pool:
+    server_pid = server_pid or _server_pid(url)
+    with ThreadPoolExecutor(len(models) + 1) as pool:
+        stubs = pool.submit(_stub_check, url, server_pid, models, timeout) if server_pid else None
         results = list(pool.map(lambda m: _check(url, m, timeout), models))
+        missing = stubs.result() if stubs else {}
+    results = [ModelHealth(r.model, DEAD, r.seconds, f"stub process {', '.join(missing[r.model])} is gone")
+               if r.model in missing else r for r in results]
     return HealthReport(tuple(results))
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tts_triton.health``: exit status 0 when every model runs, 1 otherwise."""
+    """``python -m tts_triton.health``: exit status 0 when the probe passes, 1 otherwise."""
     parser = argparse.ArgumentParser(prog="python -m tts_triton.health", description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default=DEFAULT_GRPC_URL, help="gRPC endpoint, host:port")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds each model may take")
+    parser.add_argument("--probe", choices=("full", "liveness", "readiness"), default="full",
+                        help="full: every model ok; liveness: no model dead (slow is alive; passes while "
+                             "draining); readiness: every model ok and not draining (default %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="print only failures")
     args = parser.parse_args(argv)
+    if args.probe != "full" and draining():
+        print("draining", file=sys.stdout if args.probe == "liveness" else sys.stderr)
+        return 0 if args.probe == "liveness" else 1
     report = check_health(args.url, timeout=args.timeout)
-    if not args.quiet or not report.ok:
-        print(report.summary(), file=sys.stdout if report.ok else sys.stderr)
-    return 0 if report.ok else 1
+    passed = report.alive if args.probe == "liveness" else report.ok
+    if not args.quiet or not passed:
+        print(report.summary(), file=sys.stdout if passed else sys.stderr)
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

@@ -317,8 +317,8 @@ class TritonServer:
     Contract:
     - ``start`` first checks that the three ports can be bound (else ``PortInUseError``, naming the port
       and its holder, and nothing is started). It returns only once the child process itself listens on
-      its HTTP and gRPC ports and ``/v2/health/ready`` answers 200, which (strict readiness, model control mode
-      ``none``, exit on error) means every model in the repository loaded. Otherwise it stops the
+      its HTTP and gRPC ports and ``/v2/health/ready`` answers 200, which (strict readiness, explicit model
+      control loading every model, exit on error) means every model in the repository loaded. Otherwise it stops the
       process and raises ``TritonServerError`` with the tail of the server log.
     - The server runs in its own process group (a terminal's Ctrl-C reaches this process, not the
       server). ``stop`` sends it SIGTERM (graceful: models are unloaded), then SIGKILLs the whole group,
@@ -331,7 +331,7 @@ class TritonServer:
       ``LOG_RETENTION_S`` are removed); ``log_tail`` and ``log_errors`` read only what the latest ``start``
       appended.
     - Endpoints bind ``host`` (loopback by default). ``extra_args`` are appended to the command line
-      and so override the defaults (e.g. ``--model-control-mode=explicit``).
+      and so override the defaults (e.g. ``--exit-timeout-secs=5``).
     - The control APIs of ``RESTRICTED_APIS`` (shared-memory registration, log settings, tracing, model
       loading) answer only requests carrying the header ``ADMIN_HEADER: admin_key`` (default: a random key).
     - The Python backend's shared-memory regions are named ``shm_prefix`` + a UUID; ``stop`` removes
@@ -419,7 +419,10 @@ class TritonServer:
             f"--grpc-port={self.grpc_port}",
             f"--metrics-address={self.host}",
             f"--metrics-port={self.metrics_port}",
-            "--model-control-mode=none",
+            # explicit: every model loaded at start, and one model can be reloaded or unloaded later
+            # (tts_triton.model_control: per-model healing, drain)
+            "--model-control-mode=explicit",
+            "--load-model=*",
             "--exit-on-error=true",
             "--strict-readiness=true",
             "--disable-auto-complete-config",

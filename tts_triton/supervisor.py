@@ -1,14 +1,18 @@
-"""Self-healing for ``tts-triton serve``: restart the server when a model can no longer run.
+"""Self-healing for ``tts-triton serve``: reload a dead model, restart the server only when that fails.
 
-Triton 2.51 does not restart a Python backend stub that died (``kill -9``, out-of-memory): every
-request to that model fails with ``Stub process '<model>_0_0' is not healthy`` while Triton's own
-health endpoints still answer 200. :class:`Supervisor` runs the deep check of :mod:`tts_triton.health`
-every ``interval`` seconds and restarts the whole server (stop, then start: every stub is new) after
-``failures`` failed checks in a row, or at once when the server process exited.
+Triton 2.51 does not restart a Python backend stub that died (``kill -9``, out-of-memory): every request
+to that model fails (``Stub process '<model>_0_0' is not healthy``; a dead BLS stub never answers) while
+Triton's own health endpoints still answer 200. :class:`Supervisor` runs the deep check of
+:mod:`tts_triton.health` every ``interval`` seconds and acts on *dead* models only: a model that is merely
+slow (a loaded server: no answer within ``check_timeout``, or refused by admission control) is logged
+and left alone. After ``failures`` checks in a row that find a model dead it reloads that model alone
+(:func:`~tts_triton.model_control.reload_model`: new stubs, swapped in while the other models keep serving
+their streams) and checks it again; only when the reload fails or the model is still dead does it restart
+the whole server (stop, start: every stub new). A server process that exited is restarted at once.
 
-Recovery bound after a fault: detection within ``interval * failures`` plus up to ``failures`` checks
-(each at most ``check_timeout``), then the stop (``stop_timeout`` at most) and a fresh start (model
-loading: seconds on the shipped repository). Each restart is recorded in :attr:`Supervisor.restarts`.
+Recovery bound after a stub dies: detection within ``interval * failures`` plus the checks (each at most
+``check_timeout``), then a reload (seconds) or, failing that, stop (``stop_timeout`` at most) and start.
+Every action is recorded in :attr:`Supervisor.actions` (``restarts`` lists the server restarts alone).
 """
 
 from __future__ import annotations
@@ -19,17 +23,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tts_triton.health import HealthReport, check_health
-from tts_triton.server import TritonServer
+from tts_triton.model_control import reload_model
+from tts_triton.server import TritonServer, TritonServerError
 
-__all__ = ["Restart", "Supervisor"]
+__all__ = ["Action", "Supervisor"]
 
 
 @dataclass(frozen=True)
-class Restart:
-    """One restart: why, and how long from the decision to the server being ready again."""
+class Action:
+    """One healing action: ``kind`` (``reload`` of ``model``, or ``restart`` of the server), why, how long."""
 
+    kind: str
     reason: str
     seconds: float
+    model: str = ""
 
 
 class Supervisor:
@@ -55,8 +62,19 @@ class Supervisor:
         self.stop_timeout = stop_timeout
         self.start_timeout = start_timeout
         self.log = log
-        self.restarts: list[Restart] = []
+        self.actions: list[Action] = []
         self.last_report: HealthReport | None = None
+
+    @property
+    def restarts(self) -> list[Action]:
+        """The server restarts among :attr:`actions`."""
+        return [a for a in self.actions if a.kind == "restart"]
+
+    def check(self) -> HealthReport:
+        """One deep check of the server (its own stubs included)."""
+        report = self.last_report = check_health(self.server.grpc_url, timeout=self.check_timeout,
+                                                 server_pid=self.server.pid)
+        return report
 
     def run(self, stop: threading.Event | None = None) -> None:
         """Supervise until ``stop`` is set (forever without one; a signal handler may raise out of it).
@@ -72,24 +90,43 @@ class Supervisor:
                 self.restart(f"tritonserver exited (code {self.server.wait()})")
                 failed = 0
                 continue
-            report = self.last_report = check_health(self.server.grpc_url, timeout=self.check_timeout)
-            if report.ok or stop.is_set():
+            report = self.check()
+            if stop.is_set():
+                break
+            if report.slow:
+                self.log(f"overloaded, not restarting: {', '.join(report.slow)} slow")
+            if report.alive:
                 failed = 0
                 continue
             failed += 1
-            self.log(f"health check failed ({failed}/{self.failures}): {', '.join(report.failed)}")
+            self.log(f"dead model(s) ({failed}/{self.failures}): {', '.join(report.dead)}")
             if failed >= self.failures:
-                details = "; ".join(f"{m.model}: {m.error}" for m in report.models if not m.ok)
-                self.restart(f"models cannot run: {details}")
+                self.heal(report)
                 failed = 0
 
-    def restart(self, reason: str) -> Restart:
+    def heal(self, report: HealthReport) -> None:
+        """Reload each dead model of ``report``; restart the server if a reload fails or leaves one dead."""
+        dead = [m for m in report.models if m.model in report.dead]
+        for model in dead:
+            self.log(f"reloading {model.model}: {model.error}")
+            try:
+                seconds = reload_model(self.server, model.model, timeout=self.start_timeout)
+            except TritonServerError as err:
+                self.restart(f"reloading {model.model} failed: {err}")
+                return
+            self.actions.append(Action("reload", model.error, seconds, model.model))
+            self.log(f"{model.model} reloaded in {seconds:.1f} s")
+        still = [m for m in self.check().dead if m in {d.model for d in dead}]
+        if still:
+            self.restart(f"still dead after a reload: {', '.join(still)}")
+
+    def restart(self, reason: str) -> Action:
         """Stop the server (at most ``stop_timeout`` s of grace), start it again, and record how long it took."""
         self.log(f"restarting tritonserver: {reason}")
         start = time.monotonic()
         self.server.stop(timeout=self.stop_timeout)
         self.server.start(timeout=self.start_timeout)
-        restart = Restart(reason, time.monotonic() - start)
-        self.restarts.append(restart)
+        restart = Action("restart", reason, time.monotonic() - start)
+        self.actions.append(restart)
         self.log(f"tritonserver serving again after {restart.seconds:.1f} s")
         return restart

@@ -1,0 +1,106 @@
+"""Per-model control of a running :class:`~tts_triton.server.TritonServer` (explicit model control mode).
+
+Two operations the server as a whole cannot give:
+- :func:`reload_model` heals one model whose Python stub died: Triton's ``load`` of a loaded model whose
+  files did not change is a no-op (measured on 2.51), so the load carries the model's own config with one
+  extra parameter (``RELOAD_PARAMETER``, a fresh value each time). Triton then loads a new instance beside
+  the old one and swaps them: requests to other models, and to the ensembles over it, are not interrupted.
+- :func:`drain` ends service gracefully: it unloads the public models (``tts``, ``tts_offline``), which makes
+  Triton refuse new requests to them at once ("Request for unknown model: 'tts' has no available versions")
+  while the streams in flight finish, their child calls included (Triton told to stop by SIGTERM would
+  refuse those), and returns once the BLS's ``tts_active_requests`` gauge is 0 or the grace period ends.
+
+Every call goes to the server's HTTP endpoint with the admin header (model control is a restricted API).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from typing import Any
+
+from tts_triton import contract
+from tts_triton.server import TritonServer, TritonServerError
+
+__all__ = ["ACTIVE_METRIC", "PUBLIC_MODELS", "RELOAD_PARAMETER", "active_requests", "drain", "model_states",
+           "reload_model", "unload_model"]
+
+#: Config parameter whose fresh value makes Triton reload a model whose files are unchanged; models ignore it.
+RELOAD_PARAMETER = "tts_triton_reload"
+#: The models clients call; unloading them stops new work while the models they call keep serving.
+PUBLIC_MODELS = (contract.TTS, contract.TTS_OFFLINE)
+#: The BLS's gauge of requests in progress (one series per model).
+ACTIVE_METRIC = "tts_active_requests"
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy
+
+
+def _request(server: TritonServer, path: str, body: dict[str, Any] | None = None, timeout: float = 60) -> bytes:
+    """POST (with ``body``) or GET ``path`` on the server's HTTP port with the admin header."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"http://{server.http_url}{path}", data=data, headers=server.admin_headers(),
+                                     method="GET" if body is None else "POST")
+    try:
+        with _OPENER.open(request, timeout=timeout) as response:
+            return response.read()
+    except urllib.error.HTTPError as err:
+        raise TritonServerError(f"{path}: HTTP {err.code}: {err.read().decode(errors='replace')}") from None
+    except (urllib.error.URLError, OSError) as err:
+        raise TritonServerError(f"{path}: {err}") from None
+
+
+def model_states(server: TritonServer) -> dict[str, str]:
+    """``model -> state`` from the repository index (``READY``, ``UNLOADING``, ``UNAVAILABLE``, ...)."""
+    return {entry["name"]: entry.get("state", "") for entry in json.loads(_request(server, "/v2/repository/index", {}))}
+
+
+def reload_model(server: TritonServer, model: str, timeout: float = 120) -> float:
+    """Load a fresh instance of ``model`` (new stub processes) and swap it in; return the seconds it took.
+
+    Raises ``TritonServerError`` when Triton refuses or the load fails (the old instance then stays)."""
+    began = time.monotonic()
+    config = json.loads(_request(server, f"/v2/models/{model}/config", timeout=timeout))
+    config.setdefault("parameters", {})[RELOAD_PARAMETER] = {"string_value": f"{time.time():.6f}"}
+    _request(server, f"/v2/repository/models/{model}/load", {"parameters": {"config": json.dumps(config)}},
+             timeout=timeout)
+    return time.monotonic() - began
+
+
+def unload_model(server: TritonServer, model: str) -> None:
+    """Ask Triton to unload ``model``: new requests are refused at once, those in flight finish first."""
+    _request(server, f"/v2/repository/models/{model}/unload", {})
+
+
+def active_requests(server: TritonServer, models: Sequence[str] = PUBLIC_MODELS) -> int:
+    """Requests in progress in ``models`` by the BLS's gauge (0 once a model's gauge is gone)."""
+    with _OPENER.open(server.metrics_url, timeout=10) as page:
+        lines = page.read().decode().splitlines()
+    total = 0.0
+    for line in lines:
+        if line.startswith(ACTIVE_METRIC + "{") and any(f'model="{m}"' in line for m in models):
+            total += float(line.rsplit(" ", 1)[1])
+    return round(total)
+
+
+def drain(server: TritonServer, grace: float, *, models: Sequence[str] = PUBLIC_MODELS,
+          log: Any = print) -> int:
+    """Refuse new requests to ``models`` and wait up to ``grace`` seconds for those in flight; return how many
+    were still running at the end (0: all finished). The server keeps running: stop it afterwards."""
+    deadline = time.monotonic() + grace
+    for model in models:
+        unload_model(server, model)
+    running = -1
+    while True:
+        try:
+            now = active_requests(server, models)
+        except OSError as err:
+            log(f"drain: metrics unreadable ({err}); stopping now")
+            return running if running > 0 else 0
+        if now != running:
+            log(f"drain: {now} request(s) in flight" + ("" if now == 0 else f", waiting up to {grace:.0f} s"))
+            running = now
+        if now == 0 or time.monotonic() >= deadline:
+            return now
+        time.sleep(0.2)
