@@ -10,23 +10,33 @@ Two operations the server as a whole cannot give:
   while the streams in flight finish, their child calls included (Triton told to stop by SIGTERM would
   refuse those), and returns once the BLS's ``tts_active_requests`` gauge is 0 or the grace period ends.
 
-Every call goes to the server's HTTP endpoint with the admin header (model control is a restricted API).
+Every call goes to the server's HTTP endpoint with the admin header (model control is a restricted API);
+the functions take a :class:`~tts_triton.server.TritonServer` or an :class:`Endpoint` (a server this process
+did not start, e.g. in the chart's preStop hook)::
+
+    python -m tts_triton.model_control drain --http 127.0.0.1:8000 --metrics 127.0.0.1:8002 --grace 60
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
 
 from tts_triton import contract
-from tts_triton.server import TritonServer, TritonServerError
+from tts_triton.health import DEFAULT_DRAIN_MARK, DRAIN_MARK_ENV
+from tts_triton.server import ADMIN_HEADER, TritonServerError
 
-__all__ = ["ACTIVE_METRIC", "PUBLIC_MODELS", "RELOAD_PARAMETER", "active_requests", "drain", "model_states",
-           "reload_model", "unload_model"]
+__all__ = ["ACTIVE_METRIC", "PUBLIC_MODELS", "RELOAD_PARAMETER", "Endpoint", "active_requests", "drain", "main",
+           "model_states", "reload_model", "unload_model"]
 
 #: Config parameter whose fresh value makes Triton reload a model whose files are unchanged; models ignore it.
 RELOAD_PARAMETER = "tts_triton_reload"
@@ -35,9 +45,35 @@ PUBLIC_MODELS = (contract.TTS, contract.TTS_OFFLINE)
 #: The BLS's gauge of requests in progress (one series per model).
 ACTIVE_METRIC = "tts_active_requests"
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy
+#: Environment variable holding the admin key (the chart's and `serve`'s).
+ADMIN_KEY_ENV = "TTS_TRITON_ADMIN_KEY"
 
 
-def _request(server: TritonServer, path: str, body: dict[str, Any] | None = None, timeout: float = 60) -> bytes:
+class Server(Protocol):
+    """What the functions here need of a server: a :class:`~tts_triton.server.TritonServer` has it."""
+
+    @property
+    def http_url(self) -> str: ...
+
+    @property
+    def metrics_url(self) -> str: ...
+
+    def admin_headers(self, *, grpc: bool = False) -> dict[str, str]: ...
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A running server by its HTTP ``host:port``, metrics URL and admin key."""
+
+    http_url: str
+    metrics_url: str
+    admin_key: str
+
+    def admin_headers(self, *, grpc: bool = False) -> dict[str, str]:
+        return {("triton-grpc-protocol-" if grpc else "") + ADMIN_HEADER: self.admin_key}
+
+
+def _request(server: Server, path: str, body: dict[str, Any] | None = None, timeout: float = 60) -> bytes:
     """POST (with ``body``) or GET ``path`` on the server's HTTP port with the admin header."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(f"http://{server.http_url}{path}", data=data, headers=server.admin_headers(),
@@ -51,12 +87,12 @@ def _request(server: TritonServer, path: str, body: dict[str, Any] | None = None
         raise TritonServerError(f"{path}: {err}") from None
 
 
-def model_states(server: TritonServer) -> dict[str, str]:
+def model_states(server: Server) -> dict[str, str]:
     """``model -> state`` from the repository index (``READY``, ``UNLOADING``, ``UNAVAILABLE``, ...)."""
     return {entry["name"]: entry.get("state", "") for entry in json.loads(_request(server, "/v2/repository/index", {}))}
 
 
-def reload_model(server: TritonServer, model: str, timeout: float = 120) -> float:
+def reload_model(server: Server, model: str, timeout: float = 120) -> float:
     """Load a fresh instance of ``model`` (new stub processes) and swap it in; return the seconds it took.
 
     Raises ``TritonServerError`` when Triton refuses or the load fails (the old instance then stays)."""
@@ -68,12 +104,12 @@ def reload_model(server: TritonServer, model: str, timeout: float = 120) -> floa
     return time.monotonic() - began
 
 
-def unload_model(server: TritonServer, model: str) -> None:
+def unload_model(server: Server, model: str) -> None:
     """Ask Triton to unload ``model``: new requests are refused at once, those in flight finish first."""
     _request(server, f"/v2/repository/models/{model}/unload", {})
 
 
-def active_requests(server: TritonServer, models: Sequence[str] = PUBLIC_MODELS) -> int:
+def active_requests(server: Server, models: Sequence[str] = PUBLIC_MODELS) -> int:
     """Requests in progress in ``models`` by the BLS's gauge (0 once a model's gauge is gone)."""
     with _OPENER.open(server.metrics_url, timeout=10) as page:
         lines = page.read().decode().splitlines()
@@ -84,7 +120,7 @@ def active_requests(server: TritonServer, models: Sequence[str] = PUBLIC_MODELS)
     return round(total)
 
 
-def drain(server: TritonServer, grace: float, *, models: Sequence[str] = PUBLIC_MODELS,
+def drain(server: Server, grace: float, *, models: Sequence[str] = PUBLIC_MODELS,
           log: Any = print) -> int:
     """Refuse new requests to ``models`` and wait up to ``grace`` seconds for those in flight; return how many
     were still running at the end (0: all finished). The server keeps running: stop it afterwards."""
@@ -104,3 +140,34 @@ def drain(server: TritonServer, grace: float, *, models: Sequence[str] = PUBLIC_
         if now == 0 or time.monotonic() >= deadline:
             return now
         time.sleep(0.2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tts_triton.model_control drain|reload``: the preStop hook's drain, an operator's reload."""
+    parser = argparse.ArgumentParser(prog="python -m tts_triton.model_control", description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=("drain", "reload"))
+    parser.add_argument("models", nargs="*", help="reload: the models to reload")
+    parser.add_argument("--http", default="127.0.0.1:8000", help="HTTP endpoint, host:port (default %(default)s)")
+    parser.add_argument("--metrics", default="127.0.0.1:8002", help="metrics endpoint (default %(default)s)")
+    parser.add_argument("--grace", type=float, default=60.0, help="drain: seconds for the requests in flight")
+    parser.add_argument("--delay", type=float, default=0.0,
+                        help="drain: seconds to keep serving after marking the pod not ready (endpoints update)")
+    args = parser.parse_args(argv)
+    endpoint = Endpoint(args.http, f"http://{args.metrics}/metrics", os.environ.get(ADMIN_KEY_ENV, ""))
+    try:
+        if args.action == "reload":
+            for model in args.models:
+                print(f"{model} reloaded in {reload_model(endpoint, model):.1f} s")
+            return 0
+        mark = Path(os.environ.get(DRAIN_MARK_ENV, DEFAULT_DRAIN_MARK))
+        mark.touch()  # readiness fails from now on, liveness passes
+        time.sleep(args.delay)
+        left = drain(endpoint, args.grace)
+    except TritonServerError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0 if left == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

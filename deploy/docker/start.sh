@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start script of the serving image (nvcr.io/nvidia/tritonserver:24.10-py3 + tts_triton).
+# Start script of the serving image (nvcr.io/nvidia/tritonserver:25.06-py3 + tts_triton).
 #
 # MODEL_SOURCE (default /models) is an `onnxruntime` repository (`tts-triton build-repo --target onnxruntime`).
 # TTS_RUNTIME=onnxruntime serves it as it is. TTS_RUNTIME=tensorrt (the default) serves a `tensorrt`
