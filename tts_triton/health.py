@@ -24,11 +24,13 @@ probes::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -195,39 +197,56 @@ def _check_offline(client: grpcclient.InferenceServerClient, model: str, timeout
         raise RuntimeError("no audio")
 
 
-def _check_stream(client: grpcclient.InferenceServerClient, model: str, timeout: float) -> None:
+def _check_stream(url: str, model: str, timeout: float) -> None:
+    """One ``tts`` stream that must end with its FINAL within ``timeout``. It is never ended by a gRPC cancel
+    (which can crash Triton 2.51): past the timeout it is stopped in band, and closed on a background thread."""
     done = threading.Event()
     errors: list[Exception] = []
+    request_id = f"health-{uuid.uuid4().hex[:12]}"
 
     def on_response(result: Any, error: Exception | None) -> None:
         if error is not None:
             errors.append(error)
             done.set()
-        elif result.get_response().parameters["triton_final_response"].bool_param:
+        elif result.get_response().id == request_id and \
+                result.get_response().parameters["triton_final_response"].bool_param:
             done.set()
 
-    client.start_stream(on_response, stream_timeout=timeout)
+    client = grpcclient.InferenceServerClient(url)
+    finished = False
     try:
-        client.async_stream_infer(model, _text(), enable_empty_final_response=True)
-        if not done.wait(timeout):
-            raise TimeoutError(f"no final response within {timeout:g} s")
+        client.start_stream(on_response)
+        client.async_stream_infer(model, _text(), request_id=request_id, enable_empty_final_response=True)
+        finished = done.wait(timeout)
         if errors:
             raise errors[0]
+        if not finished:
+            raise TimeoutError(f"no final response within {timeout:g} s")
     finally:
-        client.stop_stream(cancel_requests=True)
+        if finished or errors:
+            client.close()
+        else:
+            threading.Thread(target=_stop_in_band, args=(client, request_id, model), daemon=True).start()
+
+
+def _stop_in_band(client: grpcclient.InferenceServerClient, request_id: str, model: str) -> None:
+    """Stop a health stream that outlived its check with the client library's in-band stop, then close it."""
+    from tts_triton.client.grpc_client import send_stop
+
+    with contextlib.suppress(Exception):  # a broken stream is closed below all the same
+        send_stop(client, request_id, model=model)
+    client.close()
 
 
 def _check(url: str, model: str, timeout: float) -> ModelHealth:
     start = time.monotonic()
-    if model == contract.TTS:
-        run = _check_stream
-    elif model == contract.TTS_OFFLINE:
-        run = _check_offline
-    else:
-        run = _check_network
+    run = _check_offline if model == contract.TTS_OFFLINE else _check_network
     try:
-        with grpcclient.InferenceServerClient(url) as client:
-            run(client, model, timeout)
+        if model == contract.TTS:
+            _check_stream(url, model, timeout)
+        else:
+            with grpcclient.InferenceServerClient(url) as client:
+                run(client, model, timeout)
     except Exception as err:  # any failure is the answer
         message = err.message() if hasattr(err, "message") and callable(err.message) else str(err)
         return ModelHealth(model, classify_error(err), time.monotonic() - start, f"{type(err).__name__}: {message}")
