@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tts_triton.health import HealthReport, check_health
-from tts_triton.model_control import reload_model
+from tts_triton.model_control import PUBLIC_MODELS, reload_model
 from tts_triton.server import TritonServer, TritonServerError
 
 __all__ = ["Action", "Supervisor"]
@@ -105,20 +105,28 @@ class Supervisor:
                 failed = 0
 
     def heal(self, report: HealthReport) -> None:
-        """Reload each dead model of ``report``; restart the server if a reload fails or leaves one dead."""
-        dead = [m for m in report.models if m.model in report.dead]
-        for model in dead:
-            self.log(f"reloading {model.model}: {model.error}")
-            try:
-                seconds = reload_model(self.server, model.model, timeout=self.start_timeout)
-            except TritonServerError as err:
-                self.restart(f"reloading {model.model} failed: {err}")
-                return
-            self.actions.append(Action("reload", model.error, seconds, model.model))
-            self.log(f"{model.model} reloaded in {seconds:.1f} s")
-        still = [m for m in self.check().dead if m in {d.model for d in dead}]
-        if still:
+        """Reload the dead models of ``report``, the networks first: the BLS models fail whenever a network they
+        call is dead, so they are reloaded only if still dead once the networks are back. Restart the server
+        if a reload fails or leaves a model dead."""
+        reasons = {m.model: m.error for m in report.models}
+        if not self._reload([m for m in report.dead if m not in PUBLIC_MODELS], reasons):
+            return
+        dead = self.check().dead
+        if dead and self._reload(dead, reasons) and (still := self.check().dead):
             self.restart(f"still dead after a reload: {', '.join(still)}")
+
+    def _reload(self, models: list[str], reasons: dict[str, str]) -> bool:
+        """Reload ``models`` one by one; False (after restarting the server) when a reload fails."""
+        for model in models:
+            self.log(f"reloading {model}: {reasons.get(model) or 'dead'}")
+            try:
+                seconds = reload_model(self.server, model, timeout=self.start_timeout)
+            except TritonServerError as err:
+                self.restart(f"reloading {model} failed: {err}")
+                return False
+            self.actions.append(Action("reload", reasons.get(model, ""), seconds, model))
+            self.log(f"{model} reloaded in {seconds:.1f} s")
+        return True
 
     def restart(self, reason: str) -> Action:
         """Stop the server (at most ``stop_timeout`` s of grace), start it again, and record how long it took."""
