@@ -46,6 +46,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from tts_triton.bench.workload import RequestRecord, Workload
 from tts_triton.client import TTSClient, TTSError, VoiceCatalog
+from tts_triton.endpoints import DEFAULT_GRPC_URL
 
 # Locust runs users as greenlets: grpc must cooperate with gevent (before any channel exists).
 grpc_gevent.init_gevent()
@@ -81,7 +82,7 @@ def _voice_bank(host: str, timeout: float) -> VoiceCatalog:
 class TTSStreamUser(User):
     """Streams one sentence per task over its own gRPC connection."""
 
-    host = os.environ.get("TTS_HOST", "grpc://localhost:8001")
+    host = os.environ.get("TTS_HOST", f"grpc://{DEFAULT_GRPC_URL}")
     wait_time = between(float(os.environ.get("TTS_WAIT_MIN", "0")), float(os.environ.get("TTS_WAIT_MAX", "1")))
     timeout = float(os.environ.get("TTS_TIMEOUT", "60"))
 

@@ -18,6 +18,7 @@ from tts_triton.bench.stats import LevelResult, percentile
 from tts_triton.bench.workload import SENTENCES
 from tts_triton.config import ModelConfig
 from tts_triton.contract import TTS
+from tts_triton.layout import MANIFEST_FILE
 
 __all__ = ["ServerInfo", "describe_gpus", "describe_machine", "describe_server", "sentence_rows"]
 
@@ -95,7 +96,7 @@ async def describe_server(server: Any, url: str, repository: Path | None) -> Ser
                        + {True: "yes", False: "**no**"}.get(trained, "unknown")),
     ]
     settings: dict[str, Any] = {}
-    manifest_path = repository / "repository.json" if repository else None
+    manifest_path = repository / MANIFEST_FILE if repository else None
     if manifest_path and manifest_path.exists():
         manifest = json.loads(manifest_path.read_text())
         facts.append(("Repository", f"`{repository}`, target `{manifest.get('target')}`, built "

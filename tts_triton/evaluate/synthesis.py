@@ -12,6 +12,7 @@ import numpy as np
 
 from tts_triton import audio, contract
 from tts_triton.config import STREAMING
+from tts_triton.layout import VOICE_BANK_FILE
 from tts_triton.serving.pipeline import Pipeline
 from tts_triton.text import text_to_sequences
 from tts_triton.voices import VoiceBank
@@ -68,8 +69,8 @@ def voice_bank_for(checkpoint: Path | None, explicit: Path | None, ckpt: Any) ->
     if explicit:
         return VoiceBank.load(explicit), str(explicit)
     path = checkpoint or (DEFAULT_CHECKPOINT if DEFAULT_CHECKPOINT.exists() else None)
-    if path and path.with_name("voice_bank.json").exists():
-        return VoiceBank.load(path.with_name("voice_bank.json")), _relative(path.with_name("voice_bank.json"))
+    if path and path.with_name(VOICE_BANK_FILE).exists():
+        return VoiceBank.load(path.with_name(VOICE_BANK_FILE)), _relative(path.with_name(VOICE_BANK_FILE))
     print("building the voice bank from espeak-ng reference clips ...", file=sys.stderr, flush=True)
     return build_voice_bank(ckpt, espeak_references()), "built from espeak-ng references (export.voice_bank)"
 

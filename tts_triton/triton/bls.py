@@ -54,7 +54,7 @@ import triton_python_backend_utils as pb_utils
 
 from tts_triton import audio, contract
 from tts_triton.config import STREAMING, ModelConfig
-from tts_triton.layout import FIRST_CHUNK_FIRST, MAX_STREAMS
+from tts_triton.layout import FIRST_CHUNK_FIRST, MAX_STREAMS, MODEL_CONFIG, VOICE_BANK
 from tts_triton.serving.gate import ProgressGate
 from tts_triton.serving.params import instance_count, int_parameter, parameters
 from tts_triton.serving.pipeline import Cancelled, Chunk
@@ -121,11 +121,11 @@ class TritonPythonModel:
         config = json.loads(args["model_config"])
         params = parameters(config)
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
-        self.cfg = ModelConfig.from_dict(json.loads(params["model_config"]))
+        self.cfg = ModelConfig.from_dict(json.loads(params[MODEL_CONFIG]))
         self.spec = contract.tts_spec(self.cfg, config["name"])
         first = self.decoupled and params.get(FIRST_CHUNK_FIRST) == "true"  # tts_offline sends no first chunk
         streaming = dataclasses.replace(STREAMING, first_chunk_first=first)
-        self.service = TTSService(self.cfg, VoiceBank.from_json(params["voice_bank"]), streaming)
+        self.service = TTSService(self.cfg, VoiceBank.from_json(params[VOICE_BANK]), streaming)
         self.service.warm_up()
         self.backend = BlsBackend(self.cfg)
         self.logger = pb_utils.Logger

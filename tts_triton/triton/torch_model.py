@@ -32,7 +32,7 @@ import torch
 from tts_triton.checkpoint import load_checkpoint
 from tts_triton.config import ModelConfig
 from tts_triton.contract import network_specs
-from tts_triton.layout import BATCH_BUDGET, CHECKPOINT_FILE, CUDA_GRAPHS, FP16, INTRA_OP_THREADS
+from tts_triton.layout import BATCH_BUDGET, CHECKPOINT_FILE, CUDA_GRAPHS, FP16, INTRA_OP_THREADS, MODEL_CONFIG
 from tts_triton.serving.graphs import StageRunner
 from tts_triton.serving.params import config_tensors, int_parameter, parameters
 from tts_triton.serving.request_shapes import RequestShapes
@@ -69,7 +69,7 @@ class TritonPythonModel:
         config = json.loads(args["model_config"])
         params = parameters(config)
         self._name = args["model_name"]
-        cfg = ModelConfig.from_dict(json.loads(params["model_config"]))
+        cfg = ModelConfig.from_dict(json.loads(params[MODEL_CONFIG]))
         self._spec = network_specs(cfg)[self._name]
         declared = [t.name for t in config_tensors(config, "input")], [t.name for t in config_tensors(config, "output")]
         if declared != (self._spec.input_names, self._spec.output_names):
