@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up this project on a Debian machine, idempotently; a re-run with everything present takes a second.
-#   1. Debian packages needed at run time (espeak-ng, libsndfile1; python3-venv when venv is unusable),
+#   1. Debian packages needed at run time (espeak-ng, libsndfile1; redis-server for the cache tests; python3-venv
+#      when venv is unusable),
 #      installed only when missing, and only as root or with password-less sudo (else a warning); apt waits
 #      up to APT_LOCK_TIMEOUT seconds (default 300) for a lock another apt/dpkg holds;
 #   2. .venv, made with the machine's python3 (3.11);
@@ -41,7 +42,7 @@ if [[ -n $host_torch && -f $BUNDLE/triton.tar.xz ]]; then
 fi
 
 # 1. Debian packages.
-packages=(espeak-ng libsndfile1)
+packages=(espeak-ng libsndfile1 redis-server)  # redis-server: the cache tests start real ones
 "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3-venv)
 missing=()
 for pkg in "${packages[@]}"; do

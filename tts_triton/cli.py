@@ -101,6 +101,7 @@ def serve_target(args: argparse.Namespace) -> str:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from tts_triton.cache.settings import env_from_arguments
     from tts_triton.embedded import EmbeddedServer, bundle_install, triton_home
     from tts_triton.server import PortInUseError, TritonServerError, check_ports, set_parent_death_signal
     from tts_triton.supervisor import Supervisor
@@ -114,6 +115,10 @@ def _serve(args: argparse.Namespace) -> int:
         set_parent_death_signal(signal.SIGTERM, parent)
     if args.checkpoint is not None and not args.checkpoint.is_file():
         return _fail(f"--checkpoint {args.checkpoint}: no such file")
+    try:
+        cache_env = env_from_arguments(args)
+    except (ValueError, OSError) as err:
+        return _fail(f"cache: {err}")
 
     home = triton_home()  # $TRITON_HOME: a Triton bundle instead of the wheel's server (a GPU host's .venv sets it)
     try:
@@ -122,7 +127,8 @@ def _serve(args: argparse.Namespace) -> int:
         return _fail(str(err))
     server = EmbeddedServer(args.model_repository.absolute(), host=args.host, http_port=args.http_port,
                             grpc_port=args.grpc_port, metrics_port=args.metrics_port, log_verbose=args.log_verbose,
-                            admin_key=os.environ.get("TTS_TRITON_ADMIN_KEY"), mps=args.mps, install=install)
+                            admin_key=os.environ.get("TTS_TRITON_ADMIN_KEY"), mps=args.mps, install=install,
+                            environment=cache_env)
     try:
         check_ports(args.host, server.ports)  # before building: a busy port fails in seconds
         try:
@@ -404,6 +410,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--exit-with-parent", nargs="?", type=int, const=0, metavar="PID",
                    help="stop when the process that started serve (or PID, e.g. a script's $$) exits, even by "
                         "SIGKILL; a parent already gone stops serve at once (for scripts)")
+    from tts_triton.cache.settings import add_arguments as add_cache_arguments
+
+    add_cache_arguments(s)
     s.set_defaults(func=_serve)
 
 

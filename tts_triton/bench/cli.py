@@ -116,6 +116,10 @@ def parser() -> argparse.ArgumentParser:
                         "embedded server, VALUE as JSON or else a string; repeatable")
     p.add_argument("--server-env", type=_assignment, action="append", default=[], metavar="NAME=VALUE",
                    help="an environment variable of the embedded server and its models; repeatable")
+    p.add_argument("--cache", action="store_true",
+                   help="give the embedded server an utterance cache: a private redis-server (the Debian package's "
+                        "binary) on a free loopback port for the run, its log in --out; with --repeat-ratio the "
+                        "report's hit rate then counts its hits")
     p.add_argument("--quick", action="store_true",
                    help="levels {concurrency} with --seconds {seconds:g} --grace {grace:g} (a whole GPU run in a few "
                         "minutes); explicit options win".format(**{**QUICK, "concurrency": " ".join(
@@ -173,6 +177,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         p.error("--seconds and --memory-every must be positive, --grace, --warmup and --soak not negative")
     if any(not 0.0 <= r <= 1.0 for r in args.repeat_ratio or []):
         p.error("--repeat-ratio values must be within 0-1")
+    if args.cache and args.url:
+        p.error("--cache starts a Redis for the embedded server; a server at --url has its own configuration")
     return args
 
 
@@ -216,12 +222,24 @@ def _server(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator[Se
         repository = ensure_repository(args.model_repository, target=choice.name, settings=settings)
     except (TypeError, ValueError) as err:  # an unknown setting or target, a checkpoint that does not fit
         raise TritonServerError(f"cannot build {args.model_repository}: {err}") from None
-    server = embedded_server(repository, args.triton_home, mps=args.mps, environment=dict(args.server_env))
-    say(f"starting the embedded tritonserver{f' from {args.triton_home}' if args.triton_home else ''} "
-        f"(log: {server.log_file}) ...")
-    with server:
-        yield ServerUnderTest(server.grpc_url, server.metrics_url, repository, server.pid, f"triton {choice.name}",
-                              server.log_file)
+    environment = dict(args.server_env)
+    with contextlib.ExitStack() as stack:
+        if args.cache:
+            from tts_triton.cache.local import LocalRedis
+            from tts_triton.cache.settings import ENV_PREFIX
+
+            try:
+                redis = stack.enter_context(LocalRedis(args.out))
+            except RuntimeError as err:  # no redis-server binary, or it did not start
+                raise TritonServerError(f"--cache: {err}") from None
+            environment.setdefault(ENV_PREFIX + "REDIS_URL", redis.url)
+            say(f"utterance cache: a private redis-server at {redis.url}")
+        server = embedded_server(repository, args.triton_home, mps=args.mps, environment=environment)
+        say(f"starting the embedded tritonserver{f' from {args.triton_home}' if args.triton_home else ''} "
+            f"(log: {server.log_file}) ...")
+        with server:
+            yield ServerUnderTest(server.grpc_url, server.metrics_url, repository, server.pid,
+                                  f"triton {choice.name}", server.log_file)
 
 
 @dataclass

@@ -14,6 +14,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from tts_triton.errors import InvalidInput
 from tts_triton.serving.pipeline import Chunk, InferBackend, Pipeline
 from tts_triton.text import check_text, text_to_sequences
 from tts_triton.voices import VoiceBank
+
+if TYPE_CHECKING:
+    from tts_triton.cache import UtteranceCache
 
 MAX_TEXT_CHARS = LIMITS.max_text_chars
 MIN_REFERENCE_SECONDS = LIMITS.min_reference_seconds
@@ -129,16 +133,25 @@ class TTSService:
     """Validated request -> sentences + style -> streamed :class:`Chunk` objects."""
 
     def __init__(self, cfg: ModelConfig, voice_bank: VoiceBank, streaming: StreamingConfig = STREAMING,
-                 style_cache: StyleCache | None = None) -> None:
+                 style_cache: StyleCache | None = None, cache: UtteranceCache | None = None) -> None:
         self.cfg = cfg
         self.voice_bank = voice_bank
         self.streaming = streaming
         self.style_cache = style_cache or StyleCache()
+        self.cache = cache
 
     def warm_up(self) -> None:
         """Run the front end once (loads espeak-ng and its voice data), so that the first request of a
         serving process does not pay for it."""
         text_to_sequences("Ready.", self.streaming.max_tokens)
+
+    def cached_stream(self, request: SynthesisRequest, backend: InferBackend,
+                      cancelled: Callable[[], bool] = lambda: False, *, use_cache: bool = True) -> AsyncIterator[Chunk]:
+        """:meth:`stream` through the utterance cache when the service has one and ``use_cache``."""
+        if self.cache is None:
+            return self.stream(request, backend, cancelled)
+        return self.cache.stream(request, lambda: self.stream(request, backend, cancelled), use=use_cache,
+                                 stopped=cancelled)
 
     async def stream(self, request: SynthesisRequest, backend: InferBackend,
                      cancelled: Callable[[], bool] = lambda: False) -> AsyncIterator[Chunk]:

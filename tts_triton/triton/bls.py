@@ -30,6 +30,10 @@ Metrics: ``tts_active_requests`` (gauge, by ``model`` and ``instance``: a restar
 series to 0) and ``tts_requests_total`` (counter, by ``model`` and ``outcome``:
 :data:`~tts_triton.serving.requests.OUTCOMES`), beside Triton's own.
 
+Utterance cache: when the server's environment sets ``TTS_CACHE_REDIS_URL`` (:mod:`tts_triton.cache`),
+both models answer repeats from Redis and count ``tts_cache_*`` metrics; the request parameter ``cache``
+= false opts one request out.
+
 Config parameters: ``model_config`` (ModelConfig JSON), ``voice_bank`` (VoiceBank JSON), ``first_chunk_first``
 (``"true"``: :attr:`~tts_triton.config.StreamingConfig.first_chunk_first` for ``tts``; ``tts_offline`` ignores it),
 ``max_streams`` (the admission bound; absent or 0: none).
@@ -44,6 +48,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 import threading
 from collections.abc import AsyncIterator, Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +58,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from tts_triton import audio, contract
+from tts_triton.cache.deployment import cache_wanted, open_cache
 from tts_triton.config import STREAMING, ModelConfig
 from tts_triton.layout import FIRST_CHUNK_FIRST, MAX_STREAMS, MODEL_CONFIG, VOICE_BANK
 from tts_triton.serving.gate import ProgressGate
@@ -125,10 +131,15 @@ class TritonPythonModel:
         self.spec = contract.tts_spec(self.cfg, config["name"])
         first = self.decoupled and params.get(FIRST_CHUNK_FIRST) == "true"  # tts_offline sends no first chunk
         streaming = dataclasses.replace(STREAMING, first_chunk_first=first)
-        self.service = TTSService(self.cfg, VoiceBank.from_json(params[VOICE_BANK]), streaming)
+        self.logger = pb_utils.Logger
+        cache = open_cache(os.environ, args.get("model_repository"), config["name"], self.cfg.to_dict(),
+                           streaming, sample_rate=audio.SAMPLE_RATE, family=counter_family,
+                           log=self.logger.log_warn)
+        self.cache_meter = cache[1] if cache else None
+        self.service = TTSService(self.cfg, VoiceBank.from_json(params[VOICE_BANK]), streaming,
+                                  cache=cache[0] if cache else None)
         self.service.warm_up()
         self.backend = BlsBackend(self.cfg)
-        self.logger = pb_utils.Logger
         self.name = config["name"]
         self.admission = Admission(int_parameter(config, MAX_STREAMS, 0), instance_count(config), self.name)
         self.stops = StopBoard()
@@ -158,6 +169,8 @@ class TritonPythonModel:
             self.loop_thread.join(timeout=5)
         del self.active, self.outcomes  # a Metric must go before its MetricFamily
         del self.active_family, self.outcome_family
+        if self.cache_meter is not None:
+            self.cache_meter.close()
 
     def execute(self, requests: list[Any]) -> Coroutine[Any, Any, None] | None:
         """``tts``: a coroutine, which Triton runs in the background. ``tts_offline``: None at once; each
@@ -200,8 +213,9 @@ class TritonPythonModel:
             def stopped() -> bool:
                 return self.stops.posted(request_id)
 
-            chunks = self.service.stream(parsed, backend,
-                                         lambda: deadline.passed() or request.is_cancelled() or stopped())
+            chunks = self.service.cached_stream(parsed, backend,
+                                                lambda: deadline.passed() or request.is_cancelled() or stopped(),
+                                                use_cache=cache_wanted(request.parameters()))
             try:
                 async with contextlib.aclosing(chunks):
                     async for chunk in chunks:
@@ -262,3 +276,8 @@ class TritonPythonModel:
         mel = np.concatenate([c.mel for c in chunks]) if chunks else np.zeros((0, self.cfg.n_mels), np.float32)
         return self.chunk_response(whole, mel if "MEL" in request.requested_output_names() else None)
 
+
+
+def counter_family(name: str, description: str) -> Any:
+    """A Prometheus counter family on Triton's metrics port."""
+    return pb_utils.MetricFamily(name=name, description=description, kind=pb_utils.MetricFamily.COUNTER)

@@ -1,0 +1,69 @@
+"""What a serving model puts into every cache key besides the request, and how it opens its cache.
+
+The deployment part of a key comes from the repository's manifest (``repository.json``, written by the
+repository builder): checkpoint and voice-bank digests, runtime target, package version and the build
+settings that can change audio; plus the served model config and streaming settings. Two servers
+of one build share entries; a different checkpoint, target or setting never reads them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tts_triton.cache.metrics import CounterMeter
+from tts_triton.cache.settings import OPT_OUT_PARAMETER, CacheSettings
+from tts_triton.cache.utterance import UtteranceCache
+from tts_triton.errors import InvalidInput
+
+#: Build settings that change only speed, never the audio: left out so that differently tuned servers share.
+THROUGHPUT_SETTINGS = ("networks", "bls_instances")
+#: Manifest entries that determine audio.
+MANIFEST_KEYS = ("checkpoint_sha256", "voice_bank_sha256", "target", "tts_triton_version")
+
+
+def deployment_fingerprint(repository: Path, model_config: Mapping[str, Any], streaming: Any) -> dict[str, Any] | None:
+    """The deployment part of every key, or None when ``repository`` has no manifest (then there is no
+    checkpoint digest to key on, and no cache)."""
+    from tts_triton.export.repository import read_manifest
+
+    manifest = read_manifest(repository)
+    if manifest is None or not all(k in manifest for k in MANIFEST_KEYS):
+        return None
+    settings = {k: v for k, v in manifest.get("settings", {}).items() if k not in THROUGHPUT_SETTINGS}
+    return {**{k: manifest[k] for k in MANIFEST_KEYS}, "settings": settings, "model_config": dict(model_config),
+            "streaming": dataclasses.asdict(streaming)}
+
+
+def open_cache(environ: Mapping[str, str], model_dir: str | None, model: str, model_config: Mapping[str, Any],
+               streaming: Any, *, sample_rate: int, family: Callable[[str, str], Any],
+               log: Callable[[str], None]) -> tuple[UtteranceCache, CounterMeter] | None:
+    """The model's cache and its counters when ``environ`` configures one (``TTS_CACHE_REDIS_URL``), else
+    None. ``model_dir`` is the model's folder in the repository (Triton's ``args["model_repository"]``); a
+    repository without a manifest gets no cache (logged). No Redis connection is made here."""
+    settings = CacheSettings.from_env(environ)
+    if settings is None:
+        return None
+    repository = Path(model_dir).parent if model_dir else None
+    deployment = None if repository is None else deployment_fingerprint(repository, model_config, streaming)
+    if deployment is None:
+        log(f"{model}: utterance cache off: no repository.json beside {model_dir} to key the cache on")
+        return None
+    meter = CounterMeter(family, model)
+    return UtteranceCache(settings, deployment, sample_rate=sample_rate, meter=meter, log=log), meter
+
+
+def cache_wanted(parameters: str | Mapping[str, Any] | None) -> bool:
+    """Whether a request's Triton parameters (JSON text or a dict) leave the cache on: the
+    :data:`~tts_triton.cache.settings.OPT_OUT_PARAMETER` parameter ``false`` (bool, or the string
+    ``"false"``) opts out; raises InvalidInput for any other value than true/false."""
+    values = json.loads(parameters or "{}") if isinstance(parameters, str | None) else parameters
+    value = values.get(OPT_OUT_PARAMETER, True)
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        value = value.lower() == "true"
+    if not isinstance(value, bool):
+        raise InvalidInput(OPT_OUT_PARAMETER, f"request parameter must be true or false, got {value!r}")
+    return value
