@@ -140,6 +140,18 @@ def start_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
         server.stop()
 
 
+#: Fixtures that make a test slow by the marker's definition (pyproject.toml): a real tritonserver, or the
+#: exported model repository (an ONNX export of a full-size checkpoint). A test using one, directly or through
+#: another fixture, is marked ``slow``, so that ``-m "not slow"`` is the quick suite.
+SLOW_FIXTURES = frozenset({"start_triton", "make_triton", "model_repository"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 #: The user's own cache folder of tts-triton, as it was before the session redirected $XDG_CACHE_HOME.
 USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tts-triton"
 #: Paths under USER_CACHE that this test process opened for writing, created or renamed into since the last test.
