@@ -6,6 +6,7 @@
   tts-triton build-repo [--target torch-cuda | tensorrt --engines-dir DIR] [--out DIR]
   tts-triton bench [--concurrency 1 4 16]  latency, real-time factor, throughput
   tts-triton loadtest --users 16 --spawn-rate 4 --duration 1m
+  tts-triton gateway [--port 8080]         OpenAI-compatible /v1/audio/speech in front of a running server
 
 The model repository defaults to ~/.cache/tts-triton/model_repository ($XDG_CACHE_HOME), whatever the
 working directory. Each command has its own --help.
@@ -359,6 +360,51 @@ def _loadtest(args: argparse.Namespace) -> int:
     return status
 
 
+def _gateway(args: argparse.Namespace) -> int:
+    from tts_triton.gateway import GatewayConfig, serve
+    from tts_triton.gateway.limits import auth_problem, load_api_keys
+    from tts_triton.gateway.voices import load_voice_map
+
+    try:
+        keys = load_api_keys(args.api_keys_file)
+        voice_map = load_voice_map(args.voice_map)
+    except (OSError, ValueError) as err:
+        return _fail(str(err))
+    if problem := auth_problem(args.host, keys, allow_anonymous=args.allow_anonymous):
+        return _fail(problem)
+    config = GatewayConfig(triton_url=args.triton_url, api_keys=keys, max_streams=args.max_streams,
+                           max_input_chars=args.max_input_chars, request_timeout_s=args.timeout,
+                           voice_map=voice_map)
+    print(f"gateway: http://{args.host}:{args.port}/v1/audio/speech -> Triton {args.triton_url} "
+          f"(API keys: {len(keys) or 'off'}, at most {args.max_streams} streams)", flush=True)
+    serve(config, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def _gateway_parser(sub: argparse._SubParsersAction) -> None:
+    g = sub.add_parser("gateway", help="OpenAI-compatible speech API (/v1/audio/speech) in front of Triton",
+                       description="Serve OpenAI's POST /v1/audio/speech (mp3, opus, aac, flac, wav, pcm; "
+                                   "streamed) plus /v1/audio/voices, /healthz, /readyz and /metrics, talking to "
+                                   "a running Triton's streaming tts model over one gRPC channel.")
+    g.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s: loopback only)")
+    g.add_argument("--port", type=int, default=8080, help="HTTP port (default %(default)s)")
+    g.add_argument("--triton-url", default=DEFAULT_GRPC, help="Triton's gRPC address (default %(default)s)")
+    g.add_argument("--api-keys-file", type=Path,
+                   help="file of API keys, one per line (also read: $TTS_GATEWAY_API_KEYS, comma-separated)")
+    g.add_argument("--allow-anonymous", action="store_true",
+                   help="serve without API keys on a non-loopback --host (off by default)")
+    g.add_argument("--max-streams", type=int, default=64,
+                   help="concurrent streams; more get 429 with Retry-After (default %(default)s)")
+    g.add_argument("--max-input-chars", type=int, default=4096,
+                   help="longest `input`; longer is 413 (default %(default)s, OpenAI's limit)")
+    g.add_argument("--timeout", type=float, default=300.0, help="seconds one synthesis may take (default %(default)s)")
+    g.add_argument("--voice-map", type=Path,
+                   help="JSON object of OpenAI voice name -> preset, over the built-in table")
+    g.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
+                   help="uvicorn's log level (default %(default)s)")
+    g.set_defaults(func=_gateway)
+
+
 def _build_parser(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("build-repo", help="export the networks and write the Triton model repository",
                        description="Export the checkpoint's networks to ONNX and write a Triton model repository "
@@ -462,6 +508,7 @@ def parser() -> argparse.ArgumentParser:
     _serve_parser(sub)
     _client_parsers(sub)
     _build_parser(sub)
+    _gateway_parser(sub)
     sub.add_parser("bench", help="benchmark a server: latency, RTF, throughput (tts-triton bench --help)",
                    add_help=False)
     return p

@@ -1,0 +1,96 @@
+"""The request body of ``POST /v1/audio/speech`` (OpenAI's), parsed and checked field by field.
+
+Every problem is an :class:`ApiError` naming the field: 400 for a missing, mistyped or out-of-range field
+or an unknown one (never silently ignored), 413 for an ``input`` over the gateway's limit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .encoders import FORMATS
+from .errors import ApiError
+
+__all__ = ["OPENAI_SPEED_RANGE", "STREAM_FORMATS", "SpeechRequest", "parse_speech_request"]
+
+#: The ``speed`` range OpenAI's API accepts.
+OPENAI_SPEED_RANGE = (0.25, 4.0)
+STREAM_FORMATS = ("audio", "sse")
+_FIELDS = ("model", "input", "voice", "response_format", "speed", "instructions", "stream_format")
+
+
+@dataclass(frozen=True)
+class SpeechRequest:
+    """One checked request; ``voice`` is the name as sent (an object's ``id`` for ``{"id": ...}``)."""
+
+    model: str
+    input: str
+    voice: str
+    response_format: str = "mp3"
+    speed: float = 1.0
+    instructions: str | None = None
+    stream_format: str = "audio"
+
+
+def parse_speech_request(body: bytes, *, max_input_chars: int) -> SpeechRequest:
+    """Parse and check a JSON body; raises :class:`ApiError` (400 or 413) naming the field at fault."""
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ApiError(400, f"the request body is not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    unknown = sorted(data.keys() - set(_FIELDS))
+    if unknown:
+        raise ApiError(400, f"unknown parameter {unknown[0]!r}; this endpoint takes {', '.join(_FIELDS)}",
+                       param=unknown[0], code="unknown_parameter")
+    text = _string(data, "input", required=True)
+    if not text.strip():
+        raise ApiError(400, "input: must contain text to speak", param="input")
+    if len(text) > max_input_chars:
+        raise ApiError(413, f"input: {len(text)} characters; the limit is {max_input_chars}", param="input",
+                       code="input_too_long")
+    voice = data.get("voice")
+    if isinstance(voice, dict) and set(voice) == {"id"}:
+        voice = voice["id"]
+    if not isinstance(voice, str) or not voice:
+        raise ApiError(400, "voice: required, a voice name (GET /v1/audio/voices lists them)", param="voice")
+    response_format = _choice(data, "response_format", tuple(FORMATS), "mp3")
+    return SpeechRequest(
+        model=_string(data, "model", required=True),
+        input=text,
+        voice=voice,
+        response_format=response_format,
+        speed=_speed(data.get("speed", 1.0)),
+        instructions=_string(data, "instructions", required=False) or None,
+        stream_format=_choice(data, "stream_format", STREAM_FORMATS, "audio"),
+    )
+
+
+def _string(data: dict[str, Any], name: str, *, required: bool) -> str:
+    value = data.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value):
+        raise ApiError(400, f"{name}: {'required, ' if required else ''}expected a string, got {value!r:.40}",
+                       param=name)
+    return value
+
+
+def _choice(data: dict[str, Any], name: str, choices: tuple[str, ...], default: str) -> str:
+    value = data.get(name, default)
+    if value not in choices:
+        raise ApiError(400, f"{name}: {value!r:.40} is not one of {', '.join(choices)}", param=name)
+    return value
+
+
+def _speed(value: Any) -> float:
+    low, high = OPENAI_SPEED_RANGE
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ApiError(400, f"speed: expected a number, got {value!r:.40}", param="speed")
+    if not low <= value <= high:
+        raise ApiError(400, f"speed: {value} is outside {low}-{high}", param="speed")
+    return float(value)

@@ -1,0 +1,148 @@
+"""One speech request end to end: checks, the Triton stream, encoding, and the streamed HTTP body.
+
+The first audio chunk is awaited before the response starts, so that what Triton rejects (or Triton being
+unreachable) becomes a proper 4xx/5xx; from then on the body streams chunk by chunk. The body is an async
+generator: leaving it early (the client went away, see :class:`AudioStreamResponse`) closes the Triton
+stream through the client library, so the decoder stops.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
+
+import anyio
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from tts_triton.client import AudioChunk, InvalidInputError, ServerUnavailableError, TTSError, TTSTimeoutError
+from tts_triton.contract import EMOTION, TEXT, VOICE
+
+from .encoders import FORMATS, new_encoder
+from .errors import ApiError
+from .metrics import GatewayMetrics
+from .schema import SpeechRequest
+
+__all__ = ["AudioStreamResponse", "SpeechStream", "api_error_for", "first_chunk", "media_type"]
+
+#: The OpenAI field a Triton input came from, for the ``param`` of a 400.
+_PARAMS = {TEXT: "input", VOICE: "voice", EMOTION: "instructions"}
+
+
+def api_error_for(error: TTSError) -> ApiError:
+    """The HTTP error for a failed Triton request (no traceback, the server's message as it came)."""
+    if isinstance(error, InvalidInputError):
+        param = next((p for name, p in _PARAMS.items() if name in error.message), None)
+        return ApiError(400, error.message, param=param)
+    if isinstance(error, ServerUnavailableError):
+        return ApiError(503, f"the speech model is unavailable: {error.message}", code="model_unavailable")
+    if isinstance(error, TTSTimeoutError):
+        return ApiError(504, f"synthesis timed out: {error.message}", code="timeout")
+    return ApiError(500, f"synthesis failed: {error.message}", code="synthesis_failed")
+
+
+async def first_chunk(chunks: AsyncGenerator[AudioChunk, None]) -> AudioChunk:
+    """The stream's first chunk; raises the :class:`ApiError` for a request Triton failed (closing ``chunks``)."""
+    try:
+        return await anext(chunks)
+    except TTSError as e:
+        await chunks.aclose()
+        raise api_error_for(e) from None
+    except StopAsyncIteration:
+        raise ApiError(500, "the server ended the stream without audio", code="synthesis_failed") from None
+
+
+class SpeechStream:
+    """The streamed body of one request (:meth:`body`) and its end (:meth:`close`: the Triton stream
+    closed, the outcome counted, the stream's slot released), whether or not the body ever ran."""
+
+    def __init__(self, request: SpeechRequest, first: AudioChunk, chunks: AsyncGenerator[AudioChunk, None],
+                 metrics: GatewayMetrics, started: float, release: Callable[[], None]) -> None:
+        self.request, self.first, self.chunks = request, first, chunks
+        self.metrics, self.started, self._release = metrics, started, release
+        self.outcome = "disconnected"
+        self._closed = False
+
+    async def body(self) -> AsyncIterator[bytes]:
+        """The encoded audio (or SSE events). A Triton error mid-stream cannot change the status any more:
+        the audio ends there (SSE: an ``error`` event) and the request counts as ``error``."""
+        request, metrics = self.request, self.metrics
+        fmt, sse = request.response_format, request.stream_format == "sse"
+        encoder = new_encoder(fmt, self.first.sample_rate)
+        sent, deltas = 0, 0
+
+        def frame(data: bytes) -> bytes:
+            nonlocal sent, deltas
+            if not sent and data:
+                metrics.first_byte.labels(fmt).observe(time.perf_counter() - self.started)
+            sent += len(data)
+            metrics.bytes_out.labels(fmt).inc(len(data))
+            if not sse or not data:
+                return data
+            deltas += 1
+            return _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+
+        yield frame(encoder.encode(self.first.audio))
+        try:
+            async for chunk in self.chunks:
+                yield frame(encoder.encode(chunk.audio))
+        except TTSError as e:
+            self.outcome = "error"
+            if sse:
+                yield _event({"type": "error", **api_error_for(e).body()})
+            return
+        yield frame(encoder.finish())
+        if sse:
+            # No tokenizer here: input_tokens counts characters, output_tokens the audio deltas.
+            usage = {"input_tokens": len(request.input), "output_tokens": deltas,
+                     "total_tokens": len(request.input) + deltas}
+            yield _event({"type": "speech.audio.done", "usage": usage})
+        self.outcome = "ok"
+
+    async def close(self) -> None:
+        """Close the Triton stream (a no-op if it ended), count the outcome, release the slot; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self.chunks.aclose()
+        finally:
+            self.metrics.requests.labels(self.outcome, self.request.response_format).inc()
+            self._release()
+
+
+def _event(payload: dict) -> bytes:
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+def media_type(request: SpeechRequest) -> str:
+    return "text/event-stream" if request.stream_format == "sse" else FORMATS[request.response_format].media_type
+
+
+class AudioStreamResponse(StreamingResponse):
+    """The response of a :class:`SpeechStream`; it stops as soon as the client disconnects, not at the next
+    chunk: it listens for ``http.disconnect`` while sending, then closes the stream."""
+
+    def __init__(self, stream: SpeechStream, media_type: str, headers: dict[str, str]) -> None:
+        super().__init__(stream.body(), media_type=media_type, headers=headers)
+        self.stream = stream
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            async with aclosing(self.body_iterator), anyio.create_task_group() as group:  # type: ignore[type-var]
+
+                async def stream() -> None:
+                    with contextlib.suppress(OSError):  # the client went away while a chunk was being sent
+                        await self.stream_response(send)
+                    group.cancel_scope.cancel()
+
+                group.start_soon(stream)
+                await self.listen_for_disconnect(receive)
+                group.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.stream.close()

@@ -1,0 +1,81 @@
+"""OpenAI voice names -> the server's preset voices, and the emotion an ``instructions`` text asks for.
+
+Voices: a request's ``voice`` is first looked up among the server's own voices (``f1``, ``m3``...); an OpenAI
+name is then mapped through :data:`OPENAI_VOICES` (override it with ``tts-triton gateway --voice-map FILE``,
+a JSON object of name -> preset). A mapped preset the server lacks falls back to the server's default voice,
+so the table keeps working with any voice bank; any other name is a 400 naming ``voice``.
+
+Emotions: the first word of ``instructions`` (case-insensitive, whole words) that is one of the server's
+emotions or a synonym in :data:`EMOTION_WORDS` picks the emotion; no such word leaves the server's default.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from tts_triton.client import VoiceBank
+
+from .errors import ApiError
+
+__all__ = ["EMOTION_WORDS", "OPENAI_VOICES", "VoiceMap", "load_voice_map"]
+
+#: OpenAI's voices -> presets of the shipped voice bank (m1-m8 male, f1-f5 female timbres).
+OPENAI_VOICES: dict[str, str] = {
+    "alloy": "f1", "ash": "m1", "ballad": "m2", "coral": "f2", "echo": "m3", "fable": "m7", "onyx": "m8",
+    "nova": "f3", "sage": "f4", "shimmer": "f5", "verse": "m2", "marin": "f2", "cedar": "m1",
+}
+
+#: Words of ``instructions`` that pick an emotion, beside the emotions' own names.
+EMOTION_WORDS: dict[str, str] = {
+    "cheerful": "happy", "joyful": "happy", "excited": "happy", "upbeat": "happy", "glad": "happy",
+    "sorrowful": "sad", "melancholy": "sad", "gloomy": "sad", "unhappy": "sad", "somber": "sad",
+    "furious": "angry", "annoyed": "angry", "irritated": "angry", "mad": "angry",
+    "amazed": "surprised", "astonished": "surprised", "shocked": "surprised",
+    "calm": "neutral", "flat": "neutral", "plain": "neutral",
+}
+
+_WORD = re.compile(r"[a-z]+")
+
+
+class VoiceMap:
+    """Resolves a request's ``voice`` and ``instructions`` against one voice bank."""
+
+    def __init__(self, openai_voices: Mapping[str, str] = OPENAI_VOICES,
+                 emotion_words: Mapping[str, str] = EMOTION_WORDS) -> None:
+        self.openai_voices = dict(openai_voices)
+        self.emotion_words = dict(emotion_words)
+
+    def voice(self, name: str, bank: VoiceBank) -> str:
+        """The preset for ``name``; raises a 400 naming ``voice`` for a name neither native nor mapped."""
+        if name in bank.voices:
+            return name
+        mapped = self.openai_voices.get(name.lower())
+        if mapped is None:
+            known = ", ".join([*bank.voices, *sorted(self.openai_voices)])
+            raise ApiError(400, f"voice {name!r} is unknown; available voices: {known}", param="voice")
+        return mapped if mapped in bank.voices else bank.default_voice
+
+    def emotion(self, instructions: str | None, bank: VoiceBank) -> str | None:
+        """The emotion ``instructions`` asks for, or None (the server's default)."""
+        for word in _WORD.findall((instructions or "").lower()):
+            emotion = word if word in bank.emotions else self.emotion_words.get(word)
+            if emotion in bank.emotions:
+                return emotion
+        return None
+
+    def table(self, bank: VoiceBank) -> dict[str, str]:
+        """Every OpenAI name with the preset it resolves to on ``bank``."""
+        return {name: self.voice(name, bank) for name in sorted(self.openai_voices)}
+
+
+def load_voice_map(path: Path | None) -> VoiceMap:
+    """The default map, with a JSON file's ``{"openai name": "preset"}`` entries added over it."""
+    if path is None:
+        return VoiceMap()
+    entries = json.loads(path.read_text())
+    if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
+        raise ValueError(f"{path}: expected a JSON object of voice name -> preset name")
+    return VoiceMap({**OPENAI_VOICES, **{k.lower(): v for k, v in entries.items()}})
