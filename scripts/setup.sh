@@ -17,7 +17,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON=${PYTHON:-python3}
 VENV=.venv
 TORCH_VERSION=2.13.0
-EXTRAS=model,serve,dev,loadtest,eval
+EXTRAS=model,serve,dev,loadtest,eval,gateway
 FINGERPRINT=$VENV/.setup-fingerprint
 
 trap 'echo "setup.sh: FAILED at line $LINENO: $BASH_COMMAND" >&2' ERR

@@ -5,11 +5,11 @@ to send, chunk by chunk, then the tail on :meth:`Encoder.finish`. libsndfile (``
 flac, mp3, ogg/opus and raw pcm; PyAV (FFmpeg) encodes AAC in ADTS frames. Resampling, where a format
 or OpenAI's contract needs another rate, is soxr's streaming resampler (state carried across chunks).
 
-Every format streams: the containers here are written front to back. Where libsndfile goes back at the
-end to fill in a length (the WAV header's sizes, FLAC's STREAMINFO sample count and MD5), those bytes
-have already been sent: the stream keeps the "unknown length" values the header was first written with,
-which readers handle (libsndfile, FFmpeg and browsers read a WAV whose data size is 0 to the end, and a
-FLAC total of 0 means "unknown"). That is what OpenAI's own streamed wav does as well.
+Every format but flac streams: mp3, ogg/opus, ADTS AAC and raw pcm are written front to back; for wav,
+libsndfile goes back at the end to fill in the header's sizes, bytes already sent by then, so the stream
+keeps the sizes of 0 it started with, which libsndfile, FFmpeg and browsers read to the end of the data.
+flac is sent whole, at the end: its STREAMINFO header gets its sample count and MD5 only once the audio
+is complete, and libsndfile (soundfile) cannot read a FLAC stream whose header lacks them to its end.
 """
 
 from __future__ import annotations
@@ -29,14 +29,15 @@ __all__ = ["FORMATS", "Encoder", "OutputFormat", "new_encoder"]
 
 @dataclass(frozen=True)
 class OutputFormat:
-    """One ``response_format``: its media type, libsndfile format/subtype (None: PyAV's AAC) and the
-    rate it is sent at (None: the model's own)."""
+    """One ``response_format``: its media type, libsndfile format/subtype (None: PyAV's AAC), the rate it
+    is sent at (None: the model's own) and whether its bytes leave as they are encoded."""
 
     name: str
     media_type: str
     sf_format: str | None
     sf_subtype: str | None
     rate: int | None = None
+    streams: bool = True
 
 
 #: OpenAI's ``pcm``: 24 kHz, 16-bit little-endian, mono, no header.
@@ -52,7 +53,7 @@ FORMATS: dict[str, OutputFormat] = {f.name: f for f in (
     OutputFormat("mp3", "audio/mpeg", "MP3", "MPEG_LAYER_III"),
     OutputFormat("opus", "audio/ogg", "OGG", "OPUS", OPUS_RATE),
     OutputFormat("aac", "audio/aac", None, None),
-    OutputFormat("flac", "audio/flac", "FLAC", "PCM_16"),
+    OutputFormat("flac", "audio/flac", "FLAC", "PCM_16", streams=False),
     OutputFormat("wav", "audio/wav", "WAV", "PCM_16"),
     OutputFormat("pcm", "audio/pcm", "RAW", "PCM_16", PCM_RATE),
 )}
@@ -132,6 +133,7 @@ class SoundfileEncoder:
         out_rate = fmt.rate or rate
         self._resample = _Resampler(rate, out_rate)
         self._sink = _Sink()
+        self._streams = fmt.streams
         endian = "LITTLE" if fmt.sf_format == "RAW" else "FILE"
         # Constant bit rate MP3 (about 80 kbit/s at 22 kHz): with VBR, LAME's Xing header (filled in at close,
         # too late) keeps a wrong frame count that readers trust for the duration. libsndfile applies the
@@ -147,7 +149,7 @@ class SoundfileEncoder:
         samples = self._resample(np.asarray(audio, dtype=np.float32))
         if samples.size:
             self._file.write(np.clip(samples, -1.0, 1.0))
-        return self._sink.take()
+        return self._sink.take() if self._streams else b""
 
     def finish(self) -> bytes:
         tail = self._resample(np.zeros(0, np.float32), last=True)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import uvicorn
 
 from .app import GatewayConfig, create_app
 
-__all__ = ["serve", "uvicorn_config"]
+__all__ = ["BackgroundGateway", "serve", "uvicorn_config"]
 
 
 def uvicorn_config(config: GatewayConfig, *, host: str = "127.0.0.1", port: int = 8080,
@@ -19,3 +22,34 @@ def uvicorn_config(config: GatewayConfig, *, host: str = "127.0.0.1", port: int 
 def serve(config: GatewayConfig, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info") -> None:
     """Serve until SIGINT/SIGTERM (uvicorn's handlers: streams in flight get 10 s to finish)."""
     uvicorn.Server(uvicorn_config(config, host=host, port=port, log_level=log_level)).run()
+
+
+class BackgroundGateway:
+    """A gateway served by uvicorn in a thread of this process (tests, benchmarks); a context manager.
+
+    ``start`` returns once the port accepts connections; ``stop`` lets streams in flight end and joins.
+    """
+
+    def __init__(self, config: GatewayConfig, *, host: str = "127.0.0.1", port: int) -> None:
+        self.url = f"http://{host}:{port}"
+        self._server = uvicorn.Server(uvicorn_config(config, host=host, port=port, log_level="warning"))
+        self._thread = threading.Thread(target=self._server.run, name=f"gateway-{port}", daemon=True)
+
+    def start(self, timeout: float = 30.0) -> BackgroundGateway:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the gateway at {self.url} did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=15)
+
+    def __enter__(self) -> BackgroundGateway:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

@@ -1,0 +1,251 @@
+"""The OpenAI-compatible gateway, driven by the official ``openai`` client, in front of a real tritonserver."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import io
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import av
+import httpx
+import numpy as np
+import openai
+import pytest
+import soundfile as sf
+import tritonclient.grpc as grpcclient
+
+from tts_triton.client import HttpTTSClient, TTSClient
+from tts_triton.contract import DECODER
+from tts_triton.gateway import GatewayConfig
+from tts_triton.gateway.encoders import FORMATS, PCM_RATE
+from tts_triton.gateway.server import BackgroundGateway
+from tts_triton.gateway.voices import VoiceMap
+from tts_triton.server import TritonServer, free_port
+
+#: One sentence the test model speaks in about 0.25 s (its seeded stop gate fires early on it).
+SENTENCE = "The quick brown fox jumps over the lazy dog while the cat watches from the old wooden fence."
+#: About 3 s of audio: an encoder's padding (MP3, AAC: under 0.1 s) stays well below 5 % of it.
+TEXT = " ".join([SENTENCE] * 12)
+#: About 6 s of audio, decoded in several seconds here: a stream with a distinct start and end.
+LONG_TEXT = " ".join([SENTENCE] * 24)
+KEY = "sk-test-key"
+
+
+@pytest.fixture(scope="module")
+def triton(start_triton: Callable[..., TritonServer], model_repository: Path) -> TritonServer:
+    return start_triton(model_repository)
+
+
+@pytest.fixture(scope="module")
+def gateway(triton: TritonServer) -> Iterator[BackgroundGateway]:
+    with BackgroundGateway(GatewayConfig(triton_url=triton.grpc_url), port=free_port()) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(gateway: BackgroundGateway) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def offline_duration(triton: TritonServer) -> float:
+    """Seconds of audio ``tts_offline`` makes of TEXT with the preset OpenAI's ``alloy`` maps to."""
+    with TTSClient(triton.grpc_url) as grpc_client:
+        voice = VoiceMap().voice("alloy", grpc_client.voices())
+    with HttpTTSClient(triton.http_url, timeout=120) as http:
+        return http.synthesize(TEXT, voice=voice).duration
+
+
+def decode(data: bytes, response_format: str) -> tuple[np.ndarray, int]:
+    """Samples and rate: raw int16 for pcm, PyAV (FFmpeg) for AAC, soundfile (libsndfile) for the rest."""
+    if response_format == "pcm":
+        return np.frombuffer(data, "<i2").astype(np.float32) / 32768, PCM_RATE
+    if response_format == "aac":
+        with av.open(io.BytesIO(data)) as container:
+            frames = [f.to_ndarray().reshape(-1) for f in container.decode(audio=0)]
+            return np.concatenate(frames), container.streams.audio[0].sample_rate
+    parts = []
+    with sf.SoundFile(io.BytesIO(data)) as f:  # blockwise: a streamed FLAC's header says "length unknown"
+        while (block := f.read(65536, dtype="float32")).size:
+            parts.append(block)
+        return np.concatenate(parts), f.samplerate
+
+
+@pytest.mark.parametrize("response_format", list(FORMATS))
+def test_every_format_decodes_to_the_offline_duration(client: openai.OpenAI, response_format: str,
+                                                      offline_duration: float) -> None:
+    audio = client.audio.speech.create(model="tts-1", voice="alloy", input=TEXT, response_format=response_format)
+    samples, rate = decode(audio.content, response_format)
+    assert offline_duration > 2.0
+    assert abs(samples.shape[0] / rate - offline_duration) / offline_duration < 0.05
+    assert np.abs(samples).max() > 0.01  # audio, not silence
+
+
+def test_sse_sends_base64_deltas_then_done(gateway: BackgroundGateway, offline_duration: float) -> None:
+    import base64
+    import json
+
+    body = {"model": "tts-1", "voice": "alloy", "input": TEXT, "response_format": "pcm", "stream_format": "sse"}
+    with httpx.stream("POST", f"{gateway.url}/v1/audio/speech", json=body, timeout=120) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = [json.loads(line[len("data: "):]) for line in response.iter_lines() if line.startswith("data: ")]
+    assert [e["type"] for e in events[:-1]] == ["speech.audio.delta"] * (len(events) - 1) and len(events) > 2
+    assert events[-1]["type"] == "speech.audio.done" and events[-1]["usage"]["output_tokens"] == len(events) - 1
+    samples, rate = decode(b"".join(base64.b64decode(e["audio"]) for e in events[:-1]), "pcm")
+    assert abs(samples.shape[0] / rate - offline_duration) / offline_duration < 0.05
+
+
+def test_streaming_response_delivers_first_bytes_long_before_the_end(client: openai.OpenAI) -> None:
+    start = time.perf_counter()
+    with client.audio.speech.with_streaming_response.create(model="tts-1", voice="alloy", input=LONG_TEXT,
+                                                            response_format="mp3") as response:
+        arrivals = [time.perf_counter() - start for part in response.iter_bytes(1024) if part]
+    first, total = arrivals[0], arrivals[-1]
+    assert len(arrivals) > 10
+    assert first < 0.25 * total, f"first bytes after {first:.2f} s of {total:.2f} s"
+
+
+@pytest.mark.parametrize(("field", "kwargs"), [
+    ("voice", {"voice": "nobody"}),
+    ("response_format", {"response_format": "ogg"}),
+    ("speed", {"speed": 5.0}),
+    ("speed", {"speed": 1.5}),
+    ("input", {"input": "   "}),
+    ("stream_format", {"extra_body": {"stream_format": "websocket"}}),
+    ("language", {"extra_body": {"language": "en"}}),
+    ("instructions", {"extra_body": {"instructions": 7}}),
+])
+def test_bad_requests_are_bad_request_errors_naming_the_field(client: openai.OpenAI, field: str,
+                                                              kwargs: dict) -> None:
+    request = {"model": "tts-1", "voice": "alloy", "input": "Hello there.", **kwargs}
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.audio.speech.create(**request)
+    assert field in caught.value.message
+    assert caught.value.body["param"] == field and caught.value.body["type"] == "invalid_request_error"
+
+
+def test_speed_other_than_one_says_the_model_has_no_speed_control(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError, match="no speed control"):
+        client.audio.speech.create(model="tts-1", voice="alloy", input="Hello.", speed=0.8)
+
+
+def test_limits_answer_413_and_errors_are_json(client: openai.OpenAI, gateway: BackgroundGateway) -> None:
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.audio.speech.create(model="tts-1", voice="alloy", input="word " * 1000)
+    assert caught.value.status_code == 413 and caught.value.body["param"] == "input"
+    big = httpx.post(f"{gateway.url}/v1/audio/speech", content=b"x" * 100_000, timeout=10)
+    assert big.status_code == 413 and big.json()["error"]["code"] == "body_too_large"
+    for response in (httpx.get(f"{gateway.url}/nowhere"), httpx.get(f"{gateway.url}/v1/audio/speech"),
+                     httpx.post(f"{gateway.url}/v1/audio/speech", content=b"{not json")):
+        assert response.status_code in (400, 404, 405) and set(response.json()["error"]) == {
+            "message", "type", "param", "code"}
+
+
+def test_voices_health_readiness_and_metrics(gateway: BackgroundGateway, client: openai.OpenAI) -> None:
+    voices = httpx.get(f"{gateway.url}/v1/audio/voices").json()
+    assert {"alloy", "nova", "onyx"} <= set(voices["openai_voices"]) and voices["voices"]
+    assert set(voices["formats"]) == set(FORMATS) and voices["emotions"]
+    assert httpx.get(f"{gateway.url}/healthz").status_code == 200
+    assert httpx.get(f"{gateway.url}/readyz").json() == {"status": "ready"}
+    emotion = voices["emotions"][-1]
+    client.audio.speech.create(model="tts-1", voice=voices["voices"][0]["id"], input="Hello.",
+                               instructions=f"Sound {emotion}, please.", response_format="wav")
+    metrics = httpx.get(f"{gateway.url}/metrics").text
+    assert 'tts_gateway_requests_total{format="wav",outcome="ok"}' in metrics
+    assert "tts_gateway_first_byte_seconds_bucket" in metrics and "tts_gateway_streams_in_flight 0.0" in metrics
+
+
+def _decoder_calls(triton: TritonServer) -> int:
+    with grpcclient.InferenceServerClient(triton.grpc_url) as stats:
+        model = stats.get_inference_statistics(DECODER, as_json=True)["model_stats"][0]
+        return int(model["inference_count"])
+
+
+def test_a_disconnecting_client_stops_decoding_within_a_second(gateway: BackgroundGateway,
+                                                               triton: TritonServer) -> None:
+    body = {"model": "tts-1", "voice": "alloy", "input": LONG_TEXT, "response_format": "pcm"}
+    with httpx.stream("POST", f"{gateway.url}/v1/audio/speech", json=body, timeout=120) as response:
+        assert response.status_code == 200
+        received = 0
+        for part in response.iter_bytes():
+            received += len(part)
+            if received > 2 * PCM_RATE:  # one second of the ~6 s in: the stream is well under way
+                break
+        before = _decoder_calls(triton)
+    left = time.perf_counter()  # the connection is closed here
+    samples = [(0.0, before)]
+    while time.perf_counter() - left < 3.0:
+        time.sleep(0.1)
+        samples.append((time.perf_counter() - left, _decoder_calls(triton)))
+    last_growth = max(t for (t, n), (_, prev) in zip(samples[1:], samples, strict=False) if n > prev) \
+        if samples[-1][1] > before else 0.0
+    assert last_growth < 1.0, f"decoder calls still growing {last_growth:.2f} s after the disconnect: {samples}"
+    metrics = httpx.get(f"{gateway.url}/metrics").text
+    assert 'tts_gateway_requests_total{format="pcm",outcome="disconnected"} 1.0' in metrics
+
+
+def test_keys_and_the_stream_limit(triton: TritonServer) -> None:
+    config = GatewayConfig(triton_url=triton.grpc_url, api_keys=frozenset({KEY}), max_streams=1)
+    with BackgroundGateway(config, port=free_port()) as limited:
+        anonymous = openai.OpenAI(base_url=f"{limited.url}/v1", api_key="wrong", max_retries=0)
+        with pytest.raises(openai.AuthenticationError):
+            anonymous.audio.speech.create(model="tts-1", voice="alloy", input="Hello.")
+        keyed = openai.OpenAI(base_url=f"{limited.url}/v1", api_key=KEY, max_retries=0, timeout=120)
+        started = threading.Event()
+
+        def long_stream() -> int:
+            with keyed.audio.speech.with_streaming_response.create(
+                    model="tts-1", voice="alloy", input=LONG_TEXT, response_format="pcm") as response:
+                parts = response.iter_bytes()
+                size = len(next(parts))
+                started.set()
+                return size + sum(len(p) for p in parts)
+
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            running = pool.submit(long_stream)
+            assert started.wait(60)
+            with pytest.raises(openai.RateLimitError) as caught:
+                keyed.audio.speech.create(model="tts-1", voice="alloy", input="Hello.")
+            assert caught.value.response.headers["retry-after"] == "1"
+            assert running.result() > 0
+        assert keyed.audio.speech.create(model="tts-1", voice="alloy", input="Hello.").content
+
+
+def test_many_requests_without_failures(client: openai.OpenAI) -> None:
+    """The short version of the soak (``tts-triton bench-gateway --soak 1000``): concurrent requests, 0 failures."""
+    def one(i: int) -> int:
+        fmt = list(FORMATS)[i % len(FORMATS)]
+        return len(client.audio.speech.create(model="tts-1", voice="alloy", input="Hello there.",
+                                              response_format=fmt).content)
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        sizes = list(pool.map(one, range(48)))
+    assert min(sizes) > 0
+
+
+@pytest.mark.slow
+def test_triton_down_is_503_and_the_gateway_recovers(make_triton: Callable[..., TritonServer],
+                                                     model_repository: Path) -> None:
+    server = make_triton(model_repository)
+    server.start()
+    with BackgroundGateway(GatewayConfig(triton_url=server.grpc_url), port=free_port()) as running:
+        api = openai.OpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0, timeout=60)
+        assert api.audio.speech.create(model="tts-1", voice="alloy", input="Hello.").content
+        server.stop()
+        with pytest.raises(openai.InternalServerError) as caught:
+            api.audio.speech.create(model="tts-1", voice="alloy", input="Hello.")
+        assert caught.value.status_code == 503 and "unavailable" in caught.value.message
+        assert httpx.get(f"{running.url}/readyz").status_code == 503
+        server.start()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert api.audio.speech.create(model="tts-1", voice="alloy", input="Hello.").content
+                break
+            except openai.InternalServerError as e:
+                assert e.status_code == 503 and time.monotonic() < deadline
+                time.sleep(0.5)
+        assert httpx.get(f"{running.url}/readyz").status_code == 200
