@@ -7,6 +7,7 @@
   tts-triton bench [--concurrency 1 4 16]  latency, real-time factor, throughput
   tts-triton loadtest --users 16 --spawn-rate 4 --duration 1m
   tts-triton gateway [--port 8080]         OpenAI-compatible /v1/audio/speech in front of a running server
+  tts-triton bench-gateway --out DIR       the gateway's first byte and throughput against direct gRPC
 
 The model repository defaults to ~/.cache/tts-triton/model_repository ($XDG_CACHE_HOME), whatever the
 working directory. Each command has its own --help.
@@ -511,6 +512,8 @@ def parser() -> argparse.ArgumentParser:
     _gateway_parser(sub)
     sub.add_parser("bench", help="benchmark a server: latency, RTF, throughput (tts-triton bench --help)",
                    add_help=False)
+    sub.add_parser("bench-gateway", help="the gateway's overhead over direct gRPC (tts-triton bench-gateway --help)",
+                   add_help=False)
     return p
 
 
@@ -521,6 +524,10 @@ def main(argv: list[str] | None = None) -> int:
         from tts_triton.bench import main as bench_main
 
         return bench_main(argv[1:])
+    if argv[:1] == ["bench-gateway"]:  # parses its own options too
+        from tts_triton.gateway.bench import main as bench_gateway_main
+
+        return bench_gateway_main(argv[1:])
     args = parser().parse_args(argv)
     try:
         return args.func(args)
