@@ -389,7 +389,7 @@ def _gateway_parser(sub: argparse._SubParsersAction) -> None:
                                    "a running Triton's streaming tts model over one gRPC channel.")
     g.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s: loopback only)")
     g.add_argument("--port", type=int, default=8080, help="HTTP port (default %(default)s)")
-    g.add_argument("--triton-url", default=DEFAULT_GRPC, help="Triton's gRPC address (default %(default)s)")
+    g.add_argument("--triton-url", default=DEFAULT_GRPC_URL, help="Triton's gRPC address (default %(default)s)")
     g.add_argument("--api-keys-file", type=Path,
                    help="file of API keys, one per line (also read: $TTS_GATEWAY_API_KEYS, comma-separated)")
     g.add_argument("--allow-anonymous", action="store_true",

@@ -19,7 +19,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tts_triton.client import DEFAULT_GRPC_URL, AsyncTTSClient, TTSError, VoiceBank
+from tts_triton.client import AsyncTTSClient, TTSError, VoiceCatalog
+from tts_triton.endpoints import DEFAULT_GRPC_URL
 
 from .encoders import FORMATS
 from .errors import ApiError, error_body
@@ -63,9 +64,9 @@ class _State:
         self.client = AsyncTTSClient(config.triton_url, timeout=config.request_timeout_s)
         self.limiter = StreamLimiter(config.max_streams, config.retry_after_s)
         self.metrics = GatewayMetrics()
-        self._bank: tuple[float, VoiceBank] | None = None
+        self._bank: tuple[float, VoiceCatalog] | None = None
 
-    async def bank(self) -> VoiceBank:
+    async def bank(self) -> VoiceCatalog:
         """The server's voice bank (cached for VOICE_BANK_TTL_S); a 503 when Triton cannot say."""
         now = time.monotonic()
         if self._bank is None or now - self._bank[0] > VOICE_BANK_TTL_S:

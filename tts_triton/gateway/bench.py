@@ -31,18 +31,16 @@ from pathlib import Path
 import httpx
 import psutil
 
+from tts_triton.bench.workload import SENTENCES as WORKLOAD_SENTENCES
 from tts_triton.client import AsyncTTSClient
+from tts_triton.embedded import triton_home
+from tts_triton.export.targets import AUTO, DEFAULT_TARGET, embedded_targets
 from tts_triton.gateway.encoders import PCM_RATE
 from tts_triton.paths import default_model_repository
 from tts_triton.server import free_port, set_parent_death_signal
 
-#: The measured sentences: short to long, like a chat assistant's replies.
-SENTENCES = (
-    "Hello there.",
-    "The quick brown fox jumps over the lazy dog.",
-    "Please leave a message after the tone, and we will call you back as soon as possible.",
-    "Turn left in two hundred meters, then keep right at the fork and follow the signs for the airport.",
-)
+#: The texts of ``tts-triton bench``'s request mix, cycled in the same order.
+SENTENCES = tuple(text for _, text in WORKLOAD_SENTENCES)
 
 
 @dataclass
@@ -155,15 +153,12 @@ async def _soak(args: argparse.Namespace, http: httpx.AsyncClient, pid: int) -> 
 
 @contextlib.contextmanager
 def _triton(args: argparse.Namespace) -> Iterator[str]:
-    if args.url:
-        yield args.url
-        return
-    from tts_triton.bench import embedded_server
-    from tts_triton.build import ensure_repository
+    """``--url``, or the embedded server ``tts-triton bench`` starts (same target choice and build)."""
+    from tts_triton.bench.cli import _server
 
-    repository = ensure_repository(args.model_repository, target=args.target)
-    with embedded_server(repository, args.triton_home) as server:
-        yield server.grpc_url
+    options = argparse.Namespace(**vars(args), metrics_url=None, repository_setting=[], mps=False, server_env=[])
+    with _server(options, print) as server:
+        yield server.url
 
 
 @contextlib.contextmanager
@@ -244,9 +239,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--url", help="gRPC address of a running server (default: start the embedded server)")
     p.add_argument("--model-repository", type=Path, default=default_model_repository(),
                    help="repository the embedded server serves, built if needed (default %(default)s)")
-    p.add_argument("--target", default="onnxruntime-python",
-                   help="runtime target to build it for (default %(default)s)")
-    p.add_argument("--triton-home", type=Path, default=os.environ.get("TRITON_HOME") or None,
+    p.add_argument("--target", default=DEFAULT_TARGET, choices=[AUTO, *embedded_targets()],
+                   help="runtime target to build it for, as for `tts-triton bench` (default %(default)s)")
+    p.add_argument("--triton-home", type=Path, default=triton_home(),
                    help="an unpacked Triton bundle to run instead of nvidia-pytriton's (default: $TRITON_HOME)")
     p.add_argument("--requests", type=int, default=20, help="C=1 requests per path (default %(default)s)")
     p.add_argument("--streams", type=int, default=16, help="concurrent streams for throughput (default %(default)s)")

@@ -18,7 +18,6 @@ import io
 from dataclasses import dataclass
 from typing import Protocol
 
-import av
 import numpy as np
 import soundfile as sf
 import soxr
@@ -163,6 +162,9 @@ class AacEncoder:
     """FFmpeg's AAC encoder (PyAV) in an ADTS stream: self-delimiting frames, playable as they arrive."""
 
     def __init__(self, rate: int) -> None:
+        import av  # FFmpeg, for this format only (an environment without PyAV serves the others)
+
+        self._av = av
         self._rate = rate
         self._sink = _Sink()
         self._container = av.open(self._sink, mode="w", format="adts")
@@ -171,7 +173,7 @@ class AacEncoder:
     def encode(self, audio: np.ndarray) -> bytes:
         samples = np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0)
         if samples.size:
-            frame = av.AudioFrame.from_ndarray(samples[None, :], format="flt", layout="mono")
+            frame = self._av.AudioFrame.from_ndarray(samples[None, :], format="flt", layout="mono")
             frame.sample_rate = self._rate
             self._mux(frame)
         return self._sink.take()
@@ -181,7 +183,7 @@ class AacEncoder:
         self._container.close()
         return self._sink.take()
 
-    def _mux(self, frame: av.AudioFrame | None) -> None:
+    def _mux(self, frame: object | None) -> None:
         for packet in self._stream.encode(frame):
             self._container.mux(packet)
 

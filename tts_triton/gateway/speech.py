@@ -8,18 +8,24 @@ stream through the client library, so the decoder stops.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import aclosing
 
-import anyio
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from tts_triton.client import AudioChunk, InvalidInputError, ServerUnavailableError, TTSError, TTSTimeoutError
+from tts_triton.client import (
+    AudioChunk,
+    InvalidInputError,
+    ServerBusyError,
+    ServerUnavailableError,
+    TTSError,
+    TTSTimeoutError,
+)
 from tts_triton.contract import EMOTION, TEXT, VOICE
 
 from .encoders import FORMATS, new_encoder
@@ -29,6 +35,8 @@ from .schema import SpeechRequest
 
 __all__ = ["AudioStreamResponse", "SpeechStream", "api_error_for", "first_chunk", "media_type"]
 
+#: Seconds a client is asked to wait when Triton refuses a stream for its own stream limit.
+BUSY_RETRY_AFTER_S = 1
 #: The OpenAI field a Triton input came from, for the ``param`` of a 400.
 _PARAMS = {TEXT: "input", VOICE: "voice", EMOTION: "instructions"}
 
@@ -38,6 +46,9 @@ def api_error_for(error: TTSError) -> ApiError:
     if isinstance(error, InvalidInputError):
         param = next((p for name, p in _PARAMS.items() if name in error.message), None)
         return ApiError(400, error.message, param=param)
+    if isinstance(error, ServerBusyError):  # Triton's own admission limit: not started, worth retrying soon
+        return ApiError(503, f"the speech model is busy: {error.message}", code="model_busy",
+                        headers={"Retry-After": str(BUSY_RETRY_AFTER_S)})
     if isinstance(error, ServerUnavailableError):
         return ApiError(503, f"the speech model is unavailable: {error.message}", code="model_unavailable")
     if isinstance(error, TTSTimeoutError):
@@ -125,24 +136,29 @@ def media_type(request: SpeechRequest) -> str:
 
 class AudioStreamResponse(StreamingResponse):
     """The response of a :class:`SpeechStream`; it stops as soon as the client disconnects, not at the next
-    chunk: it listens for ``http.disconnect`` while sending, then closes the stream."""
+    chunk: it listens for ``http.disconnect`` while sending, then ends the stream.
+
+    Plain asyncio tasks, not a cancel scope: a cancelled task gets one ``CancelledError``, so the client
+    library's cleanup (the in-band stop, awaited) runs to its end instead of being cancelled again.
+    """
 
     def __init__(self, stream: SpeechStream, media_type: str, headers: dict[str, str]) -> None:
         super().__init__(stream.body(), media_type=media_type, headers=headers)
         self.stream = stream
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        sending = asyncio.ensure_future(self._send(send))
+        listening = asyncio.ensure_future(self.listen_for_disconnect(receive))
         try:
-            async with aclosing(self.body_iterator), anyio.create_task_group() as group:  # type: ignore[type-var]
-
-                async def stream() -> None:
-                    with contextlib.suppress(OSError):  # the client went away while a chunk was being sent
-                        await self.stream_response(send)
-                    group.cancel_scope.cancel()
-
-                group.start_soon(stream)
-                await self.listen_for_disconnect(receive)
-                group.cancel_scope.cancel()
+            await asyncio.wait({sending, listening}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            with anyio.CancelScope(shield=True):
-                await self.stream.close()
+            listening.cancel()
+            sending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sending
+            await self.body_iterator.aclose()  # type: ignore[attr-defined]
+            await self.stream.close()
+
+    async def _send(self, send: Send) -> None:
+        with contextlib.suppress(OSError):  # the client went away while a chunk was being sent
+            await self.stream_response(send)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from tts_triton.client import VoiceBank
+from tts_triton.client import VoiceCatalog
 
 from .errors import ApiError
 
@@ -48,7 +48,7 @@ class VoiceMap:
         self.openai_voices = dict(openai_voices)
         self.emotion_words = dict(emotion_words)
 
-    def voice(self, name: str, bank: VoiceBank) -> str:
+    def voice(self, name: str, bank: VoiceCatalog) -> str:
         """The preset for ``name``; raises a 400 naming ``voice`` for a name neither native nor mapped."""
         if name in bank.voices:
             return name
@@ -58,7 +58,7 @@ class VoiceMap:
             raise ApiError(400, f"voice {name!r} is unknown; available voices: {known}", param="voice")
         return mapped if mapped in bank.voices else bank.default_voice
 
-    def emotion(self, instructions: str | None, bank: VoiceBank) -> str | None:
+    def emotion(self, instructions: str | None, bank: VoiceCatalog) -> str | None:
         """The emotion ``instructions`` asks for, or None (the server's default)."""
         for word in _WORD.findall((instructions or "").lower()):
             emotion = word if word in bank.emotions else self.emotion_words.get(word)
@@ -66,7 +66,7 @@ class VoiceMap:
                 return emotion
         return None
 
-    def table(self, bank: VoiceBank) -> dict[str, str]:
+    def table(self, bank: VoiceCatalog) -> dict[str, str]:
         """Every OpenAI name with the preset it resolves to on ``bank``."""
         return {name: self.voice(name, bank) for name in sorted(self.openai_voices)}
 
