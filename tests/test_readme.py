@@ -13,7 +13,7 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -44,10 +44,14 @@ def blocks(language: str, documents: list[Path]) -> list[tuple[str, str]]:
 PYTHON_BLOCKS = blocks("python", DOCUMENTS)
 COMMANDS = [(f"{where}:{i}", line) for where, code in blocks("bash", [ROOT / "README.md"])
             for i, line in enumerate(code.splitlines()) if line.startswith(".venv/bin/tts-triton ")]
+#: ``curl`` commands of README.md's bash blocks (continuation lines joined), run against the gateway.
+CURLS = [(f"{where}:{i}", line) for where, code in blocks("bash", [ROOT / "README.md"])
+         for i, line in enumerate(code.replace("\\\n", " ").splitlines()) if line.startswith("curl ")]
 
 
-def localize(code: str, server: TritonServer) -> str:
-    return code.replace("localhost:8001", server.grpc_url).replace("localhost:8000", server.http_url)
+def localize(code: str, server: TritonServer, gateway: str = "") -> str:
+    code = code.replace("localhost:8001", server.grpc_url).replace("localhost:8000", server.http_url)
+    return code.replace("http://localhost:8080", gateway) if gateway else code
 
 
 @pytest.fixture(scope="module")
@@ -55,13 +59,34 @@ def server(start_triton: Callable[..., TritonServer], model_repository: Path) ->
     return start_triton(model_repository)
 
 
+@pytest.fixture(scope="module")
+def gateway(server: TritonServer) -> Iterator[str]:
+    """The URL of a gateway (``tts-triton gateway``) in front of ``server``."""
+    from tts_triton.gateway import GatewayConfig
+    from tts_triton.gateway.server import BackgroundGateway
+    from tts_triton.server import free_port
+
+    with BackgroundGateway(GatewayConfig(triton_url=server.grpc_url), port=free_port()) as running:
+        yield running.url
+
+
 def test_the_documentation_has_snippets() -> None:
-    assert len(PYTHON_BLOCKS) >= 3 and len(COMMANDS) >= 4  # the extraction itself works
+    assert len(PYTHON_BLOCKS) >= 3 and len(COMMANDS) >= 4 and CURLS  # the extraction itself works
+
+
+@pytest.mark.parametrize(("where", "line"), CURLS, ids=[w for w, _ in CURLS])
+def test_curl_runs(where: str, line: str, server: TritonServer, gateway: str, tmp_path: Path) -> None:
+    args = shlex.split(localize(line, server, gateway))
+    run = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT_S,
+                         stdin=subprocess.DEVNULL)
+    assert run.returncode == 0, f"{where}: {line}\n{run.stderr}"
+    if "-o" in args:
+        assert (tmp_path / args[args.index("-o") + 1]).stat().st_size > 0
 
 
 @pytest.mark.parametrize(("where", "code"), PYTHON_BLOCKS, ids=[w for w, _ in PYTHON_BLOCKS])
-def test_python_snippet_runs(where: str, code: str, server: TritonServer, tmp_path: Path) -> None:
-    run = subprocess.run([sys.executable, "-c", localize(code, server)], cwd=tmp_path, capture_output=True,
+def test_python_snippet_runs(where: str, code: str, server: TritonServer, gateway: str, tmp_path: Path) -> None:
+    run = subprocess.run([sys.executable, "-c", localize(code, server, gateway)], cwd=tmp_path, capture_output=True,
                          text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
     assert run.returncode == 0, f"{where}:\n{run.stderr}"
 

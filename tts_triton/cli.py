@@ -336,9 +336,10 @@ def _voices(args: argparse.Namespace) -> int:
 
 def loadtest_command(args: argparse.Namespace, out: Path) -> list[str]:
     """The headless Locust command line of ``tts-triton loadtest``, run with this interpreter."""
-    return [sys.executable, "-m", "locust", "-f", str(LOADTEST_DIR / "locustfile.py"), "--headless",
+    locustfile, host = ("gateway_locustfile.py", args.gateway) if args.gateway else ("locustfile.py", args.url)
+    return [sys.executable, "-m", "locust", "-f", str(LOADTEST_DIR / locustfile), "--headless",
             "--users", str(args.users), "--spawn-rate", str(args.spawn_rate), "--run-time", args.duration,
-            "--host", args.url, "--stop-timeout", str(args.stop_timeout), "--csv", str(out / "locust"),
+            "--host", host, "--stop-timeout", str(args.stop_timeout), "--csv", str(out / "locust"),
             "--csv-full-history", "--html", str(out / "report.html"), "--logfile", str(out / "locust.log")]
 
 
@@ -350,8 +351,8 @@ def _loadtest(args: argparse.Namespace) -> int:
     env = {**os.environ, "TTS_RESULTS_DIR": str(out)}
     if args.repeat_ratio is not None:  # the locustfile's texts (tts_triton.bench.workload)
         env["TTS_REPEAT_RATIO"] = str(args.repeat_ratio)
-    print(f"==> locust: {args.users} users, {args.spawn_rate}/s, {args.duration} against {args.url} -> {out}",
-          flush=True)
+    target = args.gateway or args.url
+    print(f"==> locust: {args.users} users, {args.spawn_rate}/s, {args.duration} against {target} -> {out}", flush=True)
     status = subprocess.run(loadtest_command(args, out), env=env, check=False).returncode
     report = subprocess.run([sys.executable, str(LOADTEST_DIR / "report.py"), str(out)], check=False).returncode
     if report:
@@ -489,6 +490,9 @@ def _client_parsers(sub: argparse._SubParsersAction) -> None:
                        description="Run loadtest/locustfile.py headless with this interpreter against a running "
                                    "server, then draw report.png (loadtest/README.md).")
     t.add_argument("--url", default=f"grpc://{DEFAULT_GRPC_URL}", help="server (default %(default)s)")
+    t.add_argument("--gateway", metavar="URL",
+                   help="load-test the OpenAI-compatible gateway at URL (e.g. http://localhost:8080) instead of gRPC "
+                        "(loadtest/gateway_locustfile.py)")
     t.add_argument("--users", type=int, default=8, help="concurrent users (default %(default)s)")
     t.add_argument("--spawn-rate", type=float, default=2.0, help="users started per second (default %(default)s)")
     t.add_argument("--duration", default="1m", help="run time: 30s, 5m, 1h (default %(default)s)")

@@ -85,3 +85,18 @@ Container securityContext: no privilege escalation, every capability dropped, re
 {{- define "tts-triton.clientLabel" -}}
 {{- printf "%s-client" (include "tts-triton.fullname" . | trunc 56 | trimSuffix "-") }}
 {{- end }}
+
+{{/* Name of the gateway's objects (Deployment, Service, HPA, Secret, Ingress). */}}
+{{- define "tts-triton.gatewayName" -}}
+{{- printf "%s-gateway" (include "tts-triton.fullname" . | trunc 55 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "tts-triton.gatewaySelectorLabels" -}}
+app.kubernetes.io/name: {{ include "tts-triton.name" . }}-gateway
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Secret holding the gateway's API keys (key `keys`, one per line): the user's, or the one the chart creates. */}}
+{{- define "tts-triton.gatewayKeysSecret" -}}
+{{- default (printf "%s-keys" (include "tts-triton.gatewayName" .)) .Values.gateway.apiKeys.existingSecret }}
+{{- end }}

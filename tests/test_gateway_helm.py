@@ -1,0 +1,45 @@
+"""The gateway's part of the Helm chart: its own Deployment, Service, key Secret, HPA and Ingress."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from test_helm import _one, _render, needs_helm
+
+GATEWAY = "tts-tts-triton-gateway"
+
+
+@needs_helm
+def test_the_gateway_is_off_by_default() -> None:
+    assert not [d for d in _render() if d["metadata"]["name"].startswith(GATEWAY)]
+
+
+@needs_helm
+def test_the_gateway_talks_to_the_headless_grpc_service_with_keys_from_a_secret() -> None:
+    docs = _render("gateway.enabled=true", "gateway.apiKeys.keys={sk-one,sk-two}", "gateway.autoscaling.enabled=true",
+                   "gateway.ingress.enabled=true", "gateway.ingress.host=tts.example.com")
+    pod = _one(docs, "Deployment", GATEWAY)["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    headless = _one(docs, "Service", "tts-tts-triton-grpc")
+    assert headless["spec"]["clusterIP"] == "None"
+    assert f"--triton-url=tts-tts-triton-grpc:{headless['spec']['ports'][0]['port']}" in container["args"]
+    assert "--api-keys-file=/etc/tts-gateway/keys" in container["args"]
+    secret = _one(docs, "Secret", f"{GATEWAY}-keys")
+    assert secret["stringData"]["keys"].split() == ["sk-one", "sk-two"]
+    assert pod["spec"]["volumes"][1]["secret"]["secretName"] == f"{GATEWAY}-keys"
+    assert pod["metadata"]["labels"]["tts-tts-triton-client"] == "true"  # let through Triton's NetworkPolicy
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    hpa = _one(docs, "HorizontalPodAutoscaler", GATEWAY)
+    assert hpa["spec"]["metrics"][0]["pods"]["metric"]["name"] == "tts_gateway_streams_in_flight"
+    assert _one(docs, "Ingress", GATEWAY)["spec"]["rules"][0]["host"] == "tts.example.com"
+    assert _one(docs, "Service", GATEWAY)["spec"]["ports"][0]["targetPort"] == "http"
+
+
+@needs_helm
+def test_keys_on_without_any_key_fails_to_render() -> None:
+    with pytest.raises(subprocess.CalledProcessError) as caught:
+        _render("gateway.enabled=true")
+    assert "gateway.apiKeys.keys" in caught.value.stderr
+    args = _one(_render("gateway.enabled=true", "gateway.apiKeys.enabled=false"), "Deployment", GATEWAY)
+    assert "--allow-anonymous" in args["spec"]["template"]["spec"]["containers"][0]["args"]
