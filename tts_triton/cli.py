@@ -517,6 +517,8 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("bench", help="benchmark a server: latency, RTF, throughput (tts-triton bench --help)",
                    add_help=False)
     sub.add_parser("bench-gateway", help="the gateway's overhead over direct gRPC (tts-triton bench-gateway --help)",
+                   description="Start Triton and a gateway, measure the gateway's first byte and throughput "
+                               "against direct gRPC side by side (options: tts-triton bench-gateway --help).",
                    add_help=False)
     return p
 
