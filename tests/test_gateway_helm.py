@@ -34,6 +34,9 @@ def test_the_gateway_talks_to_the_headless_grpc_service_with_keys_from_a_secret(
     assert hpa["spec"]["metrics"][0]["pods"]["metric"]["name"] == "tts_gateway_streams_in_flight"
     assert _one(docs, "Ingress", GATEWAY)["spec"]["rules"][0]["host"] == "tts.example.com"
     assert _one(docs, "Service", GATEWAY)["spec"]["ports"][0]["targetPort"] == "http"
+    policy = _one(docs, "NetworkPolicy", GATEWAY)["spec"]
+    assert policy["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert policy["ingress"] == [{"ports": [{"port": "http", "protocol": "TCP"}]}]  # every source, this port only
 
 
 @needs_helm
