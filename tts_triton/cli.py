@@ -407,20 +407,25 @@ def _gateway_parser(sub: argparse._SubParsersAction) -> None:
     g.set_defaults(func=_gateway)
 
 
+def _repository_options(p: argparse.ArgumentParser, folder: str, folder_help: str, default_target: str,
+                        targets: list[str], target_help: str) -> None:
+    """``--checkpoint``, the repository folder and ``--target``: what build-repo and serve build from and into."""
+    p.add_argument("--checkpoint", type=Path, help="checkpoint file (default: the shipped default voice)")
+    p.add_argument(folder, type=Path, default=default_model_repository(), help=f"{folder_help} (default %(default)s)")
+    p.add_argument("--target", default=default_target, choices=[AUTO, *targets], help=target_help)
+
+
 def _build_parser(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("build-repo", help="export the networks and write the Triton model repository",
                        description="Export the checkpoint's networks to ONNX and write a Triton model repository "
                                    "for one runtime; a current repository is left as it is.")
-    b.add_argument("--checkpoint", type=Path, help="checkpoint file (default: the shipped default voice)")
-    b.add_argument("--target", default=DEFAULT_TARGET, choices=[AUTO, *RUNTIME_TARGETS],
-                   help="runtime: onnxruntime-python (embedded server, CPU; default), torch-cuda (embedded server, "
+    _repository_options(b, "--out", "repository folder", DEFAULT_TARGET, list(RUNTIME_TARGETS),
+                        "runtime: onnxruntime-python (embedded server, CPU; default), torch-cuda (embedded server, "
                         "PyTorch with CUDA graphs on a GPU), onnxruntime or tensorrt (for "
                         "nvcr.io/nvidia/tritonserver:24.10-py3; tensorrt needs --engines-dir), or auto (torch-cuda "
                         "when a CUDA GPU and a CUDA build of PyTorch are here, else onnxruntime-python)")
     b.add_argument("--engines-dir", type=Path,
                    help="folder of <network>.plan built by `python -m tts_triton.export.tensorrt` (tensorrt only)")
-    b.add_argument("--out", type=Path, default=default_model_repository(),
-                   help="repository folder (default %(default)s)")
     b.add_argument("--force", action="store_true", help="rebuild even when the repository is current")
     b.set_defaults(func=_build)
 
@@ -429,11 +434,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("serve", help="run the embedded Triton server (building the repository if needed)",
                        description="Run Triton 2.51 (from nvidia-pytriton) on a model repository until Ctrl-C, "
                                    "SIGTERM or SIGHUP; its ports are checked first.")
-    s.add_argument("--checkpoint", type=Path, help="checkpoint file (default: the shipped default voice)")
-    s.add_argument("--model-repository", type=Path, default=default_model_repository(),
-                   help="repository to serve, built or rebuilt when stale (default %(default)s)")
-    s.add_argument("--target", default=AUTO, choices=[AUTO, *embedded_targets()],
-                   help="runtime the repository is built for: auto (default: torch-cuda when a CUDA GPU and a CUDA "
+    _repository_options(s, "--model-repository", "repository to serve, built or rebuilt when stale", AUTO,
+                        embedded_targets(),
+                        "runtime the repository is built for: auto (default: torch-cuda when a CUDA GPU and a CUDA "
                         "build of PyTorch are here, else onnxruntime-python), onnxruntime-python (CPU) or "
                         "torch-cuda (GPU); a repository built for another target is rebuilt")
     s.add_argument("--no-build", action="store_true", help="serve the repository as it is")
