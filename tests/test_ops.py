@@ -23,6 +23,7 @@ from test_faults import StreamWatch, wait_until
 from tritonclient.utils import InferenceServerException
 
 from tts_triton import contract, health
+from tts_triton.client import ServerBusyError, TTSClient
 from tts_triton.health import DEAD, OK, SLOW, check_health, classify_error
 from tts_triton.server import SHM_DIR
 from tts_triton.supervisor import Supervisor
@@ -165,3 +166,58 @@ def test_dead_is_found_by_the_missing_stub(model_repository: Path, make_triton) 
     states = {m.model: m.state for m in report.models}
     assert states[contract.TTS] == DEAD and "tts_0_0 is gone" in report.models[-1].error, report.summary()
     assert states[contract.VOCODER] == OK
+
+
+#: Concurrent streams of the overload test: twice the CPU targets' admission bound (max_streams 32).
+OVERLOAD_STREAMS = 64
+
+
+@pytest.mark.slow
+def test_64_streams_with_self_healing_on_restart_nothing(model_repository: Path, make_triton) -> None:
+    """64 streams at once on this machine with the supervisor checking every 2 s: nothing is restarted or
+    reloaded, the excess is refused at once (admission control), the rest is served."""
+    server = make_triton(model_repository)
+    server.start()
+    said: list[str] = []
+    supervisor = Supervisor(server, interval=2.0, failures=2, check_timeout=5.0, log=said.append)
+    results: list[tuple[str, float]] = []
+    stop = threading.Event()
+
+    def one(text: str) -> None:
+        began = time.monotonic()
+        try:
+            with TTSClient(server.grpc_url, timeout=240, retries=0) as client:
+                client.synthesize(text)
+            results.append(("served", time.monotonic() - began))
+        except ServerBusyError:
+            results.append(("refused", time.monotonic() - began))
+        except Exception as err:  # counted: the test fails on any
+            results.append((f"failed: {err}", time.monotonic() - began))
+
+    def load() -> None:
+        try:
+            threads = [threading.Thread(target=one, args=(f"Stream {i} speaks two sentences. {STREAM_TEXT[:120]}",))
+                       for i in range(OVERLOAD_STREAMS)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(300)
+            time.sleep(2 * supervisor.interval)  # a last check or two after the load
+        finally:
+            stop.set()
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    supervisor.run(stop)
+    loader.join()
+    outcomes = [kind for kind, _ in results]
+    refused = [s for kind, s in results if kind == "refused"]
+    served = [s for kind, s in results if kind == "served"]
+    overloaded = [line for line in said if line.startswith("overloaded")]
+    print(f"{OVERLOAD_STREAMS} streams: {len(served)} served (slowest {max(served, default=0):.1f} s), "
+          f"{len(refused)} refused (slowest refusal {max(refused, default=0):.2f} s), "
+          f"{len(supervisor.actions)} healing actions; {len(overloaded)} checks found slow models {overloaded[:1]}")
+    assert supervisor.actions == [], supervisor.actions
+    assert len(results) == OVERLOAD_STREAMS and set(outcomes) <= {"served", "refused"}, outcomes
+    assert served and refused
+    assert max(refused) < 5.0  # refused at once, not after a slow stream
