@@ -46,7 +46,13 @@ def _marked_processes() -> list[int]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Kill every process the session left running (fixtures have stopped theirs by now) and say which."""
+    """Kill every process the session left running (fixtures have stopped theirs by now) and say which; print
+    the peak memory of this process and of its largest waited-for child (the suite's budget: 3 GB)."""
+    import resource
+
+    own, child = (resource.getrusage(who).ru_maxrss // 1024 for who in (resource.RUSAGE_SELF,
+                                                                       resource.RUSAGE_CHILDREN))
+    print(f"\nsession peak memory: pytest {own} MiB, largest child {child} MiB", file=sys.stderr)
     for pid in _marked_processes():
         try:
             command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")

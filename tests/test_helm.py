@@ -248,7 +248,8 @@ def test_render_rejects_bad_values(sets):
 
 
 _EVERYTHING = ("autoscaling.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true",
-               "metrics.dashboard.enabled=true", "mps.enabled=true")
+               "metrics.dashboard.enabled=true", "mps.enabled=true", "gateway.enabled=true",
+               "gateway.apiKeys.keys[0]=k1", "cache.enabled=true", "cache.bundled.enabled=true")
 
 
 @needs_helm
