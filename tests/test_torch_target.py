@@ -62,12 +62,12 @@ def decoder_feed(checkpoint: Checkpoint, ids: list[int], seed: int) -> dict[str,
     return feed
 
 
-def test_padded_batches_give_each_row_its_own_result(checkpoint: Checkpoint) -> None:
-    spec = contract.decoder_spec(checkpoint.config)
-    runner = StageRunner(checkpoint.stages()[contract.DECODER], spec, max_batch_size=8)
-    feeds = [decoder_feed(checkpoint, SENTENCE_IDS[: 10 + 5 * i], seed=i) for i in range(3)]
+def test_padded_batches_give_each_row_its_own_result(tiny_checkpoint: Checkpoint) -> None:
+    spec = contract.decoder_spec(tiny_checkpoint.config)
+    runner = StageRunner(tiny_checkpoint.stages()[contract.DECODER], spec, max_batch_size=8)
+    feeds = [decoder_feed(tiny_checkpoint, SENTENCE_IDS[: 10 + 5 * i], seed=i) for i in range(3)]
     batched = runner.run(feeds)  # three rows padded to the batch bucket 4
-    alone = StageRunner(checkpoint.stages()[contract.DECODER], spec, max_batch_size=1)
+    alone = StageRunner(tiny_checkpoint.stages()[contract.DECODER], spec, max_batch_size=1)
     for feed, result in zip(feeds, batched, strict=True):
         single = alone.run([feed])[0]
         assert sorted(result) == sorted(spec.output_names)
@@ -76,9 +76,9 @@ def test_padded_batches_give_each_row_its_own_result(checkpoint: Checkpoint) -> 
             np.testing.assert_allclose(result[name], single[name], rtol=1e-5, atol=1e-5, err_msg=name)
 
 
-def test_a_batch_budget_bounds_rows_times_tokens_and_splits_bigger_batches(checkpoint: Checkpoint) -> None:
-    spec = contract.decoder_spec(checkpoint.config)
-    stage = checkpoint.stages()[contract.DECODER]
+def test_a_batch_budget_bounds_rows_times_tokens_and_splits_bigger_batches(tiny_checkpoint: Checkpoint) -> None:
+    spec = contract.decoder_spec(tiny_checkpoint.config)
+    stage = tiny_checkpoint.stages()[contract.DECODER]
     budgeted = StageRunner(stage, spec, max_batch_size=8, batch_budget=128)
     unbounded = StageRunner(stage, spec, max_batch_size=8)
 
@@ -87,18 +87,18 @@ def test_a_batch_budget_bounds_rows_times_tokens_and_splits_bigger_batches(check
 
     assert [budgeted.max_rows(input_shapes(n)) for n in (32, 64, 128, 256)] == [4, 2, 1, 1]  # at least one row
     assert unbounded.max_rows(input_shapes(256)) == 8
-    feeds = [decoder_feed(checkpoint, SENTENCE_IDS[: 8 + i], seed=i) for i in range(6)]
+    feeds = [decoder_feed(tiny_checkpoint, SENTENCE_IDS[: 8 + i], seed=i) for i in range(6)]
     assert {f["memory"].shape[1] for f in feeds} == {32}  # one group of six rows: calls of 4 and 2
     for got, want in zip(budgeted.run(feeds), unbounded.run(feeds), strict=True):
         for name in spec.output_names:
             np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5, err_msg=name)
 
 
-def test_requests_in_other_token_buckets_run_as_one_padded_call(checkpoint: Checkpoint) -> None:
+def test_requests_in_other_token_buckets_run_as_one_padded_call(tiny_checkpoint: Checkpoint) -> None:
     """The decoder ignores zero padding along the token axis: a 32-token and a 64-token request (and the
     text encoder's) run as one call padded to 64 tokens and give what each gives alone, at its own length."""
-    stages, specs = checkpoint.stages(), contract.network_specs(checkpoint.config)
-    feeds = [decoder_feed(checkpoint, (SENTENCE_IDS * 4)[:n], seed=n) for n in (12, 40, 20)]
+    stages, specs = tiny_checkpoint.stages(), contract.network_specs(tiny_checkpoint.config)
+    feeds = [decoder_feed(tiny_checkpoint, (SENTENCE_IDS * 4)[:n], seed=n) for n in (12, 40, 20)]
     assert [f["memory"].shape[1] for f in feeds] == [32, 64, 32]
     runner = StageRunner(stages[contract.DECODER], specs[contract.DECODER], max_batch_size=4)
     assert batch_groups(feeds, padding=runner.padding) == [[0, 1, 2]]
@@ -133,16 +133,16 @@ def test_padding_merges_and_cuts_back_along_masked_axes_only() -> None:
     np.testing.assert_array_equal(first["y"][0], outputs["y"][0, :, :3])
 
 
-def test_requests_of_other_shapes_run_apart_in_arrival_order(checkpoint: Checkpoint) -> None:
-    spec = contract.vocoder_spec(checkpoint.config)
-    runner = StageRunner(checkpoint.stages()[contract.VOCODER], spec, max_batch_size=4)
+def test_requests_of_other_shapes_run_apart_in_arrival_order(tiny_checkpoint: Checkpoint) -> None:
+    spec = contract.vocoder_spec(tiny_checkpoint.config)
+    runner = StageRunner(tiny_checkpoint.stages()[contract.VOCODER], spec, max_batch_size=4)
     rng = np.random.default_rng(3)
-    feeds = [{"mel": rng.standard_normal((rows, frames, checkpoint.config.n_mels)).astype(np.float32) - 5}
+    feeds = [{"mel": rng.standard_normal((rows, frames, tiny_checkpoint.config.n_mels)).astype(np.float32) - 5}
              for rows, frames in ((1, 24), (2, 48), (3, 24))]
     results = runner.run(feeds)  # 1 + 3 rows of 24 frames merge into 4; the 48-frame request runs alone
     with torch.inference_mode():
         for feed, result in zip(feeds, results, strict=True):
-            expected = checkpoint.stages()[contract.VOCODER](torch.from_numpy(feed["mel"]))[0].numpy()
+            expected = tiny_checkpoint.stages()[contract.VOCODER](torch.from_numpy(feed["mel"]))[0].numpy()
             assert result["audio"].shape == expected.shape
             np.testing.assert_allclose(result["audio"], expected, rtol=1e-4, atol=1e-5)
 
