@@ -209,7 +209,8 @@ def test_a_stalled_redis_slows_a_stream_by_at_most_the_timeout(server: TritonSer
         sleeper.join()
     print(f"first chunk: baseline {baseline * 1e3:.0f} ms, Redis asleep {first * 1e3:.0f} ms (timeout {TIMEOUT_S} s)")
     assert errors == {("tts", "error"): 1}
-    assert first <= baseline + TIMEOUT_S + 0.25 and total < 2.5  # 3 s without the bound
+    # 0.35 s of slack: scheduling on a shared 2-core machine; without the bound the stream would wait 3 s.
+    assert first <= baseline + TIMEOUT_S + 0.35 and total < 2.5
 
 
 @pytest.mark.slow
