@@ -4,7 +4,8 @@
 - :class:`HttpTTSClient`: HTTP, ``tts_offline`` (one response; decoupled models cannot be served over HTTP).
 
 Every method that sends a request takes the same keyword options, :class:`RequestOptions` (voice, emotion,
-reference audio, timeout, MEL). Results are :class:`AudioChunk` and :class:`Synthesis`; every failure is a
+reference audio, timeout, MEL, speech controls, SSML, word timestamps).
+Results are :class:`AudioChunk` and :class:`Synthesis`; every failure is a
 :class:`TTSError` (:class:`InvalidInputError`, :class:`ServerUnavailableError` and its :class:`ServerBusyError`,
 :class:`TTSTimeoutError`).
 
@@ -18,7 +19,7 @@ from .audio_io import ReferenceAudio, load_reference_audio, save_wav
 from .errors import InvalidInputError, ServerBusyError, ServerUnavailableError, TTSError, TTSTimeoutError
 from .grpc_client import DEFAULT_GRPC_URL, AsyncTTSClient, TTSClient
 from .request import RequestOptions, TTSRequest, build_request, build_stop
-from .results import AudioChunk, Synthesis, VoiceCatalog
+from .results import AudioChunk, Synthesis, VoiceCatalog, Word
 
 _HTTP = ("DEFAULT_HTTP_URL", "HttpTTSClient")
 
@@ -49,6 +50,7 @@ __all__ = [
     "TTSRequest",
     "TTSTimeoutError",
     "VoiceCatalog",
+    "Word",
     "build_request",
     "build_stop",
     "load_reference_audio",

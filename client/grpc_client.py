@@ -215,7 +215,8 @@ class TTSClient(Closing):
                 if is_final_response(result):
                     end = "final"
                 chunk = chunk_from_result(
-                    result, index=index, elapsed=time.perf_counter() - start, return_mel=request.return_mel
+                    result, index=index, elapsed=time.perf_counter() - start, return_mel=request.return_mel,
+                    return_words=request.return_words,
                 )
                 if chunk is not None:
                     index += 1
@@ -436,7 +437,8 @@ class AsyncTTSClient:
                         end = "errored"  # the stream ends after it
                         raise translate_error(error) from error
                     chunk = chunk_from_result(
-                        result, index=index, elapsed=time.perf_counter() - start, return_mel=request.return_mel
+                        result, index=index, elapsed=time.perf_counter() - start, return_mel=request.return_mel,
+                        return_words=request.return_words,
                     )
                     if chunk is not None:
                         index += 1

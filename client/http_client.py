@@ -58,7 +58,8 @@ class HttpTTSClient(Closing):
                 self.model, request.infer_inputs(httpclient), outputs=request.requested_outputs(httpclient)
             )
         total = time.perf_counter() - start
-        chunk = chunk_from_result(result, index=0, elapsed=total, return_mel=request.return_mel)
+        chunk = chunk_from_result(result, index=0, elapsed=total, return_mel=request.return_mel,
+                                  return_words=request.return_words)
         return Synthesis.from_chunks([chunk] if chunk is not None else [], total)
 
     def voices(self, *, timeout: float | None = None) -> VoiceCatalog:

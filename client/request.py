@@ -16,6 +16,7 @@ import numpy as np
 
 from tts_triton.contract import (
     AUDIO,
+    CONTROLS,
     EMOTION,
     MEL,
     REFERENCE_AUDIO,
@@ -25,12 +26,13 @@ from tts_triton.contract import (
     TEXT,
     TTS_INPUTS,
     VOICE,
+    WORDS,
     TensorSpec,
 )
 
 from .audio_io import ReferenceAudio, load_reference_audio
 from .errors import InvalidInputError, TTSError
-from .results import AudioChunk
+from .results import AudioChunk, Word
 
 __all__ = ["RequestOptions", "TTSRequest", "build_request", "build_stop", "chunk_from_result", "is_final_response",
            "new_request_id", "parse_url"]
@@ -48,6 +50,10 @@ class RequestOptions(TypedDict, total=False):
     ``voice`` / ``emotion``: a preset of the server's voice bank. ``reference_audio`` (with
     ``reference_sample_rate`` unless it is a file): audio whose style to copy instead of a preset.
     ``timeout``: seconds for this request, overriding the client's. ``return_mel``: ask for MEL too.
+    ``speed`` (0.5-2, 1 as trained), ``pitch`` (semitones, -12..12), ``volume`` (dB, -30..12): speech
+    controls, None for as trained. ``ssml``: True when ``text`` is SSML (wrapped in ``<speak>`` if it does
+    not start with it), or the SSML markup itself (``text`` then empty). ``return_words``: ask for WORDS,
+    each chunk's word timestamps (:attr:`AudioChunk.words`).
     """
 
     voice: str | None
@@ -56,6 +62,11 @@ class RequestOptions(TypedDict, total=False):
     reference_sample_rate: int | None
     timeout: float | None
     return_mel: bool
+    speed: float | None
+    pitch: float | None
+    volume: float | None
+    ssml: bool | str | None
+    return_words: bool
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,10 @@ class TTSRequest:
     def return_mel(self) -> bool:
         return MEL in self.outputs
 
+    @property
+    def return_words(self) -> bool:
+        return WORDS in self.outputs
+
 
 def build_request(text: str, **options: Unpack[RequestOptions]) -> TTSRequest:
     """Build one request from ``text`` and :class:`RequestOptions`; optional inputs left as None are
@@ -94,7 +109,7 @@ def build_request(text: str, **options: Unpack[RequestOptions]) -> TTSRequest:
     unknown = options.keys() - RequestOptions.__optional_keys__
     if unknown:
         raise TypeError(f"unknown request option(s): {', '.join(sorted(unknown))}")
-    tensors = {TEXT: _string(TEXT, text)}
+    tensors = {TEXT: _string(TEXT, _ssml_text(text, options.get("ssml")))}
     for name, value in ((VOICE, options.get("voice")), (EMOTION, options.get("emotion"))):
         if value is not None:
             tensors[name] = _string(name, value)
@@ -105,7 +120,12 @@ def build_request(text: str, **options: Unpack[RequestOptions]) -> TTSRequest:
         tensors[REFERENCE_SAMPLE_RATE] = np.array([rate], dtype=np.int32)
     elif rate is not None:
         raise InvalidInputError(f"{REFERENCE_SAMPLE_RATE}: given without {REFERENCE_AUDIO}")
-    outputs = (AUDIO, SAMPLE_RATE, MEL) if options.get("return_mel") else (AUDIO, SAMPLE_RATE)
+    for name in CONTROLS:
+        value = options.get(name.lower())  # type: ignore[misc]
+        if value is not None:
+            tensors[name] = _control(name, value)
+    outputs = (AUDIO, SAMPLE_RATE, *((MEL,) if options.get("return_mel") else ()),
+               *((WORDS,) if options.get("return_words") else ()))
     return TTSRequest(tensors, outputs, options.get("timeout"))
 
 
@@ -121,6 +141,25 @@ def new_request_id() -> str:
     return uuid.uuid4().hex
 
 
+def _ssml_text(text: str, ssml: bool | str | None) -> str:
+    """TEXT for ``text`` and the ``ssml`` option (see :class:`RequestOptions`)."""
+    if isinstance(ssml, str):
+        if text:
+            raise InvalidInputError("TEXT: give the markup either as text (with ssml=True) or as ssml=, not both")
+        return ssml
+    if ssml and isinstance(text, str) and not text.lstrip().startswith("<speak"):
+        return f"<speak>{text}</speak>"
+    return text
+
+
+def _control(name: str, value: float) -> np.ndarray:
+    """One FP32 control value, checked against its range (the server checks it too)."""
+    c = CONTROLS[name]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not c.low <= value <= c.high:
+        raise InvalidInputError(f"{name}: expected a number in {c.low:g}..{c.high:g} ({c.unit}), got {value!r}")
+    return np.array([value], dtype=np.float32)
+
+
 def _string(name: str, value: str) -> np.ndarray:
     if not isinstance(value, str):
         raise InvalidInputError(f"{name}: expected str, got {type(value).__name__}")
@@ -133,12 +172,15 @@ class InferResultLike(Protocol):
     def as_numpy(self, name: str) -> np.ndarray | None: ...
 
 
-def chunk_from_result(result: InferResultLike, *, index: int, elapsed: float, return_mel: bool) -> AudioChunk | None:
-    """The chunk a response carries; None for one with neither audio samples nor mel frames
+def chunk_from_result(result: InferResultLike, *, index: int, elapsed: float, return_mel: bool,
+                      return_words: bool = False) -> AudioChunk | None:
+    """The chunk a response carries; None for one with neither audio samples, mel frames nor words
     (Triton's empty final response). Raises :class:`TTSError` if audio comes without SAMPLE_RATE."""
     audio = result.as_numpy(AUDIO)
     mel = result.as_numpy(MEL) if return_mel else None
-    if (audio is None or audio.size == 0) and (mel is None or mel.size == 0):
+    raw_words = result.as_numpy(WORDS) if return_words else None
+    words = Word.parse(raw_words.reshape(-1)[0]) if raw_words is not None and raw_words.size else ()
+    if (audio is None or audio.size == 0) and (mel is None or mel.size == 0) and not words:
         return None
     rate = result.as_numpy(SAMPLE_RATE)
     if rate is None:
@@ -150,6 +192,7 @@ def chunk_from_result(result: InferResultLike, *, index: int, elapsed: float, re
         index=index,
         elapsed=elapsed,
         mel=None if mel is None else np.array(mel, dtype=np.float32),
+        words=words,
     )
 
 

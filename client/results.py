@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,7 +17,28 @@ from tts_triton.voices import VoiceBank
 from .audio_io import save_wav
 from .errors import TTSError
 
-__all__ = ["AudioChunk", "Synthesis", "VoiceCatalog"]
+__all__ = ["AudioChunk", "Synthesis", "VoiceCatalog", "Word"]
+
+
+@dataclass(frozen=True)
+class Word:
+    """A spoken word: seconds ``[start, end)`` on the request's audio, characters ``[text_start, text_end)``
+    of the request's text (the source token for a reading: "03/14" for each word read from it)."""
+
+    word: str
+    start: float
+    end: float
+    text_start: int
+    text_end: int
+
+    @classmethod
+    def parse(cls, raw: bytes | str) -> tuple[Word, ...]:
+        """The words of one WORDS output (a JSON list). Raises :class:`TTSError` if it is not one."""
+        try:
+            return tuple(cls(str(w["word"]), float(w["start"]), float(w["end"]), int(w["text_start"]),
+                             int(w["text_end"])) for w in json.loads(raw))
+        except (KeyError, TypeError, ValueError) as e:
+            raise TTSError(f"the server sent a malformed WORDS output: {e!r}") from e
 
 
 @dataclass(frozen=True)
@@ -25,7 +47,7 @@ class AudioChunk:
 
     ``audio`` is mono float32 in [-1, 1]; ``index`` counts chunks from 0; ``elapsed`` is seconds from
     the start of the request to this chunk's arrival; ``mel`` (``[frames, n_mels]`` float32) is set
-    only when the request asked for it.
+    only when the request asked for it; ``words``, when it asked for them, are the words this chunk completes.
     """
 
     audio: np.ndarray
@@ -33,6 +55,7 @@ class AudioChunk:
     index: int
     elapsed: float
     mel: np.ndarray | None = None
+    words: tuple[Word, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,6 +72,7 @@ class Synthesis:
     total_time: float
     chunks: int
     mel: np.ndarray | None = None
+    words: tuple[Word, ...] = ()
 
     @classmethod
     def from_chunks(cls, chunks: Sequence[AudioChunk], total_time: float) -> Synthesis:
@@ -66,6 +90,7 @@ class Synthesis:
             total_time=total_time,
             chunks=len(chunks),
             mel=np.concatenate(mels) if mels else None,
+            words=tuple(w for c in chunks for w in c.words),
         )
 
     @property

@@ -26,8 +26,9 @@ import datetime as dt  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import TYPE_CHECKING  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 from tts_triton.endpoints import DEFAULT_GRPC_URL, DEFAULT_HTTP_URL, GRPC_PORT, HTTP_PORT, METRICS_PORT  # noqa: E402
 from tts_triton.export.targets import (  # noqa: E402
@@ -212,6 +213,10 @@ def _say_problem(args: argparse.Namespace) -> str | None:
         return "--reference sets the voice and emotion itself: drop --voice/--emotion, or drop --reference"
     if args.reference and not args.reference.is_file():
         return f"--reference {args.reference}: no such file"
+    if bool(args.text) == bool(args.ssml):
+        return "give the text to speak, or --ssml FILE, not both" if args.text else "give the text to speak"
+    if args.ssml and not args.ssml.is_file():
+        return f"--ssml {args.ssml}: no such file"
     if str(args.output) == "-":
         return None
     if args.output.is_dir():
@@ -287,6 +292,10 @@ def _say(args: argparse.Namespace) -> int:
         failures += (HTTPParseError,)
     text = " ".join(args.text)
     options = {"reference_audio": args.reference} if args.reference else {"voice": args.voice, "emotion": args.emotion}
+    options.update(speed=args.speed, pitch=args.pitch, volume=args.volume,
+                   return_words=bool(args.words or args.srt or args.vtt))
+    if args.ssml:
+        options["ssml"] = args.ssml.read_text(encoding="utf-8")
     try:
         if args.http:
             with HttpTTSClient(args.url or DEFAULT_HTTP_URL, timeout=args.timeout) as client:
@@ -301,6 +310,10 @@ def _say(args: argparse.Namespace) -> int:
         return _fail(f"--url {args.url}: {err}" + ("" if args.http else "; for HTTP add --http"))
     except OSError as err:  # the output file could not be written
         return _fail(f"-o {args.output}: {err.strerror or err}")
+    try:
+        _write_words(args, result.words)
+    except OSError as err:
+        return _fail(f"{err.filename}: {err.strerror or err}")
     where = "stdout" if str(args.output) == "-" else args.output
     print(f"wrote {where}: {result.duration:.2f} s of audio in {result.chunks} chunk(s); "
           f"first audio after {result.first_chunk_latency * 1000:.0f} ms, total {result.total_time * 1000:.0f} ms",
@@ -317,6 +330,16 @@ def _port(text: str) -> int:
     if not 1 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{port} is not a TCP port (1-65535)")
     return port
+
+
+def _write_words(args: argparse.Namespace, words: Sequence[Any]) -> None:
+    """``say --words/--srt/--vtt``: the word timestamps as JSON and subtitles."""
+    from tts_triton.client.subtitles import to_srt, to_vtt, words_to_json
+
+    for path, render in ((args.words, words_to_json), (args.srt, to_srt), (args.vtt, to_vtt)):
+        if path is not None:
+            path.write_text(render(words), encoding="utf-8")
+            print(f"wrote {path}: {len(words)} words", file=sys.stderr)
 
 
 def _voices(args: argparse.Namespace) -> int:
@@ -471,7 +494,7 @@ def _client_parsers(sub: argparse._SubParsersAction) -> None:
     y = sub.add_parser("say", help="speak TEXT through a running server into an audio file",
                        description="Synthesize TEXT on a running server (gRPC stream of `tts`, or HTTP "
                                    "`tts_offline` with --http) and write an audio file.")
-    y.add_argument("text", nargs="+", help="the text to speak")
+    y.add_argument("text", nargs="*", help="the text to speak (plain, or SSML starting with <speak>)")
     y.add_argument("-o", "--output", type=Path, default=Path("out.wav"),
                    help="audio file: .wav, .flac, .ogg or .mp3 by its suffix, or - for WAV on stdout "
                         "(default %(default)s)")
@@ -481,6 +504,13 @@ def _client_parsers(sub: argparse._SubParsersAction) -> None:
     y.add_argument("--url", help=f"server address (default {DEFAULT_GRPC_URL}, or {DEFAULT_HTTP_URL} with --http)")
     y.add_argument("--http", action="store_true", help="use HTTP and tts_offline instead of the gRPC stream")
     y.add_argument("--timeout", type=float, default=120.0, help="seconds allowed (default %(default)s)")
+    y.add_argument("--speed", type=float, help="speaking rate, 0.5-2 (1: as trained)")
+    y.add_argument("--pitch", type=float, help="pitch shift in semitones, -12..12")
+    y.add_argument("--volume", type=float, help="gain in dB, -30..12")
+    y.add_argument("--ssml", type=Path, metavar="FILE", help="speak this SSML file instead of TEXT")
+    y.add_argument("--words", type=Path, metavar="OUT.json", help="write the word timestamps as JSON")
+    y.add_argument("--srt", type=Path, metavar="OUT.srt", help="write SubRip subtitles from the word timestamps")
+    y.add_argument("--vtt", type=Path, metavar="OUT.vtt", help="write WebVTT subtitles from the word timestamps")
     y.set_defaults(func=_say)
 
     v = sub.add_parser("voices", help="list the server's voices and emotions",

@@ -174,6 +174,23 @@ def encode_spec(cfg: ModelConfig) -> ModelSpec:
 TEXT, VOICE, EMOTION = "TEXT", "VOICE", "EMOTION"
 REFERENCE_AUDIO, REFERENCE_SAMPLE_RATE = "REFERENCE_AUDIO", "REFERENCE_SAMPLE_RATE"
 AUDIO, SAMPLE_RATE, MEL = "AUDIO", "SAMPLE_RATE", "MEL"
+SPEED, PITCH, VOLUME, WORDS = "SPEED", "PITCH", "VOLUME", "WORDS"
+
+
+@dataclass(frozen=True)
+class ControlRange:
+    """A speech control input: FP32 [1], ``neutral`` (as trained) when absent, valid in [low, high]."""
+
+    name: str
+    low: float
+    high: float
+    neutral: float
+    unit: str
+
+
+#: Speaking rate (a factor: 2 is twice as fast), pitch shift (semitones) and gain (dB).
+CONTROLS = {c.name: c for c in (ControlRange(SPEED, 0.5, 2.0, 1.0, "x"), ControlRange(PITCH, -12.0, 12.0, 0.0, "st"),
+                                ControlRange(VOLUME, -30.0, 12.0, 0.0, "dB"))}
 
 #: The inputs of ``tts`` / ``tts_offline``; they do not depend on the model config (clients use them as is).
 TTS_INPUTS = (
@@ -182,6 +199,7 @@ TTS_INPUTS = (
     TensorSpec(EMOTION, "bytes", (1,), optional=True),
     TensorSpec(REFERENCE_AUDIO, "float32", (-1,), optional=True),
     TensorSpec(REFERENCE_SAMPLE_RATE, "int32", (1,), optional=True),
+    *(TensorSpec(name, "float32", (1,), optional=True) for name in CONTROLS),
 )
 
 
@@ -195,6 +213,10 @@ def tts_spec(cfg: ModelConfig, name: str = TTS) -> ModelSpec:
             TensorSpec(SAMPLE_RATE, "int32", (1,)),
             # Sent only when the client asks for it: decoder mel frames (before the postnet).
             f32(MEL, -1, cfg.n_mels),
+            # Sent only when asked for: a JSON list of the words this chunk completes (``tts_offline``: all),
+            # each {"word", "start", "end" (seconds on the stream's timeline), "text_start", "text_end"
+            # (its character span in TEXT)}.
+            TensorSpec(WORDS, "bytes", (1,)),
         ),
         batched=False,
     )

@@ -7,19 +7,27 @@ ONNX Runtime sessions: one loop, one stop rule, one chunking rule for all of the
 
 Stop rule: a decoder call returns K gate logits; decoding stops after the first step whose logit is
 > 0 (that step's r frames are kept), or when the max-steps guard for the sentence is reached.
+
+Speech controls (:mod:`tts_triton.serving.controls`) act between the decoder and the vocoder: each
+sentence's mel is time-scaled and pitch-shifted as it grows, the chunk planner cuts the result, and the
+gain is applied to each vocoded chunk; pauses are silent chunks. Word times (:mod:`tts_triton.serving.words`)
+come from the decoder's ``alignment`` output when asked for.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
 from tts_triton import audio, contract
 from tts_triton.config import STREAMING, ModelConfig, StreamingConfig
+from tts_triton.serving.controls import AS_TRAINED, Controls, TimeScaler, apply_gain, pause_frames, shift_pitch
+from tts_triton.serving.words import WordClock, WordTime
+from tts_triton.text import Sentence
 
 
 class InferBackend(Protocol):
@@ -34,11 +42,12 @@ class Cancelled(Exception):
 
 @dataclass
 class Chunk:
-    """One streamed piece of audio, with the decoder frames produced since the previous chunk."""
+    """One streamed piece of audio, with its mel frames and the words it completes (when asked for)."""
 
     audio: np.ndarray  # float32 [samples]
-    mel: np.ndarray  # float32 [frames, n_mels], decoder output (before the postnet)
+    mel: np.ndarray  # float32 [frames, n_mels], what was vocoded: decoder output (before the postnet), controlled
     sentence: int
+    words: list[WordTime] = field(default_factory=list)
 
 
 @dataclass
@@ -146,17 +155,20 @@ class Pipeline:
         return {s.name: np.zeros((1, *(dims.get(d, d) for d in s.dims)), np.float32) for s in self.state_specs}
 
     async def decode(self, ids: list[int], stats: SentenceStats, cancelled: Callable[[], bool] = lambda: False,
-                     ref_mel: np.ndarray | None = None) -> AsyncIterator[np.ndarray]:
-        """Yield the decoder's mel frames ``[n, n_mels]`` call by call until the stop rule fires.
+                     ref_mel: np.ndarray | None = None,
+                     style: np.ndarray | None = None) -> AsyncIterator[tuple[np.ndarray, np.ndarray | None]]:
+        """Yield the decoder's mel frames ``[n, n_mels]`` call by call until the stop rule fires, each with
+        the alignment rows of those steps ``[steps, len(ids)]`` (None when the backend does not return it).
 
-        Uses ``self.style``, or the style of ``ref_mel`` (which then becomes ``self.style``).
+        Uses ``style``, else ``self.style``, or the style of ``ref_mel`` (which then becomes ``self.style``).
         """
         d = self.cfg.decoder
         out = await self.encode(ids, ref_mel)
         if ref_mel is not None:
             self.style = out["style"][0]
+        style = self.style if style is None else style
         context = {"memory": out["memory"], "processed_memory": out["processed_memory"], "mask": out["mask"],
-                   "style": self.style[None].astype(np.float32)}
+                   "style": style[None].astype(np.float32)}
         state = self.initial_state(context["mask"].shape[1])
         max_steps = d.max_steps(len(ids))
         while True:
@@ -175,7 +187,8 @@ class Pipeline:
             stats.steps += steps
             frames = out["mel"][0, : steps * d.frames_per_step]
             stats.frames += frames.shape[0]
-            yield frames
+            alignment = out["alignment"][0, :steps, : len(ids)] if "alignment" in out else None
+            yield frames, alignment
             if stop is not None:
                 return
 
@@ -187,10 +200,17 @@ class Pipeline:
         out = await self.backend.infer(contract.VOCODER, {"mel": frames[None]})
         return window.trim(out["audio"][0])
 
-    async def stream(self, sentences: list[list[int]], style: np.ndarray | None = None,
+    async def stream(self, sentences: Sequence[list[int] | Sentence], style: np.ndarray | None = None,
                      cancelled: Callable[[], bool] = lambda: False,
-                     ref_mel: np.ndarray | None = None) -> AsyncIterator[Chunk]:
-        """Synthesize sentences in order, yielding audio as soon as each chunk is ready.
+                     ref_mel: np.ndarray | None = None, controls: Controls = AS_TRAINED,
+                     voices: Callable[[str], np.ndarray] | None = None,
+                     words: bool = False) -> AsyncIterator[Chunk]:
+        """Synthesize sentences (phoneme ids, or :class:`~tts_triton.text.Sentence` plans) in order,
+        yielding audio as soon as each chunk is ready.
+
+        ``controls`` apply to every sentence, combined with a plan's own markup; a plan's pauses are
+        silent chunks and its ``voice`` is styled by ``voices(name)``. With ``words``, each chunk carries
+        the words it completes (the backend must return the decoder's ``alignment``).
 
         Decoding runs ahead of vocoding: a vocoder call starts as soon as its window is decoded, while
         the decoder goes on (and the next sentence is encoded), so one stream keeps its decoder and
@@ -207,7 +227,8 @@ class Pipeline:
             raise ValueError("give exactly one of style and ref_mel")
         self.style = style
         pending: asyncio.Queue[asyncio.Future[Chunk] | None] = asyncio.Queue()
-        producer = asyncio.ensure_future(self._decode_all(sentences, cancelled, ref_mel, pending))
+        plans = [s if isinstance(s, Sentence) else Sentence(list(s), []) for s in sentences]
+        producer = asyncio.ensure_future(self._decode_all(plans, cancelled, ref_mel, pending, controls, voices, words))
         try:
             while (chunk := await pending.get()) is not None:
                 yield await chunk
@@ -221,53 +242,89 @@ class Pipeline:
                 future.cancel()
             await asyncio.gather(*left, return_exceptions=True)
 
-    async def _decode_all(self, sentences: list[list[int]], cancelled: Callable[[], bool],
-                          ref_mel: np.ndarray | None, pending: asyncio.Queue) -> None:
+    async def _decode_all(self, sentences: list[Sentence], cancelled: Callable[[], bool],
+                          ref_mel: np.ndarray | None, pending: asyncio.Queue, controls: Controls,
+                          voices: Callable[[str], np.ndarray] | None, words: bool) -> None:
         """Decode the sentences in order, putting each chunk's vocoder call on ``pending`` as it starts;
         None last, also on failure."""
         first_chunk_first = self.streaming.first_chunk_first
         last: asyncio.Future[Chunk] | None = None  # the stream's latest vocoder call
+        offset = 0  # output frames of the stream so far, pauses included
         try:
-            for index, ids in enumerate(sentences):
+            for index, plan in enumerate(sentences):
+                offset += self._pause(pending, plan.pause_before, index)
+                ctl = controls.combine(plan.rate, plan.pitch, plan.volume)
+                style = voices(plan.voice) if plan.voice is not None and voices is not None else None
                 stats = SentenceStats()
                 self.stats.append(stats)
                 planner = ChunkPlanner(self.streaming)
-                mel = np.zeros((0, self.cfg.n_mels), np.float32)
-                async for frames in self.decode(ids, stats, cancelled, ref_mel if index == 0 else None):
-                    mel = np.concatenate([mel, frames])
-                    started = self._start_chunks(pending, planner, mel, index, stats, False, last)
+                scaler = TimeScaler(ctl.speed)
+                clock = WordClock(plan.words, self.cfg.decoder.frames_per_step, ctl.speed, offset) if words else None
+                source = mel = np.zeros((0, self.cfg.n_mels), np.float32)
+                decoded = self.decode(plan.ids, stats, cancelled, ref_mel if index == 0 else None, style)
+                async for frames, alignment in decoded:
+                    if clock is not None:
+                        if alignment is None:
+                            raise RuntimeError("word timestamps need the decoder's alignment; the backend gave none")
+                        clock.push(alignment)
+                    source = np.concatenate([source, frames])
+                    mel = np.concatenate([mel, shift_pitch(scaler.extend(source, False), ctl.pitch)])
+                    started = self._start_chunks(pending, planner, mel, index, stats, False, last, ctl, clock, offset)
                     if started:
                         if first_chunk_first and index == 0 and len(started) == stats.vocoder_calls:
                             await asyncio.wait(started[:1])  # the stream's first chunk before decoding on
                         last = started[-1]
                     await asyncio.sleep(0)  # a backend computing inside infer (in process) vocodes before decoding on
-                if started := self._start_chunks(pending, planner, mel, index, stats, True, last):
+                mel = np.concatenate([mel, shift_pitch(scaler.extend(source, True), ctl.pitch)])
+                if clock is not None:
+                    clock.finish(len(mel))
+                if started := self._start_chunks(pending, planner, mel, index, stats, True, last, ctl, clock, offset):
                     last = started[-1]
+                if clock is not None and (left := clock.take(float("inf"))):  # words ending on the last frame
+                    self._put_done(pending, Chunk(np.zeros(0, np.float32), mel[:0], index, left))
+                offset += len(mel) + self._pause(pending, plan.pause_after, index)
         finally:
             pending.put_nowait(None)
 
+    def _put_done(self, pending: asyncio.Queue, chunk: Chunk) -> None:
+        done: asyncio.Future[Chunk] = asyncio.get_running_loop().create_future()
+        done.set_result(chunk)
+        pending.put_nowait(done)
+
+    def _pause(self, pending: asyncio.Queue, seconds: float, sentence: int) -> int:
+        """Put ``seconds`` of silence on the stream as one chunk; its length in frames."""
+        frames = pause_frames(seconds)
+        if frames:
+            mel = np.full((frames, self.cfg.n_mels), SILENCE, np.float32)
+            self._put_done(pending, Chunk(np.zeros(frames * audio.HOP_LENGTH, np.float32), mel, sentence))
+        return frames
+
     def _start_chunks(self, pending: asyncio.Queue, planner: ChunkPlanner, mel: np.ndarray, sentence: int,
-                      stats: SentenceStats, finished: bool,
-                      last: asyncio.Future[Chunk] | None) -> list[asyncio.Future[Chunk]]:
+                      stats: SentenceStats, finished: bool, last: asyncio.Future[Chunk] | None,
+                      controls: Controls = AS_TRAINED, clock: WordClock | None = None,
+                      offset: int = 0) -> list[asyncio.Future[Chunk]]:
         """Start the vocoder call of every window of ``mel`` that the planner has ready (with ``first_chunk_first``,
-        each after the one before it, the first after ``last``); those calls."""
+        each after the one before it, the first after ``last``), each with the words that end in it; those calls."""
         started: list[asyncio.Future[Chunk]] = []
         while (window := planner.next_window(len(mel), finished)) is not None:
             stats.vocoder_calls += 1
             after = (started[-1] if started else last) if self.streaming.first_chunk_first else None
-            started.append(asyncio.ensure_future(self._chunk(mel, window, sentence, after)))
+            done = clock.take(offset + window.end) if clock is not None else []
+            started.append(asyncio.ensure_future(self._chunk(mel, window, sentence, after, controls.volume, done)))
             pending.put_nowait(started[-1])
         return started
 
-    async def _chunk(self, mel: np.ndarray, window: ChunkWindow, sentence: int,
-                     after: asyncio.Future[Chunk] | None) -> Chunk:
+    async def _chunk(self, mel: np.ndarray, window: ChunkWindow, sentence: int, after: asyncio.Future[Chunk] | None,
+                     gain_db: float = 0.0, words: list[WordTime] | None = None) -> Chunk:
         if after is not None:  # first_chunk_first: one vocoder call of the stream in flight
             await asyncio.wait([after])
-        return Chunk(await self.vocode(mel, window), mel[window.start : window.end], sentence)
+        samples = apply_gain(await self.vocode(mel, window), gain_db)
+        return Chunk(samples, mel[window.start : window.end], sentence, words or [])
 
-    async def synthesize(self, sentences: list[list[int]], style: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    async def synthesize(self, sentences: Sequence[list[int] | Sentence], style: np.ndarray,
+                         controls: Controls = AS_TRAINED) -> tuple[np.ndarray, np.ndarray]:
         """The whole utterance at once: (audio ``[samples]``, decoder mel ``[frames, n_mels]``)."""
-        chunks = [c async for c in self.stream(sentences, style)]
+        chunks = [c async for c in self.stream(sentences, style, controls=controls)]
         if not chunks:
             return np.zeros(0, np.float32), np.zeros((0, self.cfg.n_mels), np.float32)
         return np.concatenate([c.audio for c in chunks]), np.concatenate([c.mel for c in chunks])

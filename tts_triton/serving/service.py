@@ -1,8 +1,9 @@
 """Request handling of the ``tts`` / ``tts_offline`` models, free of Triton.
 
 :func:`parse_request` validates the raw input tensors, :class:`TTSService` turns a request into
-sentences (the front end) and a style (the voice bank or the reference audio), then streams audio
-through the :class:`~tts_triton.serving.pipeline.Pipeline`. Bad input raises
+sentences (the front end's plan: plain text or SSML) and a style (the voice bank or the reference audio),
+then streams audio through the :class:`~tts_triton.serving.pipeline.Pipeline` with the request's speech
+controls (SPEED, PITCH, VOLUME) and, when asked for, word timestamps. Bad input raises
 :class:`~tts_triton.errors.InvalidInput` naming the input, from whichever of these finds it. Reference-audio styles are
 cached by the SHA-256 of the audio and its rate.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -20,10 +22,21 @@ import numpy as np
 
 from tts_triton import audio
 from tts_triton.config import LIMITS, STREAMING, ModelConfig, StreamingConfig
-from tts_triton.contract import EMOTION, REFERENCE_AUDIO, REFERENCE_SAMPLE_RATE, TEXT, VOICE
+from tts_triton.contract import (
+    CONTROLS,
+    EMOTION,
+    PITCH,
+    REFERENCE_AUDIO,
+    REFERENCE_SAMPLE_RATE,
+    SPEED,
+    TEXT,
+    VOICE,
+    VOLUME,
+)
 from tts_triton.errors import InvalidInput
+from tts_triton.serving.controls import Controls
 from tts_triton.serving.pipeline import Chunk, InferBackend, Pipeline
-from tts_triton.text import check_text, text_to_sequences
+from tts_triton.text import check_text, plan_text, text_to_sequences
 from tts_triton.voices import VoiceBank
 
 if TYPE_CHECKING:
@@ -44,6 +57,15 @@ class SynthesisRequest:
     emotion: str | None = None
     reference_audio: np.ndarray | None = None
     reference_sample_rate: int | None = None
+    speed: float = 1.0
+    pitch: float = 0.0
+    volume: float = 0.0
+    #: Whether the client asked for WORDS (word timestamps).
+    words: bool = False
+
+    @property
+    def controls(self) -> Controls:
+        return Controls(self.speed, self.pitch, self.volume)
 
 
 def _string(name: str, value: np.ndarray | None) -> str | None:
@@ -58,9 +80,25 @@ def _string(name: str, value: np.ndarray | None) -> str | None:
         raise InvalidInput(name, f"is not valid UTF-8 ({err.reason} at byte {err.start})") from None
 
 
-def parse_request(inputs: dict[str, np.ndarray | None]) -> SynthesisRequest:
-    """Validate raw input tensors (by contract name; absent optional inputs are None). TEXT is
-    checked by the front end (:func:`~tts_triton.text.check_text`), the reference by :func:`check_reference`."""
+def _control(name: str, value: np.ndarray | None) -> float:
+    """The value of control input ``name`` (its neutral value when absent), within its contract range."""
+    c = CONTROLS[name]
+    if value is None:
+        return c.neutral
+    if value.size != 1 or value.dtype != np.float32:
+        raise InvalidInput(name, f"expected one FP32 value, got dtype {value.dtype} shape {list(value.shape)}")
+    x = float(value.reshape(-1)[0])
+    if not math.isfinite(x) or not c.low <= x <= c.high:
+        raise InvalidInput(name, f"{x:g} is outside {c.low:g}..{c.high:g} ({c.unit}; {c.neutral:g} is as trained)")
+    return x
+
+
+def parse_request(inputs: dict[str, np.ndarray | None], words: bool = False) -> SynthesisRequest:
+    """Validate raw input tensors (by contract name; absent optional inputs are None); ``words``: whether
+    WORDS is requested. TEXT is checked by the front end (:func:`~tts_triton.text.check_text`), the
+    reference by :func:`check_reference`, the controls against :data:`~tts_triton.contract.CONTROLS`."""
+    controls = {"speed": _control(SPEED, inputs.get(SPEED)), "pitch": _control(PITCH, inputs.get(PITCH)),
+                "volume": _control(VOLUME, inputs.get(VOLUME)), "words": words}
     text = _string(TEXT, inputs.get(TEXT))
     if text is None:
         raise InvalidInput(TEXT, "is required")
@@ -71,12 +109,12 @@ def parse_request(inputs: dict[str, np.ndarray | None]) -> SynthesisRequest:
     if ref is None:
         if rate is not None:
             raise InvalidInput(REFERENCE_SAMPLE_RATE, f"was given without {REFERENCE_AUDIO}")
-        return SynthesisRequest(text, voice, emotion)
+        return SynthesisRequest(text, voice, emotion, **controls)
     if voice or emotion:
         raise InvalidInput(REFERENCE_AUDIO,
                            f"cannot be combined with {VOICE} or {EMOTION} (the reference sets the style)")
     samples, sample_rate = check_reference(ref, rate)
-    return SynthesisRequest(text, reference_audio=samples, reference_sample_rate=sample_rate)
+    return SynthesisRequest(text, reference_audio=samples, reference_sample_rate=sample_rate, **controls)
 
 
 def check_reference(ref: np.ndarray, rate: np.ndarray | None) -> tuple[np.ndarray, int]:
@@ -155,8 +193,14 @@ class TTSService:
 
     async def stream(self, request: SynthesisRequest, backend: InferBackend,
                      cancelled: Callable[[], bool] = lambda: False) -> AsyncIterator[Chunk]:
-        """Chunks of the request's audio, in order. Raises InvalidInput before the first chunk on bad input."""
-        sentences = text_to_sequences(request.text, self.streaming.max_tokens)
+        """Chunks of the request's audio, in order. Raises InvalidInput before the first chunk on bad input
+        (a sentence's unknown ``voice`` included)."""
+        sentences = plan_text(request.text)
+        too_long = next((s for s in sentences if len(s.ids) > self.streaming.max_tokens), None)
+        if too_long is not None:
+            raise InvalidInput(TEXT, f"a sentence has {len(too_long.ids)} phonemes; the limit is "
+                                     f"{self.streaming.max_tokens}")
+        styles = {s.voice: self.voice_bank.style(s.voice, request.emotion) for s in sentences if s.voice}
         pipeline = Pipeline(backend, self.cfg, self.streaming)
         if request.reference_audio is None:
             style, ref_mel, key = self.voice_bank.style(request.voice, request.emotion), None, None
@@ -165,7 +209,9 @@ class TTSService:
             style = self.style_cache.get(key)
             samples = audio.resample(request.reference_audio, request.reference_sample_rate)
             ref_mel = audio.mel_spectrogram(samples) if style is None else None
-        async with contextlib.aclosing(pipeline.stream(sentences, style, cancelled, ref_mel)) as chunks:
+        chunks = pipeline.stream(sentences, style, cancelled, ref_mel, request.controls, styles.__getitem__,
+                                 request.words)
+        async with contextlib.aclosing(chunks):
             async for chunk in chunks:
                 if key is not None and ref_mel is not None:
                     self.style_cache.put(key, pipeline.style)

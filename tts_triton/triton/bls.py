@@ -3,7 +3,9 @@
 Contract (see README "The tts contract"): inputs ``TEXT`` BYTES [1]; optional ``VOICE`` and
 ``EMOTION`` BYTES [1], or ``REFERENCE_AUDIO`` FP32 [-1] with ``REFERENCE_SAMPLE_RATE`` INT32 [1].
 Outputs ``AUDIO`` FP32 [-1] and ``SAMPLE_RATE`` INT32 [1] per streamed chunk (``tts``) or once
-(``tts_offline``); ``MEL`` FP32 [-1, n_mels] (decoder frames) only when the client requests it.
+(``tts_offline``); ``MEL`` FP32 [-1, n_mels] (decoder frames) only when the client requests it. Optional
+controls ``SPEED``, ``PITCH``, ``VOLUME`` FP32 [1]; ``WORDS`` BYTES [1] (JSON word timestamps of the chunk,
+``tts_offline``: all of them) only when requested, and only then is the decoder's ``alignment`` asked for.
 Bad input gets an INVALID_ARG error whose message names the input. Every request ends with the
 FINAL flag, on errors and cancellation too (``tts_offline``: its one response carries it).
 
@@ -75,18 +77,19 @@ from tts_triton.serving.requests import (
     stop_target,
 )
 from tts_triton.serving.service import TTSService, parse_request
+from tts_triton.serving.words import WordTime, words_json
 from tts_triton.triton.utils import error_response, read_inputs
 from tts_triton.voices import VoiceBank
 
 
 class BlsBackend:
     """:class:`~tts_triton.serving.pipeline.InferBackend` over BLS calls to the other models (CPU tensors);
-    requests every output but :data:`~tts_triton.contract.DIAGNOSTIC_OUTPUTS`."""
+    requests every output but the :data:`~tts_triton.contract.DIAGNOSTIC_OUTPUTS` not in ``diagnostic``."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, diagnostic: frozenset[str] = frozenset()) -> None:
         specs = {**contract.network_specs(cfg), contract.ENCODE: contract.encode_spec(cfg)}
-        self.outputs = {name: [o for o in spec.output_names if o not in contract.DIAGNOSTIC_OUTPUTS]
-                        for name, spec in specs.items()}
+        skip = contract.DIAGNOSTIC_OUTPUTS - diagnostic
+        self.outputs = {name: [o for o in spec.output_names if o not in skip] for name, spec in specs.items()}
 
     async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         request = pb_utils.InferenceRequest(
@@ -140,6 +143,7 @@ class TritonPythonModel:
                                   cache=cache[0] if cache else None)
         self.service.warm_up()
         self.backend = BlsBackend(self.cfg)
+        self.timing_backend = BlsBackend(self.cfg, frozenset({"alignment"}))  # for requests that want WORDS
         self.name = config["name"]
         self.admission = Admission(int_parameter(config, MAX_STREAMS, 0), instance_count(config), self.name)
         self.stops = StopBoard()
@@ -184,11 +188,14 @@ class TritonPythonModel:
     async def stream_all(self, requests: list[Any]) -> None:
         await asyncio.gather(*(self.stream(r) for r in requests))
 
-    def chunk_response(self, chunk_audio: np.ndarray, mel: np.ndarray | None) -> Any:
+    def chunk_response(self, chunk_audio: np.ndarray, mel: np.ndarray | None,
+                       words: list[WordTime] | None = None) -> Any:
         tensors = [pb_utils.Tensor("AUDIO", chunk_audio.astype(np.float32)),
                    pb_utils.Tensor("SAMPLE_RATE", np.array([audio.SAMPLE_RATE], dtype=np.int32))]
         if mel is not None:
             tensors.append(pb_utils.Tensor("MEL", mel.astype(np.float32)))
+        if words is not None:
+            tensors.append(pb_utils.Tensor(contract.WORDS, np.array([words_json(words)], dtype=np.object_)))
         return pb_utils.InferenceResponse(output_tensors=tensors)
 
     async def chunks(self, request: Any) -> AsyncIterator[Chunk]:
@@ -203,12 +210,13 @@ class TritonPythonModel:
         self.active.increment(1)
         deadline = Deadline(request.timeout())
         request_id = request.request_id()
-        backend: BlsBackend | GatedBackend = self.backend
+        want_words = contract.WORDS in request.requested_output_names()
+        backend: BlsBackend | GatedBackend = self.timing_backend if want_words else self.backend
         if self.gate is not None:
-            backend = GatedBackend(self.backend, self.gate)
+            backend = GatedBackend(backend, self.gate)
             self.gate.enter(backend)
         try:
-            parsed = parse_request(read_inputs(request, self.spec.input_names, model=self.name))
+            parsed = parse_request(read_inputs(request, self.spec.input_names, model=self.name), words=want_words)
 
             def stopped() -> bool:
                 return self.stops.posted(request_id)
@@ -246,9 +254,11 @@ class TritonPythonModel:
                 self.stops.post(target)  # the stop's own stream ends here, with its FINAL
                 return
             want_mel = "MEL" in request.requested_output_names()
+            want_words = contract.WORDS in request.requested_output_names()
             async with contextlib.aclosing(self.chunks(request)) as chunks:
                 async for chunk in chunks:
-                    sender.send(self.chunk_response(chunk.audio, chunk.mel if want_mel else None))
+                    sender.send(self.chunk_response(chunk.audio, chunk.mel if want_mel else None,
+                                                    chunk.words if want_words else None))
         except Stopped:
             pass  # the client asked for it: a normal end
         except Cancelled:
@@ -274,7 +284,8 @@ class TritonPythonModel:
         chunks: list[Chunk] = [c async for c in self.chunks(request)]
         whole = np.concatenate([c.audio for c in chunks]) if chunks else np.zeros(0, np.float32)
         mel = np.concatenate([c.mel for c in chunks]) if chunks else np.zeros((0, self.cfg.n_mels), np.float32)
-        return self.chunk_response(whole, mel if "MEL" in request.requested_output_names() else None)
+        words = [w for c in chunks for w in c.words] if contract.WORDS in request.requested_output_names() else None
+        return self.chunk_response(whole, mel if "MEL" in request.requested_output_names() else None, words)
 
 
 

@@ -1,0 +1,145 @@
+"""Speech controls on the decoder's mel and the vocoder's audio: rate, pitch and volume, stream-safe.
+
+The decoder runs as trained; the controls act between it and the vocoder, so every runtime target
+behaves alike and nothing is retrained:
+
+- **Rate** time-scales the mel: output frame ``j`` is the source mel linearly interpolated at
+  ``j * speed``. Frames are produced as soon as both neighbours exist, so the streamed mel equals the
+  one-shot mel exactly; the vocoder regenerates the phase of the resampled frames.
+- **Pitch** moves the harmonics and keeps the formants, frame by frame: the log-mel is split into an
+  envelope (its first :data:`ENVELOPE_COEFFICIENTS` DCT coefficients) and the fine structure (the rest);
+  the fine structure is resampled along frequency by ``2 ** (semitones / 12)`` and added back to the
+  envelope. That is one fixed ``n_mels x n_mels`` matrix per shift; the vocoder follows the harmonics.
+- **Volume** is a gain in dB with a memoryless soft limiter (linear below :data:`LIMIT_KNEE`, tanh
+  above, never past 1), applied to each vocoded chunk: chunk by chunk it is the one-shot result.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tts_triton import audio
+from tts_triton.contract import CONTROLS, PITCH, SPEED, VOLUME
+
+#: DCT coefficients of a log-mel frame that make its envelope (formants); the rest is harmonic fine structure.
+#: 12 of 128: with 24, a +12 st shift reached only 1.83x F0 on the default voice; 12 gave 2.00x.
+ENVELOPE_COEFFICIENTS = 12
+#: Amplitude above which the limiter bends the waveform (below it, the gain is exact).
+LIMIT_KNEE = 0.9
+#: Pitch shifts are rounded to this many semitones, so a few matrices serve all requests.
+PITCH_STEP = 0.01
+
+
+def clamp(name: str, value: float) -> float:
+    """``value`` limited to the range of control ``name`` (combined request and markup values)."""
+    c = CONTROLS[name]
+    return min(max(value, c.low), c.high)
+
+
+@dataclass(frozen=True)
+class Controls:
+    """Rate factor, pitch shift in semitones and gain in dB; the defaults leave speech as trained."""
+
+    speed: float = 1.0
+    pitch: float = 0.0
+    volume: float = 0.0
+
+    def combine(self, rate: float = 1.0, pitch: float = 0.0, volume: float = 0.0) -> Controls:
+        """These controls with a sentence's markup applied (rate multiplies, pitch and volume add), each
+        clamped to its contract range."""
+        return Controls(clamp(SPEED, self.speed * rate), clamp(PITCH, self.pitch + pitch),
+                        clamp(VOLUME, self.volume + volume))
+
+    @property
+    def neutral(self) -> bool:
+        return self.speed == 1.0 and self.pitch == 0.0 and self.volume == 0.0
+
+
+#: No control: speech as trained.
+AS_TRAINED = Controls()
+
+
+@functools.lru_cache(maxsize=64)
+def _pitch_matrix(steps: int, n_mels: int) -> np.ndarray:
+    ratio = 2.0 ** (steps * PITCH_STEP / 12.0)
+    k = np.arange(n_mels)
+    # Orthonormal DCT-II basis (rows = coefficients): envelope = B_low.T @ B_low @ x.
+    basis = np.cos(np.pi * (k[None, :] + 0.5) * k[:, None] / n_mels) * np.sqrt(2.0 / n_mels)
+    basis[0] /= np.sqrt(2.0)
+    low = basis[:ENVELOPE_COEFFICIENTS]
+    envelope = low.T @ low
+    centres = audio.mel_points(n_mels)[1:-1]
+    # Fine structure at bin i is read where the harmonic now at centre_i came from: centre_i / ratio.
+    position = np.interp(audio.hz_to_mel(centres / ratio), audio.hz_to_mel(centres), k)
+    lo = np.minimum(np.floor(position).astype(int), n_mels - 2)
+    frac = position - lo
+    warp = np.zeros((n_mels, n_mels))
+    warp[k, lo] = 1.0 - frac
+    warp[k, lo + 1] += frac
+    matrix = envelope + warp @ (np.eye(n_mels) - envelope)
+    return np.ascontiguousarray(matrix.T, dtype=np.float32)  # frames @ matrix
+
+
+def shift_pitch(mel: np.ndarray, semitones: float) -> np.ndarray:
+    """Log-mel frames ``[n, n_mels]`` with their harmonics moved by ``semitones``, formants kept."""
+    steps = round(semitones / PITCH_STEP)
+    if steps == 0 or len(mel) == 0:
+        return mel
+    return mel @ _pitch_matrix(steps, mel.shape[1])
+
+
+def apply_gain(samples: np.ndarray, db: float) -> np.ndarray:
+    """``samples`` times ``10 ** (db / 20)``, soft-limited above :data:`LIMIT_KNEE` to stay inside (-1, 1)."""
+    if db == 0.0:
+        return samples
+    out = samples * np.float32(10.0 ** (db / 20.0))
+    over = np.abs(out) > LIMIT_KNEE
+    if over.any():
+        room = 1.0 - LIMIT_KNEE
+        bent = LIMIT_KNEE + room * np.tanh((np.abs(out[over]) - LIMIT_KNEE) / room)
+        out[over] = np.sign(out[over]) * bent
+    return out.astype(np.float32, copy=False)
+
+
+class TimeScaler:
+    """One sentence's mel at ``speed``: output frame ``j`` interpolates the source at ``j * speed``.
+
+    Feed the growing source mel to :meth:`extend`; it returns the output frames that became computable,
+    identical to scaling the finished mel at once. The finished sentence has ``round(n / speed)``
+    frames (at least one) for ``n`` source frames.
+    """
+
+    def __init__(self, speed: float) -> None:
+        self.speed = speed
+        self.produced = 0
+
+    def extend(self, source: np.ndarray, finished: bool) -> np.ndarray:
+        n = len(source)
+        if self.speed == 1.0:
+            start, self.produced = self.produced, n
+            return source[start:]
+        if finished:
+            total = max(1, round(n / self.speed)) if n else 0
+        else:  # frame j needs source frames floor(j * speed) and the one after it
+            total = max(0, math.floor((n - 2) / self.speed) + 1) if n >= 2 else 0
+        if total <= self.produced:
+            return source[:0]
+        position = np.minimum(np.arange(self.produced, total) * self.speed, n - 1)
+        lo = np.minimum(np.floor(position).astype(int), max(n - 2, 0))
+        hi = np.minimum(lo + 1, n - 1)
+        frac = (position - lo)[:, None].astype(np.float32)
+        self.produced = total
+        return (source[lo] * (1.0 - frac) + source[hi] * frac).astype(np.float32)
+
+    def output_frame(self, source_frame: float) -> float:
+        """Where source frame ``source_frame`` lands in the output."""
+        return source_frame / self.speed
+
+
+def pause_frames(seconds: float) -> int:
+    """Mel frames (of HOP_LENGTH samples) nearest to ``seconds`` of silence."""
+    return max(0, round(seconds * audio.SAMPLE_RATE / audio.HOP_LENGTH))
