@@ -1,0 +1,240 @@
+"""Speech controls and word timestamps, measured in process (the Pipeline over the PyTorch stages).
+
+They use the shipped default voice: F0, pauses and word timing need speech (the seeded test checkpoint
+makes noise and stops after a chunk or two). The controls act after the decoder, so its calls (and the
+text encoder's) are computed once and replayed: the same inputs give the same outputs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from tts_triton import audio, contract
+from tts_triton.checkpoint import ASSETS, load_default
+from tts_triton.config import StreamingConfig
+from tts_triton.errors import InvalidInput
+from tts_triton.serving.backends import TorchBackend
+from tts_triton.serving.controls import AS_TRAINED, Controls, TimeScaler, apply_gain
+from tts_triton.serving.pipeline import Chunk, Pipeline
+from tts_triton.serving.service import SynthesisRequest, TTSService, parse_request
+from tts_triton.text import plan_text
+from tts_triton.voices import VoiceBank
+
+#: Several seams in a short sentence: chunks of 16 and 32 frames.
+SEAMY = StreamingConfig(chunk_frames=(16, 32))
+
+
+class Replay:
+    """An InferBackend that runs the text encoder and decoder of ``inner`` once per distinct input."""
+
+    def __init__(self, inner: TorchBackend) -> None:
+        self.inner, self.stages = inner, inner.stages
+        self.memo: dict[tuple, dict[str, np.ndarray]] = {}
+
+    async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if model == contract.VOCODER:
+            return await self.inner.infer(model, inputs)
+        key = (model, *((n, v.shape, v.tobytes()) for n, v in sorted(inputs.items())))
+        if key not in self.memo:
+            self.memo[key] = await self.inner.infer(model, inputs)
+        return self.memo[key]
+
+
+def run_stream(pipeline: Pipeline, sentences: list, style: np.ndarray, controls: Controls = AS_TRAINED,
+               **kwargs) -> list[Chunk]:
+    async def run() -> list[Chunk]:
+        return [c async for c in pipeline.stream(sentences, style, controls=controls, **kwargs)]
+    return asyncio.run(run())
+
+
+def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
+    return float(10 * np.log10(np.sum(reference**2) / np.sum((test - reference) ** 2)))
+
+
+TEXT = "Please turn left at the next corner, then keep going."
+SHORT = "Turn left at the corner."
+
+
+@pytest.fixture(scope="module")
+def voice():
+    ckpt = load_default()
+    if not ckpt.trained:
+        pytest.skip("no trained default voice ships")
+    bank = VoiceBank.load(ASSETS / "voice_bank.json")
+    return ckpt, bank, Replay(TorchBackend(ckpt.stages(), ckpt.config))
+
+
+@pytest.fixture(scope="module")
+def controlled(voice):
+    """``controlled(controls)`` -> (streamed audio of SHORT, one-shot audio: the whole controlled mel vocoded
+    at once, gain applied); each computed once per module."""
+    ckpt, bank, backend = voice
+
+    @functools.cache
+    def synthesize(controls: Controls) -> tuple[np.ndarray, np.ndarray]:
+        plan = [s.ids for s in plan_text(SHORT)]
+        chunks = run_stream(Pipeline(backend, ckpt.config, SEAMY), plan, bank.style(), controls)
+        assert len(chunks) >= 3
+        mel = np.concatenate([c.mel for c in chunks])
+        with torch.no_grad():
+            (whole,) = backend.stages[contract.VOCODER](torch.from_numpy(mel)[None])
+        return np.concatenate([c.audio for c in chunks]), apply_gain(whole[0].numpy(), controls.volume)
+
+    return synthesize
+
+
+FAST_HIGH, SLOW_LOW, QUIET = Controls(speed=1.5, pitch=4.0), Controls(speed=0.75, pitch=-4.0), Controls(volume=-6.0)
+
+
+@pytest.mark.parametrize("controls", [FAST_HIGH, SLOW_LOW, QUIET])
+def test_controls_keep_the_seams(controlled, controls: Controls) -> None:
+    streamed, one_shot = controlled(controls)
+    assert streamed.shape == one_shot.shape
+    assert snr_db(one_shot, streamed) >= 30.0
+
+
+@pytest.mark.parametrize(("controls", "ratio", "tolerance"), [(FAST_HIGH, 0.67, 0.07), (SLOW_LOW, 1.33, 0.1)])
+def test_speed_scales_the_duration(controlled, controls: Controls, ratio: float, tolerance: float) -> None:
+    base, _ = controlled(Controls())
+    scaled, _ = controlled(controls)
+    assert abs(len(scaled) / len(base) - ratio) <= tolerance
+
+
+def test_pitch_shifts_the_median_f0(controlled) -> None:
+    """+4 semitones: x1.26 (2 ** (4 / 12)); -4: / 1.26 (with the rate changed too: F0 does not depend on it)."""
+    base, high, low = (median_f0(controlled(c)[0]) for c in (Controls(), FAST_HIGH, SLOW_LOW))
+    assert abs(high / base - 1.26) <= 0.06 and abs(base / low - 1.26) <= 0.06, (base, high, low)
+
+
+def test_volume_minus_6_db_halves_the_rms(controlled) -> None:
+    base, _ = controlled(Controls())
+    quiet, _ = controlled(QUIET)
+    ratio = np.sqrt(np.mean(quiet**2) / np.mean(base**2))
+    assert abs(ratio - 0.5) <= 0.05
+
+
+def test_the_limiter_keeps_loud_audio_inside_full_scale() -> None:
+    x = np.linspace(-1, 1, 1001, dtype=np.float32)
+    y = apply_gain(x, 12.0)
+    assert np.abs(y).max() <= 1.0 and np.all(np.diff(y) >= 0)  # bounded and still monotonic
+    small = np.abs(x * 10 ** (12 / 20)) <= 0.9
+    np.testing.assert_allclose(y[small], x[small] * 10 ** (12 / 20), rtol=1e-6)
+
+
+def test_time_scaling_streamed_equals_one_shot() -> None:
+    source = np.random.default_rng(1).standard_normal((101, 4)).astype(np.float32)
+    for speed in (0.5, 0.75, 1.3, 2.0):
+        whole = TimeScaler(speed).extend(source, True)
+        scaler, parts = TimeScaler(speed), []
+        for n in range(7, 101, 7):
+            parts.append(scaler.extend(source[:n], False))
+        parts.append(scaler.extend(source, True))
+        np.testing.assert_array_equal(np.concatenate(parts), whole)
+        assert len(whole) == round(101 / speed)
+
+
+@pytest.mark.parametrize(("name", "value"), [("SPEED", 0.4), ("SPEED", 2.5), ("SPEED", float("nan")),
+                                             ("PITCH", 12.5), ("PITCH", float("inf")), ("VOLUME", -31.0),
+                                             ("VOLUME", 13.0)])
+def test_out_of_range_controls_name_the_input(name: str, value: float) -> None:
+    inputs = {"TEXT": np.array([b"Hi."], dtype=np.object_), name: np.array([value], np.float32)}
+    with pytest.raises(InvalidInput) as caught:
+        parse_request(inputs)
+    assert caught.value.input_name == name
+
+
+def test_controls_are_fields_of_the_parsed_request() -> None:
+    req = parse_request({"TEXT": np.array([b"Hi."], dtype=np.object_), "SPEED": np.array([1.5], np.float32),
+                         "PITCH": np.array([-3], np.float32)}, words=True)
+    assert (req.speed, req.pitch, req.volume, req.words) == (1.5, -3.0, 0.0, True)
+    assert {"speed", "pitch", "volume", "words"} <= {f.name for f in dataclasses.fields(req)}
+
+
+def test_markup_combines_with_the_request() -> None:
+    c = Controls(speed=1.5, pitch=3.0, volume=-6.0).combine(rate=2.0, pitch=-5.0, volume=20.0)
+    assert (c.speed, c.pitch, c.volume) == (2.0, -2.0, 12.0)  # clamped to the contract's ranges
+
+
+# --- F0, pauses, words ------------------------------------------------------------------------------
+
+
+def speak(voice, request: SynthesisRequest) -> list[Chunk]:
+    ckpt, bank, backend = voice
+    service = TTSService(ckpt.config, bank)
+
+    async def run() -> list[Chunk]:
+        return [c async for c in service.stream(request, backend)]
+    return asyncio.run(run())
+
+
+def median_f0(samples: np.ndarray) -> float:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pyworld imports the deprecated pkg_resources
+        import pyworld
+    f0, _ = pyworld.harvest(samples.astype(np.float64), audio.SAMPLE_RATE, f0_floor=60, f0_ceil=700)
+    return float(np.median(f0[f0 > 0]))
+
+
+def words_of(chunks: list[Chunk]) -> list:
+    return [w for c in chunks for w in c.words]
+
+
+def check_timeline(chunks: list[Chunk]) -> None:
+    """Words monotonic, inside the audio, each sent with a chunk that ends at or after it."""
+    end_of_chunk, words = 0.0, []
+    for c in chunks:
+        end_of_chunk += len(c.audio) / audio.SAMPLE_RATE
+        for w in c.words:
+            assert w.end <= end_of_chunk + 1e-3
+        words += c.words
+    assert words
+    for a, b in zip(words, words[1:], strict=False):
+        assert a.start <= a.end <= b.start <= b.end
+    assert words[0].start >= 0 and words[-1].end <= end_of_chunk + 1e-3
+
+
+@pytest.mark.parametrize("speed", [1.0, 1.5])
+def test_words_follow_the_speed_and_stay_on_the_timeline(voice, speed: float) -> None:
+    chunks = speak(voice, SynthesisRequest(TEXT, speed=speed, words=True))
+    check_timeline(chunks)
+    spoken = words_of(chunks)
+    assert [w.word for w in spoken] == [TEXT[w.text_start : w.text_end] for w in spoken]
+    assert len(spoken) == len(TEXT.replace(",", "").split())
+
+
+def test_a_pause_is_silence_between_the_words_around_it(voice) -> None:
+    ckpt, bank, backend = voice
+    first, second = plan_text("Turn left here.")[0], plan_text("Then stop.")[0]
+    plan = [dataclasses.replace(first, pause_after=0.5), second]
+    chunks = run_stream(Pipeline(backend, ckpt.config), plan, bank.style(), words=True)
+    check_timeline(chunks)
+    samples = np.concatenate([c.audio for c in chunks])
+    zero = np.flatnonzero(samples == 0.0)  # vocoded speech is never exactly 0; the pause is
+    runs = np.split(zero, np.flatnonzero(np.diff(zero) > 1) + 1)
+    pause = max(runs, key=len)
+    start, end = pause[0] / audio.SAMPLE_RATE, (pause[-1] + 1) / audio.SAMPLE_RATE
+    assert abs((end - start) - 0.5) <= 0.06
+    spoken = words_of(chunks)
+    before = [w for w in spoken if w.end <= start + 0.04]
+    after = [w for w in spoken if w.start >= end - 0.04]
+    assert [w.word for w in before] == ["Turn", "left", "here"] and [w.word for w in after] == ["Then", "stop"]
+
+
+def test_a_sentence_voice_switches_the_preset(voice) -> None:
+    ckpt, bank, backend = voice
+    other = next(v for v in bank.voices if v != bank.default_voice)
+    [plain] = plan_text("Good morning to you.")
+    styled = run_stream(Pipeline(backend, ckpt.config), [dataclasses.replace(plain, voice=other)], bank.style(),
+                        voices=lambda name: bank.style(name))
+    direct = run_stream(Pipeline(backend, ckpt.config), [plain], bank.style(other))
+    default = run_stream(Pipeline(backend, ckpt.config), [plain], bank.style())
+    styled_audio = np.concatenate([c.audio for c in styled])
+    np.testing.assert_array_equal(styled_audio, np.concatenate([c.audio for c in direct]))
+    assert not np.array_equal(styled_audio[: len(default[0].audio)], default[0].audio)
