@@ -58,7 +58,6 @@ def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
     return float(10 * np.log10(np.sum(reference**2) / np.sum((test - reference) ** 2)))
 
 
-TEXT = "Please turn left at the next corner, then keep going."
 SHORT = "Turn left at the corner."
 
 
@@ -93,6 +92,7 @@ def controlled(voice):
 FAST_HIGH, SLOW_LOW, QUIET = Controls(speed=1.5, pitch=4.0), Controls(speed=0.75, pitch=-4.0), Controls(volume=-6.0)
 
 
+@pytest.mark.slow  # speech from the default voice: 20-70 s each on a loaded 2-core host
 @pytest.mark.parametrize("controls", [FAST_HIGH, SLOW_LOW, QUIET])
 def test_controls_keep_the_seams(controlled, controls: Controls) -> None:
     streamed, one_shot = controlled(controls)
@@ -100,6 +100,7 @@ def test_controls_keep_the_seams(controlled, controls: Controls) -> None:
     assert snr_db(one_shot, streamed) >= 30.0
 
 
+@pytest.mark.slow  # speech from the default voice: 20-70 s each on a loaded 2-core host
 @pytest.mark.parametrize(("controls", "ratio", "tolerance"), [(FAST_HIGH, 0.67, 0.07), (SLOW_LOW, 1.33, 0.1)])
 def test_speed_scales_the_duration(controlled, controls: Controls, ratio: float, tolerance: float) -> None:
     base, _ = controlled(Controls())
@@ -107,12 +108,14 @@ def test_speed_scales_the_duration(controlled, controls: Controls, ratio: float,
     assert abs(len(scaled) / len(base) - ratio) <= tolerance
 
 
+@pytest.mark.slow  # speech from the default voice: 20-70 s each on a loaded 2-core host
 def test_pitch_shifts_the_median_f0(controlled) -> None:
     """+4 semitones: x1.26 (2 ** (4 / 12)); -4: / 1.26 (with the rate changed too: F0 does not depend on it)."""
     base, high, low = (median_f0(controlled(c)[0]) for c in (Controls(), FAST_HIGH, SLOW_LOW))
     assert abs(high / base - 1.26) <= 0.06 and abs(base / low - 1.26) <= 0.06, (base, high, low)
 
 
+@pytest.mark.slow  # speech from the default voice: 20-70 s each on a loaded 2-core host
 def test_volume_minus_6_db_halves_the_rms(controlled) -> None:
     base, _ = controlled(Controls())
     quiet, _ = controlled(QUIET)
@@ -200,41 +203,58 @@ def check_timeline(chunks: list[Chunk]) -> None:
     assert words[0].start >= 0 and words[-1].end <= end_of_chunk + 1e-3
 
 
+@pytest.mark.slow  # speech from the default voice: 20-70 s each on a loaded 2-core host
 @pytest.mark.parametrize("speed", [1.0, 1.5])
 def test_words_follow_the_speed_and_stay_on_the_timeline(voice, speed: float) -> None:
-    chunks = speak(voice, SynthesisRequest(TEXT, speed=speed, words=True))
+    chunks = speak(voice, SynthesisRequest(SHORT, speed=speed, words=True))
     check_timeline(chunks)
     spoken = words_of(chunks)
-    assert [w.word for w in spoken] == [TEXT[w.text_start : w.text_end] for w in spoken]
-    assert len(spoken) == len(TEXT.replace(",", "").split())
+    assert [w.word for w in spoken] == [SHORT[w.text_start : w.text_end] for w in spoken]
+    assert len(spoken) == len(SHORT.split())
 
 
-def test_a_pause_is_silence_between_the_words_around_it(voice) -> None:
-    ckpt, bank, backend = voice
-    first, second = plan_text("Turn left here.")[0], plan_text("Then stop.")[0]
-    plan = [dataclasses.replace(first, pause_after=0.5), second]
-    chunks = run_stream(Pipeline(backend, ckpt.config), plan, bank.style(), words=True)
+@pytest.mark.slow  # speech from the default voice: 20-70 s each on a loaded 2-core host
+def test_a_break_is_silence_between_the_words_around_it(voice) -> None:
+    chunks = speak(voice, SynthesisRequest('<speak>Turn left here. <break time="500ms"/> Then stop.</speak>',
+                                           words=True))
     check_timeline(chunks)
     samples = np.concatenate([c.audio for c in chunks])
-    zero = np.flatnonzero(samples == 0.0)  # vocoded speech is never exactly 0; the pause is
+    zero = np.flatnonzero(samples == 0.0)  # vocoded speech is never exactly 0; the break is
     runs = np.split(zero, np.flatnonzero(np.diff(zero) > 1) + 1)
     pause = max(runs, key=len)
     start, end = pause[0] / audio.SAMPLE_RATE, (pause[-1] + 1) / audio.SAMPLE_RATE
     assert abs((end - start) - 0.5) <= 0.06
     spoken = words_of(chunks)
-    before = [w for w in spoken if w.end <= start + 0.04]
-    after = [w for w in spoken if w.start >= end - 0.04]
-    assert [w.word for w in before] == ["Turn", "left", "here"] and [w.word for w in after] == ["Then", "stop"]
+    before = [w.word for w in spoken if w.end <= start + 0.04]
+    after = [w.word for w in spoken if w.start >= end - 0.04]
+    assert before == ["Turn", "left", "here"] and after == ["Then", "stop"]
 
 
-def test_a_sentence_voice_switches_the_preset(voice) -> None:
+@pytest.mark.slow  # speech from the default voice: 20-70 s each on a loaded 2-core host
+def test_readings_and_aliases_come_out_as_words(voice) -> None:
+    text = ('<speak>On <say-as interpret-as="date">03/14/2025</say-as> see '
+            '<sub alias="World Wide Web">WWW</sub>.</speak>')
+    spoken = words_of(speak(voice, SynthesisRequest(text, words=True)))
+    said = [w.word for w in spoken]
+    assert said[:2] == ["On", "March"] and said[-3:] == ["World", "Wide", "Web"]
+    date = [w for w in spoken if text[w.text_start : w.text_end] == "03/14/2025"]
+    alias = [w for w in spoken if text[w.text_start : w.text_end] == "WWW"]
+    assert len(date) >= 3 and len(alias) == 3
+
+
+@pytest.mark.slow  # speech from the default voice: 20-70 s each on a loaded 2-core host
+def test_a_voice_element_switches_the_preset(voice) -> None:
     ckpt, bank, backend = voice
     other = next(v for v in bank.voices if v != bank.default_voice)
-    [plain] = plan_text("Good morning to you.")
-    styled = run_stream(Pipeline(backend, ckpt.config), [dataclasses.replace(plain, voice=other)], bank.style(),
-                        voices=lambda name: bank.style(name))
-    direct = run_stream(Pipeline(backend, ckpt.config), [plain], bank.style(other))
-    default = run_stream(Pipeline(backend, ckpt.config), [plain], bank.style())
+    styled = speak(voice, SynthesisRequest(f'<speak><voice name="{other}">Good morning.</voice></speak>'))
+    direct = speak(voice, SynthesisRequest("Good morning.", voice=other))
+    default = speak(voice, SynthesisRequest("Good morning."))
     styled_audio = np.concatenate([c.audio for c in styled])
     np.testing.assert_array_equal(styled_audio, np.concatenate([c.audio for c in direct]))
-    assert not np.array_equal(styled_audio[: len(default[0].audio)], default[0].audio)
+    assert not np.array_equal(styled_audio, np.concatenate([c.audio for c in default]))
+
+
+def test_an_unknown_voice_element_names_voice(voice) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        speak(voice, SynthesisRequest('<speak><voice name="nobody">Hello.</voice></speak>'))
+    assert caught.value.input_name == "VOICE"

@@ -195,11 +195,7 @@ class TTSService:
                      cancelled: Callable[[], bool] = lambda: False) -> AsyncIterator[Chunk]:
         """Chunks of the request's audio, in order. Raises InvalidInput before the first chunk on bad input
         (a sentence's unknown ``voice`` included)."""
-        sentences = plan_text(request.text)
-        too_long = next((s for s in sentences if len(s.ids) > self.streaming.max_tokens), None)
-        if too_long is not None:
-            raise InvalidInput(TEXT, f"a sentence has {len(too_long.ids)} phonemes; the limit is "
-                                     f"{self.streaming.max_tokens}")
+        sentences = plan_text(request.text, self.streaming.max_tokens)
         styles = {s.voice: self.voice_bank.style(s.voice, request.emotion) for s in sentences if s.voice}
         pipeline = Pipeline(backend, self.cfg, self.streaming)
         if request.reference_audio is None:
