@@ -67,12 +67,13 @@ def test_text_only_request_sends_text_alone_as_utf8() -> None:
 def test_full_request_matches_contract() -> None:
     stereo = np.random.default_rng(0).uniform(-1, 1, (4000, 2))  # float64
     request = build_request("hi", voice="alice", emotion="happy", reference_audio=stereo,
-                            reference_sample_rate=16000, return_mel=True)
+                            reference_sample_rate=16000, return_mel=True, speed=1.25, pitch=-2, volume=3.0,
+                            return_words=True)
     assert set(request.tensors) == set(INPUTS)
     assert_matches_contract(request.tensors)
     np.testing.assert_allclose(request.tensors["REFERENCE_AUDIO"], stereo.mean(axis=1), rtol=1e-6)
     assert request.tensors["REFERENCE_SAMPLE_RATE"].tolist() == [16000]
-    assert request.outputs == ("AUDIO", "SAMPLE_RATE", "MEL") and request.return_mel
+    assert request.outputs == ("AUDIO", "SAMPLE_RATE", "MEL", "WORDS") and request.return_mel
 
 
 @pytest.mark.parametrize("module", [grpcclient, grpcclient_aio, httpclient])
@@ -113,7 +114,7 @@ def test_request_options_are_one_set_for_every_method() -> None:
     assert request.timeout == 2.5 and list(request.tensors) == ["TEXT", "VOICE"]
     assert build_request("hi").timeout is None
     with pytest.raises(TypeError, match="unknown request option"):
-        build_request("hi", speed=2.0)  # type: ignore[call-arg]
+        build_request("hi", tempo=2.0)  # type: ignore[call-arg]
     methods = (TTSClient.stream, TTSClient.synthesize, AsyncTTSClient.stream, AsyncTTSClient.synthesize,
                HttpTTSClient.synthesize)
     assert all(list(inspect.signature(m).parameters) == ["self", "text", "options"] for m in methods)
