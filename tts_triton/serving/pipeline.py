@@ -295,7 +295,7 @@ class Pipeline:
         """Put ``seconds`` of silence on the stream as one chunk; its length in frames."""
         frames = pause_frames(seconds)
         if frames:
-            mel = np.full((frames, self.cfg.n_mels), SILENCE, np.float32)
+            mel = np.full((frames, self.cfg.n_mels), audio.SILENCE_LOG_MEL, np.float32)
             self._put_done(pending, Chunk(np.zeros(frames * audio.HOP_LENGTH, np.float32), mel, sentence))
         return frames
 
