@@ -36,6 +36,10 @@ def _test_values(name: str, hint: typing.Any) -> tuple[typing.Any, typing.Any]:
     if typing.get_origin(hint) is list:
         a, b = _test_values(name, typing.get_args(hint)[0])
         return [a], [b]
+    if dataclasses.is_dataclass(hint):
+        fields = typing.get_type_hints(hint)
+        pairs = {f: _test_values(f"{name}.{f}", h) for f, h in fields.items()}
+        return hint(**{f: v[0] for f, v in pairs.items()}), hint(**{f: v[1] for f, v in pairs.items()})
     values = {str: ("a", "b"), bool: (False, True), int: (1, 2), float: (0.5, 1.5),
               np.ndarray: (np.zeros(4, np.float32), np.full(4, 0.25, np.float32))}
     if hint not in values:
@@ -106,6 +110,21 @@ def test_damaged_entries_are_refused() -> None:
     for bad in (b"", b"GIF89a", data[:-2], data[:20], data.replace(b'"version":1', b'"version":9')):
         with pytest.raises(entry.EntryError):
             entry.decode(bad, key="k", checkpoint_sha256="c", sample_rate=RATE)
+
+
+def test_every_chunk_field_survives_an_entry() -> None:
+    """Each field of the stream's Chunk (e.g. its words) is stored and rebuilt: a new field needs no cache edit."""
+    hints = typing.get_type_hints(Chunk)
+    values = {f.name: _test_values(f.name, hints[f.name])[1] for f in entry.chunk_fields()}
+    values["mel"] = np.full((3, 80), 0.5, np.float32)
+    chunk = Chunk(audio=np.zeros(512, np.float32), **values)
+    back = entry.decode(entry.encode([chunk], key="k", checkpoint_sha256="c", sample_rate=RATE), key="k",
+                        checkpoint_sha256="c", sample_rate=RATE)[0]
+    for name, value in values.items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(getattr(back, name), value)
+        else:
+            assert getattr(back, name) == value, name
 
 
 @dataclass(frozen=True)
