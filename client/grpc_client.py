@@ -184,10 +184,12 @@ class TTSClient(Closing):
         request_id = new_request_id()
         wait = _Waits(timeout, self.stall_timeout)
         end = "unsent"  # how the stream stands when the generator ends (see _finish)
+        started = False  # a started stream must be stopped before the client object is pooled again
         try:
             start = time.perf_counter()
             with translated_errors():
                 client.start_stream(lambda result, error: responses.put((result, error)), stream_timeout=wait.grpc)
+            started = True
             try:
                 client.async_stream_infer(
                     self.model, request.infer_inputs(grpcclient), outputs=request.requested_outputs(grpcclient),
@@ -224,6 +226,8 @@ class TTSClient(Closing):
         finally:
             if end != "unsent":
                 client.stop_stream(cancel_requests=not self._finish(client, responses, request_id, end))
+            elif started:  # the request never reached the server: nothing to finish
+                client.stop_stream(cancel_requests=True)
             with self._lock:
                 if not self._closed:
                     self._idle.append(client)
