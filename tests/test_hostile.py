@@ -5,6 +5,7 @@ requests Triton rejects before the model, and the restricted control APIs."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -189,3 +190,45 @@ def test_shared_memory_and_log_control_are_refused_without_the_admin_header(serv
                 call()
         http.get_log_settings(headers=server.admin_headers())
         assert http.is_server_ready()
+
+
+# --- Hostile SSML: INVALID_ARG naming TEXT within a second, nothing read from disk, the server ready after. ---
+
+def _laughs() -> str:
+    entities = "".join(f'<!ENTITY lol{i} "{f"&lol{i - 1};" * 10}">' for i in range(1, 10))
+    return f'<?xml version="1.0"?><!DOCTYPE speak [<!ENTITY lol0 "lol">{entities}]><speak>&lol9;</speak>'
+
+
+#: case -> (markup, a phrase of the error). Two cases are longer than the TEXT limit, which answers first;
+#: each has a twin within it that reaches the parser's own bound.
+HOSTILE_SSML = {
+    "billion-laughs": (_laughs(), "may not hold a DTD"),
+    "external-entity": ('<!DOCTYPE speak [<!ENTITY s SYSTEM "file://{fifo}">]><speak>&s;</speak>',
+                        "may not hold a DTD"),
+    "external-dtd": ('<!DOCTYPE speak SYSTEM "file://{fifo}"><speak>hi</speak>', "may not hold a DTD"),
+    "10k-deep": ("<speak>" + "<s>" * 10_000 + "hi" + "</s>" * 10_000 + "</speak>", "characters; the limit is"),
+    "2k-deep": ("<speak>" + "<s>" * 2_000 + "hi" + "</s>" * 2_000 + "</speak>", "levels of nesting"),
+    "100k-elements": ("<speak>" + "<break/>" * 100_000 + "</speak>", "characters; the limit is"),
+    "2k-elements": ("<speak>" + "<break/>" * 2_001 + "</speak>", "elements"),
+    "malformed": ("<speak>Hello <s>world</speak>", "malformed SSML: mismatched tag: line 1, column 23"),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE_SSML)
+def test_hostile_ssml_is_invalid_arg_within_a_second(server: TritonServer, tmp_path: Path, case: str) -> None:
+    fifo = tmp_path / "secret"  # a parser that opened it would block; a writer can open it only while one does
+    os.mkfifo(fifo)
+    markup, phrase = HOSTILE_SSML[case]
+    text = grpcclient.InferInput(contract.TEXT, [1], "BYTES")
+    text.set_data_from_numpy(np.array([markup.format(fifo=fifo).encode()], dtype=np.object_))
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        start = time.monotonic()
+        with pytest.raises(InferenceServerException) as caught:
+            client.infer(contract.TTS_OFFLINE, [text], client_timeout=30)
+        seconds = time.monotonic() - start
+        assert client.is_server_ready() and client.is_model_ready(contract.TTS)
+    assert "INVALID_ARG" in str(caught.value.status()), caught.value
+    assert caught.value.message().startswith("TEXT: ") and phrase in caught.value.message(), caught.value.message()
+    assert seconds < 1.0, f"answered after {seconds:.2f} s"
+    with pytest.raises(OSError):  # ENXIO: nobody has the FIFO open for reading
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
