@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 from tts_triton.errors import InvalidInput
 
@@ -23,6 +24,8 @@ EMPHASIS = {"strong": (0.85, 2.0, 4.0), "moderate": (0.92, 1.0, 2.0), "reduced":
 RATE_RANGE, PITCH_RANGE, VOLUME_RANGE = (0.25, 4.0), (-24.0, 24.0), (-60.0, 24.0)
 
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)"
+#: A number and whether it was signed -> the value, or None when it is out of bounds.
+_Unit = Callable[[float, bool], float | None]
 
 
 def _bad(element: str, attribute: str, value: str, expected: str) -> InvalidInput:
@@ -44,44 +47,42 @@ def break_seconds(time: str | None, strength: str | None) -> float:
     return BREAK_STRENGTHS[strength]
 
 
+def _read(attribute: str, value: str, names: dict[str, float], units: dict[str, _Unit], expected: str) -> float:
+    """A <prosody> value: one of ``names``, or a number with one of ``units`` (a function of the number and
+    whether it was signed, giving the value or None when out of bounds)."""
+    value = value.strip()
+    if value in names:
+        return names[value]
+    match = re.fullmatch(rf"({_NUMBER})\s*({'|'.join(units)})", value)
+    result = units[match[2]](float(match[1]), match[1][0] in "+-") if match else None
+    if result is None:
+        raise _bad("prosody", attribute, value, f"{', '.join(names)}, {expected}")
+    return result
+
+
 def rate_factor(value: str) -> float:
     """<prosody rate>: a name, "150%" (of the current rate), "+10%" / "-10%" (relative) or a factor "1.2"."""
-    value = value.strip()
-    if value in RATES:
-        return RATES[value]
-    match = re.fullmatch(rf"({_NUMBER})(%?)", value)
-    if match:
-        number = float(match[1])
-        relative = match[1][0] in "+-"
-        factor = (1 + number / 100 if relative else number / 100) if match[2] else number
-        if factor > 0:
-            return factor
-    raise _bad("prosody", "rate", value, f"{', '.join(RATES)}, a percentage such as 80% or +10%, or a factor")
+    return _read("rate", value, RATES, {
+        "%": lambda n, signed: _positive(1 + n / 100 if signed else n / 100),
+        "": lambda n, signed: _positive(n),
+    }, "a percentage such as 80% or +10%, or a factor")
 
 
 def pitch_semitones(value: str) -> float:
     """<prosody pitch>: a name, "+2st" / "-3st", or "+10%" / "-10%" (of the frequency, as semitones)."""
-    value = value.strip()
-    if value in PITCHES:
-        return PITCHES[value]
-    match = re.fullmatch(rf"({_NUMBER})(st|%)", value)
-    if match and match[2] == "st":
-        return float(match[1])
-    if match and float(match[1]) > -100:
-        return 12 * math.log2(1 + float(match[1]) / 100)
-    raise _bad("prosody", "pitch", value, f"{', '.join(PITCHES)}, semitones such as +2st, or a change such as "
-                                          "+10% (absolute Hz are not supported: voices differ)")
+    return _read("pitch", value, PITCHES, {
+        "st": lambda n, signed: n,
+        "%": lambda n, signed: 12 * math.log2(1 + n / 100) if n > -100 else None,
+    }, "semitones such as +2st, or a change such as +10% (absolute Hz are not supported: voices differ)")
 
 
 def volume_db(value: str) -> float:
     """<prosody volume>: a name or decibels "+6dB" / "-3dB"."""
-    value = value.strip()
-    if value in VOLUMES:
-        return VOLUMES[value]
-    match = re.fullmatch(rf"({_NUMBER})\s*dB", value)
-    if match:
-        return float(match[1])
-    raise _bad("prosody", "volume", value, f"{', '.join(VOLUMES)} or decibels such as -6dB")
+    return _read("volume", value, VOLUMES, {"dB": lambda n, signed: n}, "or decibels such as -6dB")
+
+
+def _positive(factor: float) -> float | None:
+    return factor if factor > 0 else None
 
 
 def emphasis(level: str | None) -> tuple[float, float, float]:
