@@ -155,8 +155,10 @@ async def _soak(args: argparse.Namespace, http: httpx.AsyncClient, pid: int) -> 
 def _triton(args: argparse.Namespace) -> Iterator[str]:
     """``--url``, or the embedded server ``tts-triton bench`` starts (same target choice and build)."""
     from tts_triton.bench.cli import _server
+    from tts_triton.bench.cli import parser as bench_parser
 
-    options = argparse.Namespace(**vars(args), metrics_url=None, repository_setting=[], mps=False, server_env=[])
+    # The bench's own defaults for every server option this command does not take, ours over them.
+    options = argparse.Namespace(**{**vars(bench_parser().parse_args([])), **vars(args)})
     with _server(options, print) as server:
         yield server.url
 
