@@ -37,6 +37,7 @@ from tts_triton.embedded import triton_home
 from tts_triton.export.targets import AUTO, DEFAULT_TARGET, embedded_targets
 from tts_triton.gateway.encoders import PCM_RATE
 from tts_triton.paths import default_model_repository
+from tts_triton.progress import ProgressLine
 from tts_triton.server import free_port, set_parent_death_signal
 
 #: The texts of ``tts-triton bench``'s request mix, cycled in the same order.
@@ -123,6 +124,7 @@ async def _measure(args: argparse.Namespace, triton_url: str, gateway_url: str, 
 async def _soak(args: argparse.Namespace, http: httpx.AsyncClient, pid: int) -> dict:
     """``--soak`` requests at ``--soak-concurrency`` through the gateway, its RSS sampled once a second."""
     process, rss, failures, done = psutil.Process(pid), [], 0, 0
+    progress = ProgressLine("soak", args.soak)
     start = time.perf_counter()
 
     async def sample() -> None:
@@ -140,11 +142,13 @@ async def _soak(args: argparse.Namespace, http: httpx.AsyncClient, pid: int) -> 
             except Exception:  # counted
                 failures += 1
             done += 1
+            progress.advance(detail=f"{failures} failures, gateway RSS {rss[-1][1]:.0f} MiB")
 
     sampler = asyncio.create_task(sample())
     indices = list(range(args.soak))
     await asyncio.gather(*(worker(indices) for _ in range(args.soak_concurrency)))
     sampler.cancel()
+    progress.close()
     rss.append((time.perf_counter() - start, process.memory_info().rss / 2**20))
     tenth = rss[max(1, len(rss) // 10)][1]
     return {"requests": done, "failures": failures, "seconds": time.perf_counter() - start, "rss_mib": rss,
