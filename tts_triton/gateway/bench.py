@@ -142,7 +142,7 @@ async def _soak(args: argparse.Namespace, http: httpx.AsyncClient, pid: int) -> 
             except Exception:  # counted
                 failures += 1
             done += 1
-            progress.advance(detail=f"{failures} failures, gateway RSS {rss[-1][1]:.0f} MiB")
+            progress.advance(detail=f"{failures} failures, gateway RSS {rss[-1][1] if rss else 0:.0f} MiB")
 
     sampler = asyncio.create_task(sample())
     indices = list(range(args.soak))
