@@ -112,7 +112,7 @@ def test_streaming_response_delivers_first_bytes_long_before_the_end(client: ope
     ("voice", {"voice": "nobody"}),
     ("response_format", {"response_format": "ogg"}),
     ("speed", {"speed": 5.0}),
-    ("speed", {"speed": 1.5}),
+    ("speed", {"speed": 0.3}),  # inside OpenAI's range, outside the model's
     ("input", {"input": "   "}),
     ("stream_format", {"extra_body": {"stream_format": "websocket"}}),
     ("language", {"extra_body": {"language": "en"}}),
@@ -127,9 +127,13 @@ def test_bad_requests_are_bad_request_errors_naming_the_field(client: openai.Ope
     assert caught.value.body["param"] == field and caught.value.body["type"] == "invalid_request_error"
 
 
-def test_speed_other_than_one_says_the_model_has_no_speed_control(client: openai.OpenAI) -> None:
-    with pytest.raises(openai.BadRequestError, match="no speed control"):
-        client.audio.speech.create(model="tts-1", voice="alloy", input="Hello.", speed=0.8)
+def test_speed_reaches_the_model_and_its_range_is_named(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError, match="speed: 3 is outside this model's range 0.5-2"):
+        client.audio.speech.create(model="tts-1", voice="alloy", input="Hello.", speed=3.0)
+    seconds = {speed: decode(client.audio.speech.create(model="tts-1", voice="alloy", input=TEXT, speed=speed,
+                                                        response_format="pcm").content, "pcm")[0].shape[0] / PCM_RATE
+               for speed in (1.0, 2.0)}
+    assert seconds[2.0] < 0.75 * seconds[1.0], seconds
 
 
 def test_limits_answer_413_and_errors_are_json(client: openai.OpenAI, gateway: BackgroundGateway) -> None:

@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tts_triton.client import AsyncTTSClient, TTSError, VoiceCatalog
+from tts_triton.contract import CONTROLS, SPEED
 from tts_triton.endpoints import DEFAULT_GRPC_URL
 
 from .encoders import FORMATS
@@ -144,9 +145,10 @@ _OUTCOMES = {400: "bad_request", 401: "unauthorized", 413: "too_large", 429: "re
 
 async def _start(state: _State, request: SpeechRequest, started: float) -> Response:
     """Check what needs the voice bank, take a stream slot, open the Triton stream and await its first chunk."""
-    if request.speed != 1.0:
-        raise ApiError(400, f"speed: {request.speed} asked for, but this model has no speed control yet; "
-                            f"send 1.0 or leave speed out", param="speed", code="unsupported_value")
+    speed = CONTROLS[SPEED]
+    if not speed.low <= request.speed <= speed.high:
+        raise ApiError(400, f"speed: {request.speed:g} is outside this model's range {speed.low:g}-{speed.high:g}",
+                       param="speed", code="unsupported_value")
     bank = await state.bank()
     voice = state.config.voice_map.voice(request.voice, bank)
     emotion = state.config.voice_map.emotion(request.instructions, bank)
@@ -158,7 +160,8 @@ async def _start(state: _State, request: SpeechRequest, started: float) -> Respo
         state.metrics.in_flight.dec()
 
     try:
-        chunks = state.client.stream(request.input, voice=voice, emotion=emotion)
+        chunks = state.client.stream(request.input, voice=voice, emotion=emotion,
+                                     speed=None if request.speed == speed.neutral else request.speed)
         first = await first_chunk(chunks)
     except BaseException:
         release()

@@ -26,7 +26,7 @@ from tts_triton.client import (
     TTSError,
     TTSTimeoutError,
 )
-from tts_triton.contract import EMOTION, TEXT, VOICE
+from tts_triton.contract import EMOTION, SPEED, TEXT, VOICE
 
 from .encoders import FORMATS, new_encoder
 from .errors import ApiError
@@ -38,7 +38,7 @@ __all__ = ["AudioStreamResponse", "SpeechStream", "api_error_for", "first_chunk"
 #: Seconds a client is asked to wait when Triton refuses a stream for its own stream limit.
 BUSY_RETRY_AFTER_S = 1
 #: The OpenAI field a Triton input came from, for the ``param`` of a 400.
-_PARAMS = {TEXT: "input", VOICE: "voice", EMOTION: "instructions"}
+_PARAMS = {TEXT: "input", VOICE: "voice", EMOTION: "instructions", SPEED: "speed"}
 
 
 def api_error_for(error: TTSError) -> ApiError:
