@@ -59,6 +59,7 @@ def test_probes_while_draining(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert health.main(["--url", "127.0.0.1:1", "--probe", "liveness", "--timeout", "2"]) == 1  # no server: dead
 
 
+@pytest.mark.slow
 def test_a_dead_style_encoder_is_reloaded_alone_under_preset_traffic(model_repository: Path, make_triton) -> None:
     server = make_triton(model_repository)
     server.start()
@@ -105,6 +106,7 @@ def open_idle_stream(url: str) -> grpcclient.InferenceServerClient:
     return client
 
 
+@pytest.mark.slow
 def test_sigterm_drains_streams_in_flight(model_repository: Path, tmp_path: Path) -> None:
     ports = pick_ports()
     log = tmp_path / "serve.log"
