@@ -1,0 +1,219 @@
+"""ASR round trip: PocketSphinx 5 (its US English acoustic model, dictionary and language model ship in the
+wheel) transcribes speech at 16 kHz; the word error rate against the text says how intelligible it is.
+
+Words are compared after :func:`words`: the text front end's normalization (numbers, dates and abbreviations as
+they are read aloud), lowercase, punctuation stripped. The check is coarse (differences under about 0.05 are
+noise) and favours natural acoustics: read it beside MCD, never alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tts_triton.data.espeak import parse_wav
+from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
+from tts_triton.progress import ProgressLine
+
+#: PocketSphinx's default acoustic model is trained on 16 kHz speech.
+ASR_RATE = 16000
+FLITE = "flite"
+_NON_WORD = re.compile(r"[^a-z0-9']+")
+
+
+def words(text: str) -> list[str]:
+    """``text`` as the words a listener would write down: read by the front end's normalizer, lowercase,
+    split on everything but letters, digits and inner apostrophes."""
+    from tts_triton.text.frontend import FrontendError, normalize
+
+    try:
+        text = normalize(text)
+    except FrontendError:
+        return []
+    return [w.strip("'") for w in _NON_WORD.split(text.lower()) if w.strip("'")]
+
+
+def edit_distance(ref: list[str], hyp: list[str]) -> int:
+    """Levenshtein distance between two word lists (substitutions, insertions, deletions cost 1)."""
+    row = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        diag, row[0] = row[0], i
+        for j, h in enumerate(hyp, 1):
+            diag, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diag + (r != h))
+    return row[-1]
+
+
+def wer(reference: str, hypothesis: str) -> float:
+    """Word error rate of ``hypothesis`` against ``reference`` (edits / reference words; may exceed 1)."""
+    ref = words(reference)
+    if not ref:
+        raise ValueError(f"reference {reference!r} has no words")
+    return edit_distance(ref, words(hypothesis)) / len(ref)
+
+
+def to_asr_rate(samples: np.ndarray, rate: int) -> bytes:
+    """Float (or int16) mono ``samples`` at ``rate`` -> 16-bit PCM bytes at :data:`ASR_RATE` (soxr, high quality)."""
+    import soxr
+
+    x = np.asarray(samples)
+    x = x.astype(np.float32) / 32768.0 if x.dtype == np.int16 else x.astype(np.float32)
+    if rate != ASR_RATE:
+        x = soxr.resample(x, rate, ASR_RATE, quality="HQ")
+    return (np.clip(x, -1.0, 1.0) * 32767.0).astype(np.int16).tobytes()
+
+
+@functools.lru_cache(maxsize=1)
+def _decoder() -> Any:
+    from pocketsphinx import Decoder  # the eval extra
+
+    return Decoder(samprate=ASR_RATE, loglevel="FATAL")
+
+
+def transcribe(samples: np.ndarray, rate: int) -> str:
+    """PocketSphinx's best hypothesis for one utterance (its default en-us models); "" when it hears nothing.
+    One decoder per process, made at the first call."""
+    decoder = _decoder()
+    decoder.start_utt()
+    decoder.process_raw(to_asr_rate(samples, rate), full_utt=True)
+    decoder.end_utt()
+    hyp = decoder.hyp()
+    return hyp.hypstr if hyp is not None else ""
+
+
+def flite_available() -> bool:
+    """Whether ``flite`` (Debian package ``flite``) is on PATH."""
+    return shutil.which(FLITE) is not None
+
+
+def flite_render(text: str) -> tuple[int, np.ndarray]:
+    """``text`` in flite's default voice: ``(sample_rate, int16 samples)``; the text goes through a file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, wav = Path(tmp) / "text.txt", Path(tmp) / "out.wav"
+        src.write_text(text)
+        subprocess.run([FLITE, "-f", str(src), "-o", str(wav)], check=True, capture_output=True, timeout=120)
+        return parse_wav(wav.read_bytes())
+
+
+def teacher_transcript(text: str, voice: str, emotion: str) -> str:
+    """PocketSphinx on espeak-ng's rendering of ``text`` with a corpus voice and emotion (as the corpus makes it)."""
+    from tts_triton import audio
+    from tts_triton.data.prosody import EMOTIONS, VOICES, render
+
+    return transcribe(render(text, VOICES[voice], EMOTIONS[emotion]), audio.SAMPLE_RATE)
+
+
+def flite_transcript(text: str) -> str:
+    """PocketSphinx on flite's default voice speaking ``text``."""
+    rate, samples = flite_render(text)
+    return transcribe(samples, rate)
+
+
+#: Source labels: the model, its teacher, and flite's default voice (a natural-sounding reference).
+MODEL, TEACHER, FLITE_REFERENCE = "model", "espeak-ng", "flite (default voice, 8 kHz)"
+
+
+@dataclass
+class AsrResult:
+    """Transcripts of the held-out ``sentences``: ``transcripts[source][voice]`` (voice "" for flite), one per
+    sentence in order; ``emotion`` is the preset the model and the teacher spoke with."""
+
+    sentences: list[str]
+    emotion: str
+    transcripts: dict[str, dict[str, list[str]]]
+    seconds: float
+
+    def wers(self, source: str, voice: str) -> list[float]:
+        return [wer(s, h) for s, h in zip(self.sentences, self.transcripts[source][voice], strict=True)]
+
+    def mean_wer(self, source: str, voice: str) -> float:
+        return float(np.mean(self.wers(source, voice)))
+
+    @property
+    def voices(self) -> list[str]:
+        return list(self.transcripts[MODEL])
+
+
+def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: int, flite: bool) -> AsrResult:
+    """Transcribe ``count`` held-out sentences in each of ``voices``: the model (in-process synthesis with the
+    bank's default-emotion preset), espeak-ng with the same voice and emotion, and flite when ``flite``.
+    Renders and decodes run in ``jobs`` worker processes while the model synthesizes in this one."""
+    from tts_triton import audio
+    from tts_triton.evaluate.metrics import process_pool
+    from tts_triton.evaluate.synthesis import RecordingBackend, synthesize
+    from tts_triton.serving.backends import TorchBackend
+
+    if count > len(HELDOUT_SENTENCES):
+        raise ValueError(f"--asr-sentences {count}: the held-out set has {len(HELDOUT_SENTENCES)}")
+    sentences = list(HELDOUT_SENTENCES[:count])
+    emotion = bank.default_emotion
+    start = time.monotonic()
+    backend = RecordingBackend(TorchBackend(ckpt.stages(), ckpt.config))
+    futures: dict[str, dict[str, list[Future[str]]]] = {MODEL: {}, TEACHER: {}}
+    with process_pool(jobs) as pool:
+        for v in voices:
+            futures[TEACHER][v] = [pool.submit(teacher_transcript, s, v, emotion) for s in sentences]
+        if flite:
+            futures[FLITE_REFERENCE] = {"": [pool.submit(flite_transcript, s) for s in sentences]}
+        # each model clip is two steps (synthesize, decode); each reference one (render + decode)
+        total = sum(len(f) for by_voice in futures.values() for f in by_voice.values()) + 2 * len(voices) * count
+        progress = ProgressLine("ASR round trip (synthesize + decode)", total)
+        for v in voices:
+            style = bank.style(v, emotion)
+            futures[MODEL][v] = []
+            for s in sentences:
+                clip = asyncio.run(synthesize(backend, ckpt.config, s, style))
+                futures[MODEL][v].append(pool.submit(transcribe, clip.audio, audio.SAMPLE_RATE))
+                progress.advance(detail=f"model {v}")
+        transcripts = {}
+        for source, by_voice in futures.items():
+            transcripts[source] = {}
+            for v, fs in by_voice.items():
+                transcripts[source][v] = []
+                for f in fs:
+                    transcripts[source][v].append(f.result())
+                    progress.advance(detail=f"decode {source} {v}".rstrip())
+    return AsrResult(sentences, emotion, transcripts, time.monotonic() - start)
+
+
+def asr_markdown(result: AsrResult) -> list[str]:
+    """The report's section: per voice the model's mean WER and its teacher's, then flite's reference."""
+    n = len(result.sentences)
+    lines = ["## ASR round trip", "",
+             f"PocketSphinx 5 (default en-us models, 16 kHz via soxr) transcribes {n} held-out everyday sentences "
+             f"(`tts_triton.evaluate.heldout`, not the training generator's) spoken with the `{result.emotion}` "
+             "preset; WER = word edit distance / reference words after the front end's normalization "
+             "(lowercase, punctuation stripped, numbers as read). Differences under ~0.05 are noise.", "",
+             f"| voice | model WER | {TEACHER} (teacher) WER | model / teacher |", "|---|---|---|---|"]
+    for v in result.voices:
+        model, teacher = result.mean_wer(MODEL, v), result.mean_wer(TEACHER, v)
+        ratio = f"{model / teacher:.2f}" if teacher > 0 else "-"
+        lines.append(f"| {v} | {model:.3f} | {teacher:.3f} | {ratio} |")
+    if FLITE_REFERENCE in result.transcripts:
+        lines += ["", f"Natural-voice reference, not a teacher: {FLITE_REFERENCE} "
+                      f"WER {result.mean_wer(FLITE_REFERENCE, ''):.3f} on the same sentences."]
+    else:
+        lines += ["", "flite is not installed: no natural-voice reference in this run."]
+    lines += ["", f"Run time of the round trip: {result.seconds:.0f} s.", ""]
+    return lines
+
+
+def asr_json(result: AsrResult) -> dict[str, Any]:
+    """The round trip's numbers and transcripts as JSON-ready data."""
+    return {
+        "sentences": result.sentences, "emotion": result.emotion, "seconds": round(result.seconds, 1),
+        "mean_wer": {source: {v: result.mean_wer(source, v) for v in by_voice}
+                     for source, by_voice in result.transcripts.items()},
+        "transcripts": result.transcripts,
+    }
