@@ -15,7 +15,7 @@ HELDOUT_SENTENCES: tuple[str, ...] = (
     "We should take an umbrella because it might rain.",
     "This coffee is too hot to drink right now.",
     "He forgot his keys on the kitchen table again.",
-    "The train to the city leaves every twenty minutes.",
+    "The ferry to the island leaves every twenty minutes.",
     "Could you please speak a little more slowly?",
     "She reads a book before going to sleep.",
     "Our neighbors have a big brown dog.",
@@ -76,5 +76,5 @@ HELDOUT_SENTENCES: tuple[str, ...] = (
     "What time does the museum open tomorrow?",
     "I walked the dog around the lake this morning.",
     "There is a good bakery across the street.",
-    "We will paint the kitchen yellow in the spring.",
+    "We will repaint the kitchen before the holidays.",
 )
