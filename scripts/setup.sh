@@ -42,7 +42,8 @@ if [[ -n $host_torch && -f $BUNDLE/triton.tar.xz ]]; then
 fi
 
 # 1. Debian packages.
-packages=(espeak-ng libsndfile1 redis-server)  # redis-server: the cache tests start real ones
+# redis-server: the cache tests start real ones; flite: the natural-voice reference of evaluate --asr
+packages=(espeak-ng libsndfile1 redis-server flite)
 "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3-venv)
 missing=()
 for pkg in "${packages[@]}"; do

@@ -18,11 +18,18 @@ sentences cover every voice x emotion pair once. Each output is compared with es
 As a diagnostic, espeak-ng's own log-mel of those emotion sentences goes through the checkpoint's
 vocoder alone (copy-synthesis): the MCD and F0 order it keeps bound what the full system can reach.
 
+With ``--asr`` (or ``--asr-only``, which skips everything above and writes its report to ``--out`` and its JSON
+beside it) the report adds an **ASR round trip** (:mod:`~tts_triton.evaluate.asr`): PocketSphinx transcribes
+``--asr-sentences`` held-out sentences (:mod:`~tts_triton.evaluate.heldout`) spoken by the model and by its
+espeak-ng teacher in each of ``--asr-voices``, and by flite's default voice when it is installed; per voice the
+mean word error rate of each.
+
 The report goes to ``--out``, plots to ``eval/`` and three WAV samples to ``samples/`` beside it.
 Features of espeak-ng renderings are cached in ``--cache`` (keyed by text, voice, prosody, the
 espeak-ng version and the feature settings): the first run renders about 600 clips.
 
 Modules: :mod:`~tts_triton.evaluate.metrics` (features, distances, test sentences: what the scripts import),
 :mod:`~tts_triton.evaluate.synthesis` (in-process synthesis), :mod:`~tts_triton.evaluate.run` (the run),
-:mod:`~tts_triton.evaluate.report` (report, figures, samples) and :mod:`~tts_triton.evaluate.cli`.
+:mod:`~tts_triton.evaluate.report` (report, figures, samples), :mod:`~tts_triton.evaluate.asr` and
+:mod:`~tts_triton.evaluate.heldout` (the ASR round trip) and :mod:`~tts_triton.evaluate.cli`.
 """
