@@ -548,6 +548,29 @@ def test_quick_fills_in_the_short_levels_and_explicit_options_win() -> None:
         parse(["--repeat-ratio", "1.5"])
 
 
+def test_speech_controls_reach_every_stream_and_are_range_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    from tts_triton.bench.cli import parse
+    from tts_triton.bench.load import ControlledClient
+
+    args = parse(["--speed", "1.25", "--volume", "-3"])
+    assert (args.speed, args.pitch, args.volume) == (1.25, None, -3.0)
+    with pytest.raises(SystemExit):
+        parse(["--pitch", "13"])
+    assert "--pitch 13 is outside -12 to 12 st" in capsys.readouterr().err
+
+    class Recording:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, dict[str, float]]] = []
+
+        def stream(self, text: str, **controls: float) -> str:
+            self.calls.append((text, controls))
+            return text
+
+    inner = Recording()
+    assert ControlledClient(inner, speed=1.25).stream("Hi.") == "Hi."
+    assert inner.calls == [("Hi.", {"speed": 1.25})]
+
+
 def test_bench_refuses_an_unknown_repository_setting_and_a_bad_goals_file(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--repository-setting", "no_such_setting=1", "--baseline-device", "none",

@@ -42,7 +42,7 @@ from typing import Any
 from tts_triton.bench.baseline import BaselinePlan, baseline_device, run_baseline
 from tts_triton.bench.describe import describe_machine, describe_server, sentence_rows
 from tts_triton.bench.goals import Goals
-from tts_triton.bench.load import LoadLevel, measured_requests, now, run_soak, wait_idle, warm_up
+from tts_triton.bench.load import ControlledClient, LoadLevel, measured_requests, now, run_soak, wait_idle, warm_up
 from tts_triton.bench.plot import plot
 from tts_triton.bench.prometheus import cache_lookups, fetch_metrics, gpu_memory_bytes
 from tts_triton.bench.report import (
@@ -67,6 +67,7 @@ from tts_triton.bench.stats import (
     summarize,
 )
 from tts_triton.bench.workload import Workload
+from tts_triton.contract import CONTROLS
 from tts_triton.embedded import embedded_server, triton_home
 from tts_triton.paths import default_model_repository
 from tts_triton.server import TritonServerError
@@ -139,6 +140,10 @@ def parser() -> argparse.ArgumentParser:
                    help="run every level once per ratio R (0-1): that share of its requests repeats a text of the "
                         "run whose synthesis completed, the rest speak new texts; the report shows the server's "
                         "utterance-cache hit rate (default: the plain sentence cycle)")
+    for name, control in CONTROLS.items():
+        p.add_argument(f"--{name.lower()}", type=float, metavar="X",
+                       help=f"every served request sets {name} to X ({control.low:g} to {control.high:g} "
+                            f"{control.unit}; default: not set, as trained)")
     p.add_argument("--baseline-device", default="auto", choices=("auto", "cuda", "cpu", "none"),
                    help="device of the eager PyTorch baseline measured in the same run (auto: cuda when available, "
                         "else none)")
@@ -177,6 +182,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
         p.error("--seconds and --memory-every must be positive, --grace, --warmup and --soak not negative")
     if any(not 0.0 <= r <= 1.0 for r in args.repeat_ratio or []):
         p.error("--repeat-ratio values must be within 0-1")
+    for name, control in CONTROLS.items():
+        value = getattr(args, name.lower())
+        if value is not None and not control.low <= value <= control.high:
+            p.error(f"--{name.lower()} {value:g} is outside {control.low:g} to {control.high:g} {control.unit}")
     if args.cache and args.url:
         p.error("--cache starts a Redis for the embedded server; a server at --url has its own configuration")
     return args
@@ -361,7 +370,9 @@ async def _bench(run: _Run, tested: ServerUnderTest) -> None:
                      f"{'' if info.trained else ' (UNTRAINED)'}, {report.date}")
         await run.memory("start", tested.metrics_url)
         run.publish()
-        async with AsyncTTSClient(tested.url) as client:
+        async with AsyncTTSClient(tested.url) as plain:
+            controls = {name.lower(): getattr(run.args, name.lower()) for name in CONTROLS}
+            client = ControlledClient(plain, **{k: v for k, v in controls.items() if v is not None})
             await warm_up(client, next(iter(run.workloads.values())), run.args.warmup, run.say)
             await _sweep(run, server, client, tested)
             if run.args.soak:

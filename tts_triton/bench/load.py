@@ -47,6 +47,18 @@ async def one_stream(client: Any, record: RequestRecord, t0: float, workload: Wo
         workload.completed(record.text)
 
 
+class ControlledClient:
+    """A streaming client whose every ``stream(text)`` carries the same speech controls (``speed=``, ``pitch=``,
+    ``volume=``; see :data:`~tts_triton.contract.CONTROLS`)."""
+
+    def __init__(self, client: Any, **controls: float) -> None:
+        self.client = client
+        self.controls = controls
+
+    def stream(self, text: str) -> Any:
+        return self.client.stream(text, **self.controls)
+
+
 class LoadLevel:
     """One level: ``concurrency`` closed-loop workers hold that many streams in flight.
 
