@@ -103,3 +103,18 @@ def test_streaming_formats_emit_bytes_before_the_end(name: str) -> None:
     if name in ("wav", "mp3", "opus"):
         samples, rate = sf.read(io.BytesIO(data))
         assert abs(samples.shape[0] / rate - 1.0) < 0.1
+
+
+def test_aac_is_refused_up_front_naming_the_field_where_pyav_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from tts_triton.gateway.encoders import available_formats
+
+    assert "aac" in available_formats()  # PyAV is in the gateway extra
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "av" else real(name, *a))
+    assert available_formats() == ("mp3", "opus", "flac", "wav", "pcm")
+    with pytest.raises(ApiError) as refused:
+        _parse(response_format="aac")
+    assert refused.value.status == 400 and refused.value.param == "response_format"
+    assert "PyAV" in str(refused.value.body()) and _parse(response_format="wav").response_format == "wav"

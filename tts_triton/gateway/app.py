@@ -23,7 +23,7 @@ from tts_triton.client import AsyncTTSClient, TTSError, VoiceCatalog
 from tts_triton.contract import CONTROLS, SPEED
 from tts_triton.endpoints import DEFAULT_GRPC_URL
 
-from .encoders import FORMATS
+from .encoders import available_formats
 from .errors import ApiError, error_body
 from .limits import StreamLimiter, check_key
 from .metrics import GatewayMetrics
@@ -109,7 +109,7 @@ def create_app(config: GatewayConfig | None = None) -> Starlette:
             "openai_voices": state.config.voice_map.table(bank),
             "emotions": list(bank.emotions),
             "default_emotion": bank.default_emotion,
-            "formats": list(FORMATS),
+            "formats": list(available_formats()),
             "stream_formats": list(STREAM_FORMATS),
         })
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import functools
 import json
@@ -35,7 +36,7 @@ from tts_triton.bench.workload import SENTENCES as WORKLOAD_SENTENCES
 from tts_triton.client import AsyncTTSClient
 from tts_triton.embedded import triton_home
 from tts_triton.export.targets import AUTO, DEFAULT_TARGET, embedded_targets
-from tts_triton.gateway.encoders import PCM_RATE
+from tts_triton.gateway.encoders import PCM_RATE, available_formats
 from tts_triton.paths import default_model_repository
 from tts_triton.progress import ProgressLine
 from tts_triton.server import free_port, set_parent_death_signal
@@ -124,6 +125,8 @@ async def _measure(args: argparse.Namespace, triton_url: str, gateway_url: str, 
 async def _soak(args: argparse.Namespace, http: httpx.AsyncClient, pid: int) -> dict:
     """``--soak`` requests at ``--soak-concurrency`` through the gateway, its RSS sampled once a second."""
     process, rss, failures, done = psutil.Process(pid), [], 0, 0
+    causes: collections.Counter[str] = collections.Counter()  # "format: error type" of each failure
+    formats = available_formats()  # every format the gateway serves, in turn
     progress = ProgressLine("soak", args.soak)
     start = time.perf_counter()
 
@@ -134,13 +137,13 @@ async def _soak(args: argparse.Namespace, http: httpx.AsyncClient, pid: int) -> 
 
     async def worker(indices: list[int]) -> None:
         nonlocal failures, done
-        formats = ("mp3", "opus", "aac", "flac", "wav", "pcm")
         while indices:
             i = indices.pop()
             try:
                 await _gateway(http, SENTENCES[i % len(SENTENCES)], formats[i % len(formats)])
-            except Exception:  # counted
+            except Exception as err:  # counted, by format and cause
                 failures += 1
+                causes[f"{formats[i % len(formats)]}: {type(err).__name__}"] += 1
             done += 1
             progress.advance(detail=f"{failures} failures, gateway RSS {rss[-1][1] if rss else 0:.0f} MiB")
 
@@ -151,7 +154,8 @@ async def _soak(args: argparse.Namespace, http: httpx.AsyncClient, pid: int) -> 
     progress.close()
     rss.append((time.perf_counter() - start, process.memory_info().rss / 2**20))
     tenth = rss[max(1, len(rss) // 10)][1]
-    return {"requests": done, "failures": failures, "seconds": time.perf_counter() - start, "rss_mib": rss,
+    return {"requests": done, "failures": failures, "failure_causes": dict(causes), "formats": list(formats),
+            "seconds": time.perf_counter() - start, "rss_mib": rss,
             "rss_after_first_tenth_mib": tenth, "rss_end_mib": rss[-1][1], "rss_peak_mib": max(r for _, r in rss)}
 
 
@@ -210,7 +214,9 @@ def _table(result: dict, args: argparse.Namespace) -> str:
     if soak := result["soak"]:
         rows.append(f"Soak: {soak['requests']} requests at C={args.soak_concurrency}, {soak['failures']} failures, "
                     f"{soak['seconds']:.0f} s; gateway RSS {soak['rss_after_first_tenth_mib']:.0f} MiB after the "
-                    f"first tenth, {soak['rss_end_mib']:.0f} MiB at the end, peak {soak['rss_peak_mib']:.0f} MiB.")
+                    f"first tenth, {soak['rss_end_mib']:.0f} MiB at the end, peak {soak['rss_peak_mib']:.0f} MiB; "
+                    f"formats {', '.join(soak['formats'])}.")
+        rows.extend(f"- failed: {count} x {cause}" for cause, count in sorted(soak["failure_causes"].items()))
     return "\n".join(rows)
 
 

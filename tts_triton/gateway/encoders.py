@@ -14,6 +14,7 @@ is complete, and libsndfile (soundfile) cannot read a FLAC stream whose header l
 
 from __future__ import annotations
 
+import importlib.util
 import io
 from dataclasses import dataclass
 from typing import Protocol
@@ -23,7 +24,7 @@ import soundfile as sf
 import soxr
 from soundfile import _ffi, _snd  # soundfile's cffi handles, for the one libsndfile command it does not wrap
 
-__all__ = ["FORMATS", "Encoder", "OutputFormat", "new_encoder"]
+__all__ = ["FORMATS", "Encoder", "OutputFormat", "available_formats", "new_encoder"]
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,12 @@ class AacEncoder:
     def _mux(self, frame: object | None) -> None:
         for packet in self._stream.encode(frame):
             self._container.mux(packet)
+
+
+def available_formats() -> tuple[str, ...]:
+    """The formats this environment can encode: AAC only where PyAV is installed (the ``gateway`` extra)."""
+    has_av = importlib.util.find_spec("av") is not None
+    return tuple(name for name, fmt in FORMATS.items() if fmt.sf_format is not None or has_av)
 
 
 def new_encoder(response_format: str, rate: int) -> Encoder:

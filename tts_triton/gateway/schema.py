@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .encoders import FORMATS
+from .encoders import FORMATS, available_formats
 from .errors import ApiError
 
 __all__ = ["OPENAI_SPEED_RANGE", "STREAM_FORMATS", "SpeechRequest", "parse_speech_request"]
@@ -59,6 +59,9 @@ def parse_speech_request(body: bytes, *, max_input_chars: int) -> SpeechRequest:
     if not isinstance(voice, str) or not voice:
         raise ApiError(400, "voice: required, a voice name (GET /v1/audio/voices lists them)", param="voice")
     response_format = _choice(data, "response_format", tuple(FORMATS), "mp3")
+    if response_format not in (served := available_formats()):
+        raise ApiError(400, f"response_format: {response_format!r} needs PyAV (FFmpeg), which this gateway's "
+                            f"environment lacks; it serves {', '.join(served)}", param="response_format")
     return SpeechRequest(
         model=_string(data, "model", required=True),
         input=text,
