@@ -418,6 +418,10 @@ def test_bundle_install_names_what_is_missing_and_its_server_keeps_libdir_off_th
     assert server.environment()["TTS_EXAMPLE"] == "1"
     assert server.environment()["LD_LIBRARY_PATH"] == f"{tmp_path / 'libs'}{os.pathsep}/opt/pylib"
     assert sysconfig.get_config_var("LIBDIR") not in server.environment()["LD_LIBRARY_PATH"].split(os.pathsep)
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    assert server.environment()["OPENBLAS_NUM_THREADS"] == "1"  # one BLAS thread per stub by default
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    assert server.environment()["OPENBLAS_NUM_THREADS"] == "4"  # the caller's own setting wins
 
 
 def test_a_failing_baseline_is_reported_not_fatal() -> None:

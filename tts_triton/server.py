@@ -78,6 +78,12 @@ _TCP_LISTEN = "0A"  # socket state in /proc/net/tcp
 LOG_RETENTION_S = 14 * 24 * 3600
 
 
+#: numpy's OpenBLAS pool in every stub: one thread. Each BLS instance's small matrix products (the pitch
+#: control's) otherwise wake a pool of spinning threads per process: on a 16-core H200 host with 8 BLS
+#: instances that cost 4x of the throughput at 64 streams (docs/bench/history.md).
+STUB_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "1")
+
+
 class TritonServerError(RuntimeError):
     """The server could not be started or stopped; the message carries the tail of its log."""
 
@@ -435,8 +441,10 @@ class TritonServer:
 
     def environment(self) -> dict[str, str]:
         """Environment of the server: this interpreter's ``bin`` first on ``PATH`` (the stub finds its
-        ``sys.prefix`` through ``PATH``), the wheel's libraries and libpython on ``LD_LIBRARY_PATH``."""
+        ``sys.prefix`` through ``PATH``), the wheel's libraries and libpython on ``LD_LIBRARY_PATH``, and
+        :data:`STUB_BLAS_THREADS` (unless the caller's environment sets it)."""
         env = dict(os.environ)
+        env.setdefault(*STUB_BLAS_THREADS)
         env["PATH"] = os.pathsep.join(filter(None, [str(Path(sys.executable).parent), env.get("PATH")]))
         libdir = sysconfig.get_config_var("LIBDIR")
         env["LD_LIBRARY_PATH"] = os.pathsep.join(
