@@ -54,7 +54,6 @@ from .request import (
     TTSRequest,
     build_request,
     build_stop,
-    chunk_from_result,
     is_final_response,
     new_request_id,
     parse_url,
@@ -216,10 +215,7 @@ class TTSClient(Closing):
                     raise translate_error(error) from error
                 if is_final_response(result):
                     end = "final"
-                chunk = chunk_from_result(
-                    result, index=index, elapsed=time.perf_counter() - start, return_mel=request.return_mel,
-                    return_words=request.return_words,
-                )
+                chunk = request.chunk(result, index=index, elapsed=time.perf_counter() - start)
                 if chunk is not None:
                     index += 1
                     yield chunk
@@ -440,10 +436,7 @@ class AsyncTTSClient:
                     if error is not None:
                         end = "errored"  # the stream ends after it
                         raise translate_error(error) from error
-                    chunk = chunk_from_result(
-                        result, index=index, elapsed=time.perf_counter() - start, return_mel=request.return_mel,
-                        return_words=request.return_words,
-                    )
+                    chunk = request.chunk(result, index=index, elapsed=time.perf_counter() - start)
                     if chunk is not None:
                         index += 1
                         yield chunk

@@ -13,7 +13,7 @@ from tts_triton.endpoints import DEFAULT_HTTP_URL
 
 from .closing import Closing
 from .errors import translated_errors
-from .request import RequestOptions, build_request, chunk_from_result, parse_url
+from .request import RequestOptions, build_request, parse_url
 from .results import Synthesis, VoiceCatalog
 
 __all__ = ["DEFAULT_HTTP_URL", "HttpTTSClient"]
@@ -58,8 +58,7 @@ class HttpTTSClient(Closing):
                 self.model, request.infer_inputs(httpclient), outputs=request.requested_outputs(httpclient)
             )
         total = time.perf_counter() - start
-        chunk = chunk_from_result(result, index=0, elapsed=total, return_mel=request.return_mel,
-                                  return_words=request.return_words)
+        chunk = request.chunk(result, index=0, elapsed=total)
         return Synthesis.from_chunks([chunk] if chunk is not None else [], total)
 
     def voices(self, *, timeout: float | None = None) -> VoiceCatalog:

@@ -92,6 +92,11 @@ class TTSRequest:
         """``InferRequestedOutput`` objects for :attr:`outputs`."""
         return [tritonclient_module.InferRequestedOutput(name) for name in self.outputs]
 
+    def chunk(self, result: InferResultLike, *, index: int, elapsed: float) -> AudioChunk | None:
+        """:func:`chunk_from_result` with the outputs this request asked for."""
+        return chunk_from_result(result, index=index, elapsed=elapsed, return_mel=self.return_mel,
+                                 return_words=self.return_words)
+
     @property
     def return_mel(self) -> bool:
         return MEL in self.outputs

@@ -13,21 +13,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from tts_triton import audio
-
-
-class SpokenWord(Protocol):
-    """What :class:`WordClock` reads of a word (:class:`tts_triton.text.Word`)."""
-
-    text: str
-    start: int
-    end: int
-    first: int
-    last: int
+from tts_triton.text.plan import Word
 
 
 @dataclass(frozen=True)
@@ -59,7 +50,7 @@ class WordClock:
     the finished words that end by a given output frame, in order, each once.
     """
 
-    def __init__(self, words: Sequence[SpokenWord], r: int, speed: float, offset: int) -> None:
+    def __init__(self, words: Sequence[Word], r: int, speed: float, offset: int) -> None:
         self.words = list(words)
         self.r, self.speed, self.offset = r, speed, offset
         self.steps = 0
