@@ -15,7 +15,16 @@ from tts_triton import audio
 from tts_triton.data import sentences as S
 from tts_triton.data.corpus import build, plan
 from tts_triton.data.dataset import AcousticDataset, Corpus, VocoderDataset, collate_acoustic
-from tts_triton.data.prosody import EMOTIONS, PITCH_ORDER, VOICES, espeak_args, render, ssml, trim_silence
+from tts_triton.data.prosody import (
+    CORPUS_VOICES,
+    EMOTIONS,
+    PITCH_ORDER,
+    VOICES,
+    espeak_args,
+    render,
+    ssml,
+    trim_silence,
+)
 from tts_triton.text.symbols import BOS_ID, EOS_ID, N_SYMBOLS, PAD_ID
 
 espeak_ng = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng not on PATH")
@@ -77,9 +86,11 @@ def test_plan_covers_every_voice_for_test_sentences(sentences: list[S.CorpusSent
     test = [u for u in utterances if u.split == "test"]
     for sentence_id in {u.sentence_id for u in test}:
         mine = [u for u in test if u.sentence_id == sentence_id]
-        assert sorted(u.voice for u in mine) == sorted(VOICES) and len({u.emotion for u in mine}) == 1
+        assert sorted(u.voice for u in mine) == sorted(CORPUS_VOICES) and len({u.emotion for u in mine}) == 1
     train = Counter((u.voice, u.emotion) for u in utterances if u.split == "train")
-    assert len(train) == len(VOICES) * len(EMOTIONS) and max(train.values()) - min(train.values()) <= 1
+    assert len(train) == len(CORPUS_VOICES) * len(EMOTIONS)
+    share = [n / CORPUS_VOICES[voice].weight for (voice, _), n in train.items()]  # balanced in proportion to weight
+    assert max(share) - min(share) <= 1
     assert len({u.id for u in utterances}) == len(utterances)
 
 

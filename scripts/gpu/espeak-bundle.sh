@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Download espeak-ng and every shared library it loads as Debian packages, for a host that has no
-# espeak-ng and no network (the GPU host). scripts/gpu/espeak-env.sh unpacks them there.
+# Download the corpus teachers, espeak-ng and flite, and every shared library they load as Debian packages,
+# for a host that has neither and no network (the GPU host). scripts/gpu/espeak-env.sh unpacks them there.
 #
-# Usage, from the project root on a Debian/Ubuntu machine with espeak-ng installed:
+# Usage, from the project root on a Debian/Ubuntu machine with espeak-ng and flite installed:
 #     scripts/gpu/espeak-bundle.sh [OUT_DIR]        # OUT_DIR defaults to .espeak-debs (git-ignored)
 #
-# The package list is the closure that the dynamic linker actually loads (ldd of espeak-ng and of
-# libespeak-ng.so.1, which the text front end opens through ctypes), plus espeak-ng-data. That is
+# The package list is the closure that the dynamic linker actually loads (ldd of espeak-ng, of
+# libespeak-ng.so.1, which the text front end opens through ctypes, and of flite), plus espeak-ng-data. That is
 # smaller than `apt-cache depends --recurse`, which also pulls data, config and daemon packages that
 # nothing loads. glibc is left out: every host has a newer one. Each package is downloaded at the
 # version installed here when the archive still has it, so the bundle is what runs here.
@@ -14,6 +14,7 @@ set -euo pipefail
 out=${1:-.espeak-debs}
 bin=$(command -v espeak-ng) || { echo "espeak-ng is not installed here (apt-get install espeak-ng)" >&2; exit 1; }
 lib=$(ldd "$bin" | awk '$1 == "libespeak-ng.so.1" {print $3}')
+flite=$(command -v flite) || { echo "flite is not installed here (apt-get install flite)" >&2; exit 1; }
 
 owner() {  # package (with :arch) owning the file, trying the usrmerge twin path too
   local path=$1 alt
@@ -21,7 +22,8 @@ owner() {  # package (with :arch) owning the file, trying the usrmerge twin path
   { dpkg-query -S "$path" 2>/dev/null || dpkg-query -S "$alt" 2>/dev/null; } | head -n1 | sed 's/: \/.*//'
 }
 
-mapfile -t files < <({ echo "$bin"; ldd "$bin" "$lib" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'; } | sort -u)
+mapfile -t files < <({ echo "$bin"; echo "$flite"; ldd "$bin" "$lib" "$flite" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'; } \
+  | sort -u)
 packages=("espeak-ng-data")
 for f in "${files[@]}"; do
   pkg=$(owner "$(readlink -f "$f")")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One training session on the GPU host, in a fixed wall-clock allowance:
-#   1. espeak-ng from the carried Debian packages (scripts/gpu/espeak-env.sh), unless one is on PATH;
-#   2. the corpus rendered into $WORK/corpus (skipped when it is already there);
+#   1. espeak-ng and flite from the carried Debian packages (scripts/gpu/espeak-env.sh), unless both are on PATH;
+#   2. the corpus rendered into $WORK/corpus (skipped when it is already there; an interrupted render resumes);
 #   3. the acoustic model and the HiFi-GAN vocoder trained side by side, as two processes (one GPU each when
 #      there are two, else sharing one; VOCODER_GPUS=N runs the vocoder data-parallel on GPUs 0..N-1, the
 #      acoustic model sharing GPU 0, whose launch-bound loop leaves most of it idle), until the allowance is
@@ -15,8 +15,9 @@
 #
 # Usage, from anywhere:  scripts/gpu/train.sh TOTAL_SECONDS [INIT_CHECKPOINT]
 #   TOTAL_SECONDS is the whole script's allowance; training gets what rendering leaves, minus RESERVE_S.
-# Environment: OUT (default runs/out), WORK (runs/work), PYTHON (python3), CORPUS_LIMIT (utterances to render,
-#   14400 ~ 14 h of audio, the whole plan), JOBS (nproc), RESERVE_S (50), TRAIN_MINUTES (overrides the computed
+# Environment: OUT (default runs/out), WORK (runs/work), PYTHON (python3), CORPUS_LIMIT (utterances to render;
+#   default the whole plan: 20,400 ~ 20 h of audio), CORPUS_ARGS (more flags of the corpus build), JOBS (nproc),
+#   RESERVE_S (50), TRAIN_MINUTES (overrides the computed
 #   training time), FRAMES_PER_STEP (decoder r of a fresh model, 3), ACOUSTIC_ARGS / VOCODER_ARGS (more flags),
 #   PARTS ("acoustic vocoder": the trainers to run; a part left out keeps its weights from $WORK or
 #   INIT_CHECKPOINT), VOCODER_GPUS (1), VOCODER_MELS (ground-truth, or gta: the vocoder trains on INIT_CHECKPOINT's teacher-forced mels, made once
@@ -28,7 +29,7 @@ init=${2:-}
 OUT=${OUT:-runs/out}
 WORK=${WORK:-runs/work}
 PYTHON=${PYTHON:-python3}
-CORPUS_LIMIT=${CORPUS_LIMIT:-14400}
+CORPUS_LIMIT=${CORPUS_LIMIT:-}
 JOBS=${JOBS:-$(nproc)}
 RESERVE_S=${RESERVE_S:-50}
 FRAMES_PER_STEP=${FRAMES_PER_STEP:-3}
@@ -36,18 +37,19 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} OMP_NUM_THR
 mkdir -p "$OUT" "$WORK"
 say() { printf '==> [%4ds] %s\n' "$SECONDS" "$*"; }
 
-if ! command -v espeak-ng >/dev/null 2>&1; then
+if ! command -v espeak-ng >/dev/null 2>&1 || ! command -v flite >/dev/null 2>&1; then
   # shellcheck source=espeak-env.sh
   source scripts/gpu/espeak-env.sh .espeak-debs >/dev/null
 fi
-say "$(espeak-ng --version | head -n1)"
+say "$(espeak-ng --version | head -n1); $({ flite --version 2>/dev/null || true; } | grep -o 'flite-[^ ]*')"
 "$PYTHON" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else "(cpu)")'
 
 corpus=$WORK/corpus
 if [[ ! -f $corpus/manifest.jsonl ]]; then
-  rm -rf "$corpus"
-  say "rendering $CORPUS_LIMIT utterances with $JOBS jobs"
-  "$PYTHON" -m tts_triton.data.corpus build --out "$corpus" --jobs "$JOBS" --limit "$CORPUS_LIMIT" --quiet
+  say "rendering ${CORPUS_LIMIT:-the whole plan of} utterances with $JOBS jobs"
+  # shellcheck disable=SC2086  # the extra flags are meant to split
+  "$PYTHON" -m tts_triton.data.corpus build --out "$corpus" --jobs "$JOBS" ${CORPUS_LIMIT:+--limit "$CORPUS_LIMIT"} \
+    ${CORPUS_ARGS:-} --quiet
 fi
 
 gpus=$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())')

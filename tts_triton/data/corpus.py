@@ -1,19 +1,23 @@
-"""Render the synthetic corpus: sentences x (voice, emotion) with espeak-ng, into a dataset directory.
+"""Render the corpus: sentences x (voice, emotion) by each voice's teacher (espeak-ng or flite), into a directory.
 
-    python -m tts_triton.data.corpus build --out DIR [--sentences FILE] [--jobs N] [--limit N]
+    python -m tts_triton.data.corpus build --out DIR [--sentences FILE] [--jobs N] [--limit N] [--voices ...]
 
 Which utterances (:func:`plan`): every test sentence in every voice, with one emotion per sentence
 (cycling, so that all voices say it the same way); every train and validation sentence in
-``repeats`` distinct (voice, emotion) pairs, always the least used ones so far (ties broken by a
-seeded shuffle), which keeps the pairs balanced.
+``repeats`` distinct (voice, emotion) pairs, always the ones least used so far relative to the voice's
+``weight`` (ties broken by a seeded shuffle), which keeps the pairs balanced in those proportions.
+
+A build that stops (killed, out of time) leaves ``manifest.jsonl.partial``; building into the same
+directory again with the same options resumes after the last complete shard.
 
 The directory (read it with :class:`tts_triton.data.dataset.Corpus`):
 
 ``manifest.jsonl``
     One utterance per line: ``id, sentence_id, split, voice, emotion, text, ids`` (phoneme ids,
-    ``BOS ... EOS``), ``n_samples, n_frames`` (``n_samples == n_frames * HOP_LENGTH``), ``shard``,
-    ``offset`` (first sample in the audio shard) and ``mel_offset`` (first frame in the mel shard,
-    ``offset // HOP_LENGTH``).
+    ``BOS ... EOS``), ``agreement`` (the fraction of those phonemes the teacher said, null for espeak-ng:
+    :class:`tts_triton.data.prosody.Rendering`), ``n_samples, n_frames``
+    (``n_samples == n_frames * HOP_LENGTH``), ``shard``, ``offset`` (first sample in the audio shard) and
+    ``mel_offset`` (first frame in the mel shard, ``offset // HOP_LENGTH``).
 ``audio-NNNNN.npy``
     int16 samples of the shard's utterances, concatenated (float audio is ``int16 / 32767``).
 ``mel-NNNNN.npy``
@@ -21,7 +25,8 @@ The directory (read it with :class:`tts_triton.data.dataset.Corpus`):
 ``sentences.tsv``
     All sentences used, with their splits (:func:`tts_triton.data.sentences.read_sentences`).
 ``dataset.json``
-    Summary: hours, counts per split / voice / emotion / pair, the prosody tables, the espeak-ng version.
+    Summary: hours, counts per split / voice / emotion / pair, the prosody tables, the teachers' versions,
+    the phoneme agreement of the flite utterances.
 """
 
 from __future__ import annotations
@@ -40,8 +45,8 @@ from pathlib import Path
 import numpy as np
 
 from tts_triton import audio
-from tts_triton.data import espeak
-from tts_triton.data.prosody import EMOTIONS, PITCH_ORDER, VOICES, check_voices, render
+from tts_triton.data import espeak, flite
+from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, FLITE, PITCH_ORDER, check_voices, rendering
 from tts_triton.data.sentences import (
     DEFAULT_COUNT,
     DEFAULT_SEED,
@@ -62,8 +67,9 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.jsonl"
 SUMMARY = "dataset.json"
 SENTENCES = "sentences.tsv"
-#: Pairs per train / validation sentence by default: 5400 x 2 + 300 x 2 + 300 x 10 voices ~ 15 h of audio.
-DEFAULT_REPEATS = 2
+#: Pairs per train / validation sentence by default: 5400 x 3 + 300 x 3 + 300 x 11 voices = 20,400 utterances.
+#: Three, so that the espeak-ng voices keep the share each had before flite's slt (weight 5) took a third.
+DEFAULT_REPEATS = 3
 SHARD_UTTERANCES = 500
 INT16_SCALE = 32767.0
 
@@ -90,7 +96,7 @@ class Utterance:
 
 def plan(
     sentences: Sequence[CorpusSentence],
-    voices: Sequence[str] = tuple(VOICES),
+    voices: Sequence[str] = tuple(CORPUS_VOICES),
     emotions: Sequence[str] = tuple(EMOTIONS),
     repeats: int = DEFAULT_REPEATS,
     seed: int = DEFAULT_SEED,
@@ -110,7 +116,8 @@ def plan(
             chosen = [(v, emotion) for v in voices]
         else:
             tiebreak = {pair: rng.next64() for pair in pairs}
-            chosen = sorted(pairs, key=lambda pair: (used[s.split][pair], tiebreak[pair]))[:repeats]
+            chosen = sorted(pairs, key=lambda pair: (used[s.split][pair] / CORPUS_VOICES[pair[0]].weight,
+                                                     tiebreak[pair]))[:repeats]
             used[s.split].update(chosen)
         out += [Utterance(f"{s.id}-{v}-{e}", s.id, s.split, v, e, s.text) for v, e in chosen]
     return out
@@ -133,6 +140,7 @@ class Rendered:
     ids: list[int]
     audio: np.ndarray
     mel: np.ndarray
+    agreement: float | None = None
 
 
 def render_group(utterances: Sequence[Utterance]) -> list[Rendered]:
@@ -140,12 +148,12 @@ def render_group(utterances: Sequence[Utterance]) -> list[Rendered]:
     ids = phoneme_ids(utterances[0].text)
     out = []
     for u in utterances:
-        x = render(u.text, VOICES[u.voice], EMOTIONS[u.emotion])
-        pcm = np.round(x * INT16_SCALE).astype(np.int16)
+        said = rendering(u.text, CORPUS_VOICES[u.voice], EMOTIONS[u.emotion])
+        pcm = np.round(said.audio * INT16_SCALE).astype(np.int16)
         mel = audio.mel_spectrogram(pcm.astype(np.float32) / INT16_SCALE)
         if mel.shape[0] != len(pcm) // audio.HOP_LENGTH:
             raise AssertionError(f"{u.id}: {mel.shape[0]} mel frames for {len(pcm)} samples")
-        out.append(Rendered(u, ids, pcm, mel.astype(np.float16)))
+        out.append(Rendered(u, ids, pcm, mel.astype(np.float16), said.agreement))
     return out
 
 
@@ -170,7 +178,8 @@ class _ShardWriter:
 
     def add(self, r: Rendered) -> dict:
         entry = {
-            **asdict(r.utterance), "ids": r.ids, "n_samples": len(r.audio), "n_frames": len(r.mel),
+            **asdict(r.utterance), "ids": r.ids, "agreement": r.agreement,
+            "n_samples": len(r.audio), "n_frames": len(r.mel),
             "shard": self.shard, "offset": self.samples, "mel_offset": self.samples // audio.HOP_LENGTH,
         }
         self.audio.append(r.audio)
@@ -205,7 +214,7 @@ def build(
     jobs: int = 1,
     limit: int | None = None,
     repeats: int = DEFAULT_REPEATS,
-    voices: Sequence[str] = tuple(VOICES),
+    voices: Sequence[str] = tuple(CORPUS_VOICES),
     emotions: Sequence[str] = tuple(EMOTIONS),
     shard_utterances: int = SHARD_UTTERANCES,
     progress: bool = True,
@@ -213,32 +222,39 @@ def build(
     """Render the corpus into ``out`` (created; must not hold a manifest yet) and return the summary.
 
     ``sentences`` defaults to the output of :func:`~tts_triton.data.sentences.generate`; ``limit`` keeps the
-    first ``limit`` planned utterances (the plan is in sentence order, so all splits occur early).
-    Raises ``FileExistsError``, ``ValueError`` for unknown voices or emotions, and
-    :class:`~tts_triton.data.espeak.EspeakError`.
+    first ``limit`` planned utterances (the plan is in sentence order, so all splits occur early). A
+    ``manifest.jsonl.partial`` left in ``out`` by an interrupted build is resumed (:func:`resume_point`).
+    Raises ``FileExistsError``, ``ValueError`` for unknown voices or emotions or a partial build of another
+    plan, :class:`~tts_triton.data.espeak.EspeakError` and :class:`~tts_triton.data.flite.FliteError`.
     """
-    unknown = sorted(set(voices) - set(VOICES)) + sorted(set(emotions) - set(EMOTIONS))
+    unknown = sorted(set(voices) - set(CORPUS_VOICES)) + sorted(set(emotions) - set(EMOTIONS))
     if unknown:
-        raise ValueError(f"unknown voices or emotions {unknown}; voices {list(VOICES)}, emotions {list(EMOTIONS)}")
+        raise ValueError(f"unknown voices or emotions {unknown}; voices {list(CORPUS_VOICES)}, "
+                         f"emotions {list(EMOTIONS)}")
     out = Path(out)
     if (out / MANIFEST).exists():
         raise FileExistsError(f"{out / MANIFEST} exists; build into a new directory")
-    check_voices()
+    check_voices(voices)
     sentences = list(generate() if sentences is None else sentences)
     utterances = plan(sentences, voices, emotions, repeats)[:limit]
     out.mkdir(parents=True, exist_ok=True)
     write_sentences(sentences, out / SENTENCES)
+    entries, shards = resume_point(out, utterances, shard_utterances)
+    if entries and progress:
+        print(f"resuming after {len(entries)} utterances ({shards} shards) in {out}", file=sys.stderr)
     started = time.monotonic()
-    meter = ProgressLine("utterances", len(utterances)) if progress else None
+    todo = utterances[len(entries):]
+    meter = ProgressLine("utterances", len(todo)) if progress else None
     rendered = 0.0  # seconds of audio
-    writer = _ShardWriter(out, shard_utterances)
-    entries = []
+    writer = _ShardWriter(out, shard_utterances, shard=shards)
     with open(out / (MANIFEST + ".partial"), "w", encoding="utf-8") as manifest:
-        for group in _results(_groups(utterances), jobs):
+        manifest.writelines(json.dumps(e, ensure_ascii=False) + "\n" for e in entries)
+        for group in _results(_groups(todo), jobs):
             for r in group:
                 entry = writer.add(r)
                 entries.append(entry)
                 manifest.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            manifest.flush()
             rendered += sum(len(r.audio) for r in group) / audio.SAMPLE_RATE
             if meter:
                 speed = rendered / max(time.monotonic() - started, 1e-9)
@@ -246,14 +262,39 @@ def build(
         writer.flush()
     if meter:
         meter.close()
-    summary = summarize(entries, sentences, shards=writer.shard, seconds=time.monotonic() - started, jobs=jobs)
+    summary = summarize(entries, sentences, shards=writer.shard, seconds=time.monotonic() - started, jobs=jobs,
+                        voices=voices)
     (out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     os.replace(out / (MANIFEST + ".partial"), out / MANIFEST)
     return summary
 
 
+def resume_point(out: Path, utterances: Sequence[Utterance], shard_utterances: int) -> tuple[list[dict], int]:
+    """The manifest entries an interrupted build in ``out`` completed, and the number of its shards.
+
+    Kept: the entries of the leading shards whose audio and mel files were both written (a shard is
+    written when full, so its entries are exactly ``shard_utterances``). Raises ``ValueError`` when those
+    entries are not the start of ``utterances`` (the partial build had another plan).
+    """
+    partial = out / (MANIFEST + ".partial")
+    if not partial.exists():
+        return [], 0
+    with open(partial, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.endswith("\n")]
+    shards = 0
+    while (out / audio_shard_name(shards)).exists() and (out / mel_shard_name(shards)).exists() and \
+            sum(r["shard"] == shards for r in rows) == shard_utterances:
+        shards += 1
+    kept = [r for r in rows if r["shard"] < shards]
+    planned = [u.id for u in utterances[: len(kept)]]
+    if [r["id"] for r in kept] != planned or len(kept) > len(utterances):
+        raise ValueError(f"{partial} holds another plan than this build's (other sentences, voices, emotions, "
+                         "repeats or limit); build into a new directory")
+    return kept, shards
+
+
 def summarize(entries: Iterable[dict], sentences: Sequence[CorpusSentence], *, shards: int, seconds: float,
-              jobs: int) -> dict:
+              jobs: int, voices: Sequence[str] = tuple(CORPUS_VOICES)) -> dict:
     """The ``dataset.json`` content for manifest ``entries``."""
     entries = list(entries)
     hours = Counter()
@@ -264,6 +305,8 @@ def summarize(entries: Iterable[dict], sentences: Sequence[CorpusSentence], *, s
             counts[key][e[key]] += 1
         counts["pair"][f"{e['voice']}/{e['emotion']}"] += 1
     total = sum(hours.values())
+    agreements = [e["agreement"] for e in entries if e.get("agreement") is not None]
+    teachers = {CORPUS_VOICES[v].teacher for v in voices}
     return {
         "format": FORMAT_VERSION,
         "sample_rate": audio.SAMPLE_RATE, "hop_length": audio.HOP_LENGTH, "n_mels": audio.N_MELS,
@@ -273,10 +316,14 @@ def summarize(entries: Iterable[dict], sentences: Sequence[CorpusSentence], *, s
         "counts": {key: dict(sorted(c.items())) for key, c in counts.items()},
         "shards": shards,
         "sentences": {"count": len(sentences), "fingerprint": fingerprint(sentences), "file": SENTENCES},
-        "voices": {name: asdict(v) for name, v in VOICES.items()},
+        "voices": {name: asdict(CORPUS_VOICES[name]) for name in voices},
         "emotions": {name: asdict(e) for name, e in EMOTIONS.items()},
         "pitch_order": list(PITCH_ORDER),
         "espeak": espeak.espeak_version(),
+        **({"flite": flite.flite_version()} if FLITE in teachers else {}),
+        "agreement": {"utterances": len(agreements),
+                      "mean": round(float(np.mean(agreements)), 4) if agreements else None,
+                      "exact": round(float(np.mean([a == 1.0 for a in agreements])), 4) if agreements else None},
         "build": {"seconds": round(seconds, 1), "jobs": jobs,
                   "realtime_factor": round(total * 3600 / seconds, 1) if seconds > 0 else None},
     }
@@ -292,7 +339,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     b.add_argument("--limit", type=int, help="render only the first N planned utterances")
     b.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="(voice, emotion) pairs per train/val sentence")
-    b.add_argument("--voices", default=",".join(VOICES), help="comma-separated subset of " + ",".join(VOICES))
+    b.add_argument("--voices", default=",".join(CORPUS_VOICES),
+                   help="comma-separated subset of " + ",".join(CORPUS_VOICES))
     b.add_argument("--emotions", default=",".join(EMOTIONS), help="comma-separated subset of " + ",".join(EMOTIONS))
     b.add_argument("--quiet", action="store_true", help="no progress line")
     args = parser.parse_args(argv)

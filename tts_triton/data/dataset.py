@@ -19,10 +19,10 @@ import torch
 
 from tts_triton import audio
 from tts_triton.data.corpus import FORMAT_VERSION, MANIFEST, SUMMARY, Utterance, audio_shard_name, mel_shard_name
-from tts_triton.data.prosody import EMOTIONS, VOICES
+from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS
 from tts_triton.text.symbols import PAD_ID
 
-VOICE_INDEX: dict[str, int] = {name: i for i, name in enumerate(VOICES)}
+VOICE_INDEX: dict[str, int] = {name: i for i, name in enumerate(CORPUS_VOICES)}
 EMOTION_INDEX: dict[str, int] = {name: i for i, name in enumerate(EMOTIONS)}
 
 
@@ -36,6 +36,8 @@ class Entry(Utterance):
     shard: int
     offset: int
     mel_offset: int
+    #: fraction of ``ids`` the teacher said (None for espeak-ng, and in corpora built before teachers had a column)
+    agreement: float | None = None
 
 
 class Corpus:
@@ -83,7 +85,7 @@ class AcousticDataset(torch.utils.data.Dataset):
     ``id``, ``ids`` (int64 ``[T]``), ``mel`` (float32 ``[F, N_MELS]``), ``ref_id`` and ``ref_mel``
     (another utterance of the same voice and emotion in the same split, drawn per epoch; the item
     itself only when it is the pair's sole utterance), ``voice``, ``emotion`` (names) and
-    ``voice_index``, ``emotion_index`` (positions in :data:`VOICES` / :data:`EMOTIONS`).
+    ``voice_index``, ``emotion_index`` (positions in :data:`CORPUS_VOICES` / :data:`EMOTIONS`).
     """
 
     def __init__(self, root: str | Path | Corpus, split: str, seed: int = 0) -> None:

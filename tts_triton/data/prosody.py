@@ -1,6 +1,8 @@
-"""Voices and emotions of the synthetic corpus, as espeak-ng settings, and the renderer that applies them.
+"""Voices and emotions of the corpus, as settings of the teachers, and the renderer that applies them.
 
-A voice is an espeak-ng English voice variant. An emotion is four prosody settings:
+A voice is a teacher (:data:`ESPEAK_NG` or :data:`FLITE`) and one of its speakers: an espeak-ng English voice
+variant, or a flite voice driven with espeak-ng's pronunciations (:mod:`tts_triton.data.cmu`), so that every
+voice says the phonemes the front end writes down. An emotion is four prosody settings, in espeak-ng's units:
 
 ==========  ==========================================================================================
 pitch       ``espeak-ng -p`` (0-99, 50 = the variant's own base pitch): mean F0 rises with it.
@@ -10,6 +12,11 @@ amplitude   loudness on espeak's ``-a`` scale (100 = default). It is applied as 
             (each utterance is peak-normalised to ``PEAK_AT_DEFAULT * amplitude / 100``), which is what
             ``-a`` does inside espeak-ng except that a gain above 100 there clips.
 ==========  ==========================================================================================
+
+flite takes them through its own controls (:func:`flite_features`): the pitch as a mean F0 target
+(``int_f0_target_mean``, :data:`SEMITONES_PER_PITCH_STEP` per espeak-ng step from the voice's neutral F0), the
+range as the F0 spread target (``int_f0_target_stddev``, scaled from the voice's neutral spread), the rate as
+``duration_stretch`` (neutral rate / rate); the amplitude as the same gain.
 
 The tables are data used by corpus generation and by evaluation alike: the mean F0 of rendered (and
 synthesized) speech orders the emotions as :data:`PITCH_ORDER` does, for every voice;
@@ -29,17 +36,27 @@ from xml.sax.saxutils import escape
 import numpy as np
 
 from tts_triton import audio
-from tts_triton.data import espeak
+from tts_triton.data import cmu, espeak, flite
 from tts_triton.data.sentences import generate
+
+ESPEAK_NG = "espeak-ng"
+FLITE = "flite"
 
 
 @dataclass(frozen=True)
 class Voice:
-    """A speaker: ``espeak`` is the espeak-ng voice name (language + variant)."""
+    """A speaker of a ``teacher``: ``speaker`` is its voice name (espeak-ng: language + variant; flite: a
+    voice of ``flite -lv``). ``weight``: the voice's share of train and validation utterances relative to
+    weight 1 (:func:`tts_triton.data.corpus.plan`). ``f0_hz``, ``f0_sd_hz``: flite's neutral mean F0 and
+    spread targets (measured on its own renderings; unused for espeak-ng)."""
 
     name: str
-    espeak: str
+    teacher: str
+    speaker: str
     gender: str
+    weight: int = 1
+    f0_hz: float = 0.0
+    f0_sd_hz: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -53,21 +70,25 @@ class Emotion:
     amplitude: int
 
 
-VOICES: dict[str, Voice] = {
+#: Every corpus voice. espeak-ng's come first, so that their positions (the dataset's voice_index) stay.
+CORPUS_VOICES: dict[str, Voice] = {
     v.name: v
     for v in (
-        Voice("m1", "en-us+m1", "male"),
-        Voice("m2", "en-us+m2", "male"),
-        Voice("m3", "en-us+m3", "male"),
-        Voice("m7", "en-us+m7", "male"),
-        Voice("m8", "en-us+m8", "male"),
-        Voice("f1", "en-us+f1", "female"),
-        Voice("f2", "en-us+f2", "female"),
-        Voice("f3", "en-us+f3", "female"),
-        Voice("f4", "en-us+f4", "female"),
-        Voice("f5", "en-us+f5", "female"),
+        Voice("m1", ESPEAK_NG, "en-us+m1", "male"),
+        Voice("m2", ESPEAK_NG, "en-us+m2", "male"),
+        Voice("m3", ESPEAK_NG, "en-us+m3", "male"),
+        Voice("m7", ESPEAK_NG, "en-us+m7", "male"),
+        Voice("m8", ESPEAK_NG, "en-us+m8", "male"),
+        Voice("f1", ESPEAK_NG, "en-us+f1", "female"),
+        Voice("f2", ESPEAK_NG, "en-us+f2", "female"),
+        Voice("f3", ESPEAK_NG, "en-us+f3", "female"),
+        Voice("f4", ESPEAK_NG, "en-us+f4", "female"),
+        Voice("f5", ESPEAK_NG, "en-us+f5", "female"),
+        Voice("slt", FLITE, "slt", "female", weight=5, f0_hz=170.0, f0_sd_hz=30.0),
     )
 }
+#: The voices the shipped checkpoint was trained on (espeak-ng's), which evaluation and release iterate.
+VOICES: dict[str, Voice] = {name: v for name, v in CORPUS_VOICES.items() if v.teacher == ESPEAK_NG}
 
 EMOTIONS: dict[str, Emotion] = {
     e.name: e
@@ -91,9 +112,26 @@ TRIM_DB = 40.0
 TRIM_MARGIN_S = 0.05
 
 
+#: Semitones of mean F0 per step of espeak-ng's pitch (measured on the espeak-ng renderings, table in
+#: docs/corpus.md: sad -4.5, angry +3.0, happy +5.3, surprised +8.5 st at -20, +13, +25, +40 steps).
+SEMITONES_PER_PITCH_STEP = 0.22
+NEUTRAL = "neutral"
+
+
 def espeak_args(voice: Voice, emotion: Emotion) -> list[str]:
     """espeak-ng options for ``voice`` speaking SSML (from :func:`ssml`) with ``emotion``."""
-    return ["-v", voice.espeak, "-p", str(emotion.pitch), "-s", str(emotion.rate), "-m"]
+    return ["-v", voice.speaker, "-p", str(emotion.pitch), "-s", str(emotion.rate), "-m"]
+
+
+def flite_features(voice: Voice, emotion: Emotion) -> dict[str, float]:
+    """flite's ``--setf`` features for ``voice`` speaking with ``emotion`` (see the module docstring)."""
+    neutral = EMOTIONS[NEUTRAL]
+    steps = emotion.pitch - neutral.pitch
+    return {
+        "int_f0_target_mean": voice.f0_hz * 2.0 ** (SEMITONES_PER_PITCH_STEP * steps / 12.0),
+        "int_f0_target_stddev": voice.f0_sd_hz * emotion.range / neutral.range,
+        "duration_stretch": neutral.rate / emotion.rate,
+    }
 
 
 def ssml(text: str, emotion: Emotion) -> str:
@@ -115,32 +153,77 @@ def trim_silence(samples: np.ndarray) -> np.ndarray:
     rms = np.sqrt(np.mean(blocks**2, axis=1))
     loud = np.flatnonzero(rms > rms.max() * 10 ** (-TRIM_DB / 20))
     margin = int(TRIM_MARGIN_S * audio.SAMPLE_RATE)
-    start = loud[0] * hop - margin  # negative: espeak-ng began speaking within the margin; pad with zeros
+    start = loud[0] * hop - margin  # negative: speech began within the margin; pad with zeros
     stop = min(len(x), (loud[-1] + 1) * hop + margin)
     stop = start + (stop - start) // hop * hop
     return np.concatenate([np.zeros(max(0, -start), samples.dtype), samples[max(0, start) : stop]])
 
 
-def render(text: str, voice: Voice, emotion: Emotion) -> np.ndarray:
-    """Speak ``text`` with ``voice`` and ``emotion``: float32 mono at SAMPLE_RATE.
+@dataclass(frozen=True)
+class Rendering:
+    """A teacher's utterance: float32 ``audio`` at SAMPLE_RATE and ``agreement``, the fraction of the front
+    end's phonemes the teacher said (:func:`tts_triton.data.cmu.agreement`; None for espeak-ng, whose
+    phonemes the front end's are)."""
 
-    Silence is trimmed (:func:`trim_silence`) and the peak is ``PEAK_AT_DEFAULT * amplitude / 100``.
+    audio: np.ndarray
+    agreement: float | None
+
+
+def render(text: str, voice: Voice, emotion: Emotion) -> np.ndarray:
+    """Speak ``text`` with ``voice`` and ``emotion``: float32 mono at SAMPLE_RATE (:func:`rendering`)."""
+    return rendering(text, voice, emotion).audio
+
+
+def rendering(text: str, voice: Voice, emotion: Emotion, drive: bool = True) -> Rendering:
+    """Speak ``text`` with ``voice`` and ``emotion`` with the voice's teacher.
+
+    Silence is trimmed (:func:`trim_silence`) and the peak is ``PEAK_AT_DEFAULT * amplitude / 100``. flite
+    speaks espeak-ng's pronunciations (:func:`tts_triton.data.cmu.addenda`) unless ``drive`` is False
+    (then its own lexicon's, for comparison). Raises :class:`espeak.EspeakError` or :class:`flite.FliteError`.
     """
-    rate, samples = espeak.synthesize(ssml(text, emotion), espeak_args(voice, emotion))
-    if rate != audio.SAMPLE_RATE:
-        raise espeak.EspeakError(f"espeak-ng voice {voice.espeak} speaks at {rate} Hz, expected {audio.SAMPLE_RATE}")
-    x = trim_silence(samples.astype(np.float32) / 32768.0)
+    if voice.teacher == ESPEAK_NG:
+        rate, samples = espeak.synthesize(ssml(text, emotion), espeak_args(voice, emotion))
+        if rate != audio.SAMPLE_RATE:
+            raise espeak.EspeakError(f"espeak-ng voice {voice.speaker} speaks at {rate} Hz, "
+                                     f"expected {audio.SAMPLE_RATE}")
+        x, agreement = samples.astype(np.float32) / 32768.0, None
+    elif voice.teacher == FLITE:
+        x, agreement = _flite(text, voice, emotion, drive)
+    else:
+        raise ValueError(f"voice {voice.name}: unknown teacher {voice.teacher!r}")
+    x = trim_silence(x)
     peak = float(np.abs(x).max())
     if peak == 0.0:
-        raise espeak.EspeakError(f"espeak-ng rendered silence for {text!r}")
-    return (x * (PEAK_AT_DEFAULT * emotion.amplitude / 100.0 / peak)).astype(np.float32)
+        raise RuntimeError(f"{voice.teacher} voice {voice.speaker} rendered silence for {text!r}")
+    return Rendering((x * (PEAK_AT_DEFAULT * emotion.amplitude / 100.0 / peak)).astype(np.float32), agreement)
 
 
-def check_voices() -> None:
-    """Raise :class:`espeak.EspeakError` unless every voice variant of :data:`VOICES` is installed."""
-    missing = sorted(v.name for v in VOICES.values() if v.espeak.partition("+")[2] not in espeak.variants())
-    if missing:
-        raise espeak.EspeakError(f"espeak-ng lacks the voice variants {missing}")
+def _flite(text: str, voice: Voice, emotion: Emotion, drive: bool) -> tuple[np.ndarray, float]:
+    """flite's rendering at SAMPLE_RATE and its agreement with the front end's phonemes of ``text``."""
+    from tts_triton.text.frontend import normalize, plan_plain
+    from tts_triton.text.symbols import SYMBOLS
+
+    words = [(w.text, "".join(SYMBOLS[i] for i in s.ids[w.first : w.last]))
+             for s in plan_plain(text) for w in s.words]
+    lexicon, _ = cmu.addenda(words) if drive else ({}, 0)
+    said = flite.synthesize(normalize(text), voice.speaker, flite_features(voice, emotion), lexicon)
+    expected = cmu.surface(p for word, symbols in words for p in cmu.to_cmu(symbols, word))
+    x = flite.resample(said.samples.astype(np.float32) / 32768.0, said.rate, audio.SAMPLE_RATE)
+    return x, cmu.agreement(expected, said.segments)
+
+
+def check_voices(voices: Sequence[str] = tuple(CORPUS_VOICES)) -> None:
+    """Raise :class:`espeak.EspeakError` or :class:`flite.FliteError` unless each of ``voices`` is installed."""
+    chosen = [CORPUS_VOICES[name] for name in voices]
+    if any(v.teacher == ESPEAK_NG for v in chosen):
+        missing = sorted(v.name for v in chosen
+                         if v.teacher == ESPEAK_NG and v.speaker.partition("+")[2] not in espeak.variants())
+        if missing:
+            raise espeak.EspeakError(f"espeak-ng lacks the voice variants {missing}")
+    if any(v.teacher == FLITE for v in chosen):
+        missing = sorted(v.name for v in chosen if v.teacher == FLITE and v.speaker not in flite.voices())
+        if missing:
+            raise flite.FliteError(f"flite lacks the voices {missing}")
 
 
 def f0_contour(samples: np.ndarray) -> np.ndarray:
@@ -177,9 +260,10 @@ def measure(clips: Sequence[np.ndarray]) -> Measurement:
     )
 
 
-def measure_table(texts: Sequence[str], jobs: int = 4) -> dict[tuple[str, str], Measurement]:
-    """Render every text with every (voice, emotion) and measure each pair."""
-    pairs = [(v, e) for v in VOICES.values() for e in EMOTIONS.values()]
+def measure_table(texts: Sequence[str], jobs: int = 4,
+                  voices: Sequence[str] = tuple(CORPUS_VOICES)) -> dict[tuple[str, str], Measurement]:
+    """Render every text with every (voice, emotion) of ``voices`` and measure each pair."""
+    pairs = [(CORPUS_VOICES[v], e) for v in voices for e in EMOTIONS.values()]
     with ThreadPoolExecutor(jobs) as pool:  # espeak-ng runs in subprocesses; pyworld releases little, so keep it small
         clips = list(pool.map(lambda pair: [render(t, *pair) for t in texts], pairs))
     return {(v.name, e.name): measure(c) for (v, e), c in zip(pairs, clips, strict=True)}
@@ -188,7 +272,7 @@ def measure_table(texts: Sequence[str], jobs: int = 4) -> dict[tuple[str, str], 
 def order_violations(table: dict[tuple[str, str], Measurement]) -> list[str]:
     """Voices whose mean F0 does not rise along :data:`PITCH_ORDER`, with their F0s."""
     bad = []
-    for voice in VOICES:
+    for voice in _voices(table):
         f0 = [table[voice, e].f0_hz for e in PITCH_ORDER]
         if any(a >= b for a, b in itertools.pairwise(f0)):
             bad.append(f"{voice}: " + ", ".join(f"{e} {f:.0f}" for e, f in zip(PITCH_ORDER, f0, strict=True)))
@@ -198,20 +282,25 @@ def order_violations(table: dict[tuple[str, str], Measurement]) -> list[str]:
 def markdown(table: dict[tuple[str, str], Measurement]) -> str:
     """The measurements as Markdown: mean F0 per voice x emotion, then per-emotion averages."""
     lines = ["| voice | " + " | ".join(PITCH_ORDER) + " |", "|---" * (len(PITCH_ORDER) + 1) + "|"]
-    for voice in VOICES:
-        lines.append(f"| {voice} ({VOICES[voice].gender}) | " + " | ".join(
+    voices = _voices(table)
+    for voice in voices:
+        lines.append(f"| {voice} ({CORPUS_VOICES[voice].gender}) | " + " | ".join(
             f"{table[voice, e].f0_hz:.0f}" for e in PITCH_ORDER) + " |")
     lines += ["", "| emotion | -p | range % | -s wpm | amplitude | F0 vs neutral (st) | F0 sd (st) "
               "| s / utterance | RMS dBFS |", "|---" * 9 + "|"]
     for name in PITCH_ORDER:
         e = EMOTIONS[name]
-        rel = np.mean([12 * np.log2(table[v, name].f0_hz / table[v, "neutral"].f0_hz) for v in VOICES])
-        sd = np.mean([table[v, name].f0_sd_semitones for v in VOICES])
-        sec = np.mean([table[v, name].seconds for v in VOICES])
-        rms = np.mean([table[v, name].rms_db for v in VOICES])
+        rel = np.mean([12 * np.log2(table[v, name].f0_hz / table[v, "neutral"].f0_hz) for v in voices])
+        sd = np.mean([table[v, name].f0_sd_semitones for v in voices])
+        sec = np.mean([table[v, name].seconds for v in voices])
+        rms = np.mean([table[v, name].rms_db for v in voices])
         lines.append(f"| {name} | {e.pitch} | {e.range} | {e.rate} | {e.amplitude} | {rel:+.1f} | {sd:.1f} "
                      f"| {sec:.2f} | {rms:.1f} |")
     return "\n".join(lines)
+
+
+def _voices(table: dict[tuple[str, str], Measurement]) -> list[str]:
+    return list(dict.fromkeys(voice for voice, _ in table))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -220,10 +309,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tts_triton.data.prosody", description=main.__doc__)
     parser.add_argument("--sentences", type=int, default=20, help="test sentences per voice x emotion")
     parser.add_argument("--jobs", type=int, default=4)
+    parser.add_argument("--voices", default=",".join(CORPUS_VOICES), help="comma-separated subset of the voices")
     args = parser.parse_args(argv)
     texts = [s.text for s in generate() if s.split == "test"][: args.sentences]
-    check_voices()
-    table = measure_table(texts, args.jobs)
+    voices = args.voices.split(",")
+    unknown = sorted(set(voices) - set(CORPUS_VOICES))
+    if unknown:
+        parser.error(f"unknown voices {unknown}; known: {', '.join(CORPUS_VOICES)}")
+    check_voices(voices)
+    table = measure_table(texts, args.jobs, voices)
     print(markdown(table))
     bad = order_violations(table)
     print("pitch order " + " < ".join(PITCH_ORDER) + (": violated by\n  " + "\n  ".join(bad) if bad else ": holds"))

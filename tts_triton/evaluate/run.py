@@ -75,7 +75,8 @@ class Reference:
 
     def key(self, espeak_version: str) -> str:
         e = self.emotion
-        fields = (espeak_version, self.voice.espeak, e.pitch, e.range, e.rate, e.amplitude, self.text, FEATURE_SETTINGS)
+        fields = (espeak_version, self.voice.speaker, e.pitch, e.range, e.rate, e.amplitude, self.text,
+                  FEATURE_SETTINGS)
         return hashlib.sha256(repr(fields).encode()).hexdigest()[:32]
 
 
