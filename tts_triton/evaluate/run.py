@@ -20,7 +20,7 @@ import numpy as np
 
 from tts_triton import audio, contract
 from tts_triton.data import espeak
-from tts_triton.data.prosody import EMOTIONS, VOICES, Emotion, Voice, render
+from tts_triton.data.prosody import EMOTIONS, ESPEAK_NG, VOICES, Emotion, Voice, render
 from tts_triton.evaluate.figures import write_plots, write_samples
 from tts_triton.evaluate.metrics import (
     FEATURE_SETTINGS,
@@ -47,12 +47,12 @@ MIN_SENTENCES = 50
 DEFAULT_OUT = Path("docs/evaluation.md")
 #: espeak-ng's own defaults (``-p 50 -s 175``, full range, default amplitude) for the sanity checks.
 ESPEAK_DEFAULT = Emotion("espeak-default", pitch=50, range=100, rate=175, amplitude=100)
-EN_US = Voice("en-us", "en-us", "male")
+EN_US = Voice("en-us", ESPEAK_NG, "en-us", "male")
 #: Sanity checks of the MCD implementation: (label, other rendering, the published value for scale).
 SANITY: tuple[tuple[str, Voice, Emotion, float | None], ...] = (
     ("en-us at 130 wpm (rate only)", EN_US, replace(ESPEAK_DEFAULT, rate=130), 2.3),
-    ("en-us+m3 (another male variant)", Voice("en-us+m3", "en-us+m3", "male"), ESPEAK_DEFAULT, 4.5),
-    *((f"en-us+f{i} (female)", Voice(f"en-us+f{i}", f"en-us+f{i}", "female"), ESPEAK_DEFAULT, None)
+    ("en-us+m3 (another male variant)", Voice("en-us+m3", ESPEAK_NG, "en-us+m3", "male"), ESPEAK_DEFAULT, 4.5),
+    *((f"en-us+f{i} (female)", Voice(f"en-us+f{i}", ESPEAK_NG, f"en-us+f{i}", "female"), ESPEAK_DEFAULT, None)
       for i in range(1, 6)),
 )
 #: The published male-vs-female value, compared with the mean over the five female rows.
