@@ -24,6 +24,7 @@ from tts_triton import audio, release
 from tts_triton.checkpoint import Checkpoint, init_checkpoint, load_checkpoint
 from tts_triton.config import DecoderConfig, ModelConfig
 from tts_triton.data.dataset import AcousticDataset, Corpus, VocoderDataset
+from tts_triton.data.prosody import VOICES
 from tts_triton.models.style_encoder import StyleEncoder
 from tts_triton.training import gta, hifigan_losses, loop, merge, schedule, train_acoustic, train_vocoder
 
@@ -45,7 +46,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("espeak-ng is not installed")
     out = tmp_path_factory.mktemp("corpus") / "data"
     subprocess.run([sys.executable, "-m", "tts_triton.data.corpus", "build", "--out", str(out), "--limit", "24",
-                    "--jobs", "1", "--quiet"], check=True, capture_output=True)
+                    "--voices", ",".join(VOICES), "--repeats", "2", "--jobs", "1", "--quiet"],
+                   check=True, capture_output=True)
     return out
 
 
