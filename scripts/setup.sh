@@ -42,7 +42,8 @@ if [[ -n $host_torch && -f $BUNDLE/triton.tar.xz ]]; then
 fi
 
 # 1. Debian packages.
-# redis-server: the cache tests start real ones; flite: the natural-voice reference of evaluate --asr
+# redis-server: the cache tests start real ones; flite: the corpus teacher of the slt voice (tts_triton.data.flite) and
+# the natural-voice reference of evaluate --asr
 packages=(espeak-ng libsndfile1 redis-server flite)
 "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3-venv)
 missing=()
