@@ -160,3 +160,20 @@ def test_mixed_build_resumes_after_the_last_whole_shard(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="another plan"):
         build(other, S.generate(40), **{**options, "emotions": ["neutral", "happy"]})
     assert json.loads((whole / SUMMARY).read_text())["voices"]["slt"]["teacher"] == FLITE
+
+
+@needs_flite
+def test_teacher_round_trip_reports_both_modes(tmp_path: Path) -> None:
+    pytest.importorskip("pocketsphinx")
+    pytest.importorskip("soxr")
+    from tts_triton.evaluate import teacher
+
+    out = tmp_path / "teacher.md"
+    assert teacher.main(["--sentences", "2", "--jobs", "1", "--out", str(out)]) == 0
+    result = json.loads(out.with_suffix(".json").read_text())
+    modes = result["voices"]["slt"]
+    assert len(modes["driven"]["transcripts"]) == len(modes["plain"]["transcripts"]) == 2
+    assert modes["driven"]["agreement"] >= modes["plain"]["agreement"] and 0 <= modes["driven"]["wer"] < 1
+    assert "| slt |" in out.read_text()
+    with pytest.raises(SystemExit):
+        teacher.main(["--voices", "m1"])
