@@ -177,3 +177,13 @@ def test_teacher_round_trip_reports_both_modes(tmp_path: Path) -> None:
     assert "| slt |" in out.read_text()
     with pytest.raises(SystemExit):
         teacher.main(["--voices", "m1"])
+
+
+def test_checkpoint_records_the_voices_it_learned() -> None:
+    from tts_triton.training.runs import corpus_info
+
+    summary = {"utterances": 3, "hours": 0.01, "espeak": "eSpeak NG 1.51", "flite": "flite-2.2",
+               "agreement": {"utterances": 1, "mean": 1.0, "exact": 1.0}, "counts": {"voice": {"m1": 2, "slt": 1}},
+               "build": {"seconds": 1.0}}
+    info = corpus_info(summary)
+    assert info["voices"] == {"m1": 2, "slt": 1} and info["flite"] == "flite-2.2" and "build" not in info

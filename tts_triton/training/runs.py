@@ -86,5 +86,8 @@ def run_record(module: str, argv: Sequence[str], first_step: int, step: int, min
 
 def corpus_info(summary: dict[str, Any]) -> dict[str, Any]:
     """The part of a corpus ``dataset.json`` worth keeping in a checkpoint."""
-    keys = ("utterances", "hours", "hours_by_split", "espeak", "sentences")
-    return {k: summary[k] for k in keys if k in summary}
+    keys = ("utterances", "hours", "hours_by_split", "espeak", "flite", "agreement", "sentences")
+    info = {k: summary[k] for k in keys if k in summary}
+    if "counts" in summary:  # which voices the run learned, and how much of each
+        info["voices"] = summary["counts"]["voice"]
+    return info
