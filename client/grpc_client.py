@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import queue
 import threading
 import time
@@ -49,15 +50,7 @@ from .errors import (
     translate_error,
     translated_errors,
 )
-from .request import (
-    RequestOptions,
-    TTSRequest,
-    build_request,
-    build_stop,
-    is_final_response,
-    new_request_id,
-    parse_url,
-)
+from .request import RequestOptions, TTSRequest, build_request, build_stop, is_final_response, new_request_id, parse_url
 from .results import AudioChunk, Synthesis, VoiceCatalog
 
 __all__ = ["DEFAULT_GRPC_URL", "STOP_WAIT_S", "AsyncTTSClient", "TTSClient", "send_stop"]
@@ -75,11 +68,6 @@ RETRIES = 2
 RETRY_BACKOFF_S = 0.25
 
 
-def _retriable(err: TTSError, produced: bool, attempt: int, retries: int) -> bool:
-    return (isinstance(err, ServerUnavailableError) and not isinstance(err, ServerBusyError) and not produced
-            and attempt < retries)
-
-
 def send_stop(client: grpcclient.InferenceServerClient, request_id: str, *, model: str = TTS) -> None:
     """Send the in-band stop of request ``request_id`` on ``client``'s open stream (tritonclient's
     ``start_stream``), for code that drives tritonclient itself: the stream then gets the stopped request's FINAL
@@ -90,7 +78,31 @@ def send_stop(client: grpcclient.InferenceServerClient, request_id: str, *, mode
                               parameters=stop.parameters, enable_empty_final_response=True)
 
 
-class TTSClient(Closing):
+class _Settings:
+    """What both gRPC clients are configured with (each documented on :class:`TTSClient`)."""
+
+    def __init__(self, url: str, *, model: str, timeout: float | None, stall_timeout: float | None,
+                 retries: int) -> None:
+        self.url = parse_url(url, "grpc")
+        self.model = model
+        self.timeout = timeout
+        self.stall_timeout = stall_timeout
+        self.retries = retries
+
+    def _timeout(self, timeout: float | None) -> float | None:
+        """A call's own ``timeout``, else the client's."""
+        return self.timeout if timeout is None else timeout
+
+    def _retry_delay(self, err: TTSError, produced: bool, attempt: int) -> float:
+        """Seconds to wait before resending a request whose ``attempt`` (0 first) failed with ``err``; raises
+        ``err`` when the request may not be resent (see the module docstring)."""
+        if (isinstance(err, ServerUnavailableError) and not isinstance(err, ServerBusyError) and not produced
+                and attempt < self.retries):
+            return RETRY_BACKOFF_S * 2**attempt
+        raise err
+
+
+class TTSClient(_Settings, Closing):
     """Blocking gRPC client of ``tts``; ``url`` is ``host:port`` or ``grpc://host:port``.
 
     ``timeout`` (seconds, None for no limit) bounds every call; a method's own ``timeout`` overrides
@@ -103,11 +115,7 @@ class TTSClient(Closing):
 
     def __init__(self, url: str = DEFAULT_GRPC_URL, *, model: str = TTS, timeout: float | None = None,
                  stall_timeout: float | None = STALL_TIMEOUT_S, retries: int = RETRIES) -> None:
-        self.url = parse_url(url, "grpc")
-        self.model = model
-        self.timeout = timeout
-        self.stall_timeout = stall_timeout
-        self.retries = retries
+        super().__init__(url, model=model, timeout=timeout, stall_timeout=stall_timeout, retries=retries)
         self._client = grpcclient.InferenceServerClient(self.url)
         self._idle: list[grpcclient.InferenceServerClient] = []
         self._lock = threading.Lock()
@@ -154,12 +162,8 @@ class TTSClient(Closing):
         for client in clients:
             client.close()
 
-    def _timeout(self, timeout: float | None) -> float | None:
-        return self.timeout if timeout is None else timeout
-
     def _stream(self, request: TTSRequest) -> Generator[AudioChunk, None, None]:
-        attempt = 0
-        while True:
+        for attempt in itertools.count():
             produced = False
             try:
                 with contextlib.closing(self._attempt(request)) as chunks:
@@ -168,10 +172,8 @@ class TTSClient(Closing):
                         yield chunk
                 return
             except TTSError as err:
-                if not _retriable(err, produced, attempt, self.retries):
-                    raise
-            time.sleep(RETRY_BACKOFF_S * 2**attempt)
-            attempt += 1
+                delay = self._retry_delay(err, produced, attempt)
+            time.sleep(delay)
 
     def _attempt(self, request: TTSRequest) -> Generator[AudioChunk, None, None]:
         timeout = self._timeout(request.timeout)
@@ -315,7 +317,7 @@ class _Waits:
         return TTSTimeoutError(f"the request did not complete within its timeout of {self.timeout:g} s; stopped")
 
 
-class AsyncTTSClient:
+class AsyncTTSClient(_Settings):
     """asyncio twin of :class:`TTSClient`: the same methods, awaited, and ``stream`` yields with ``async for``.
 
     Concurrent streams share one channel. The gRPC channel is created on first use and belongs to
@@ -324,11 +326,7 @@ class AsyncTTSClient:
 
     def __init__(self, url: str = DEFAULT_GRPC_URL, *, model: str = TTS, timeout: float | None = None,
                  stall_timeout: float | None = STALL_TIMEOUT_S, retries: int = RETRIES) -> None:
-        self.url = parse_url(url, "grpc")
-        self.model = model
-        self.timeout = timeout
-        self.stall_timeout = stall_timeout
-        self.retries = retries
+        super().__init__(url, model=model, timeout=timeout, stall_timeout=stall_timeout, retries=retries)
         self._client: grpcclient_aio.InferenceServerClient | None = None
 
     def stream(self, text: str, **options: Unpack[RequestOptions]) -> AsyncGenerator[AudioChunk, None]:
@@ -373,17 +371,13 @@ class AsyncTTSClient:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    def _timeout(self, timeout: float | None) -> float | None:
-        return self.timeout if timeout is None else timeout
-
     def _grpc(self) -> grpcclient_aio.InferenceServerClient:
         if self._client is None:
             self._client = grpcclient_aio.InferenceServerClient(self.url)
         return self._client
 
     async def _stream(self, request: TTSRequest) -> AsyncGenerator[AudioChunk, None]:
-        attempt = 0
-        while True:
+        for attempt in itertools.count():
             produced = False
             try:
                 async with contextlib.aclosing(self._attempt(request)) as chunks:
@@ -392,10 +386,8 @@ class AsyncTTSClient:
                         yield chunk
                 return
             except TTSError as err:
-                if not _retriable(err, produced, attempt, self.retries):
-                    raise
-            await asyncio.sleep(RETRY_BACKOFF_S * 2**attempt)
-            attempt += 1
+                delay = self._retry_delay(err, produced, attempt)
+            await asyncio.sleep(delay)
 
     def _request(self, request: TTSRequest, request_id: str) -> dict[str, Any]:
         return {"model_name": self.model, "inputs": request.infer_inputs(grpcclient_aio),

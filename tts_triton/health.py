@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import tritonclient.grpc as grpcclient
@@ -68,7 +68,7 @@ class ModelHealth:
     """One model's state (``OK``, ``SLOW`` or ``DEAD``), how long its check took, and why not ok."""
 
     model: str
-    state: str
+    state: Literal["ok", "slow", "dead"]
     seconds: float
     error: str = ""
 

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from tts_triton.health import HealthReport, check_health
 from tts_triton.model_control import PUBLIC_MODELS, reload_model
@@ -33,7 +34,7 @@ __all__ = ["Action", "Supervisor"]
 class Action:
     """One healing action: ``kind`` (``reload`` of ``model``, or ``restart`` of the server), why, how long."""
 
-    kind: str
+    kind: Literal["reload", "restart"]
     reason: str
     seconds: float
     model: str = ""
