@@ -147,19 +147,18 @@ def _default_networks() -> dict[str, NetworkSettings]:
 def _gpu_networks() -> dict[str, NetworkSettings]:
     """The ``torch-cuda`` defaults: a CUDA graph replay costs about the same at any batch size, so batches
     are large. No queue delay: requests that arrive while an instance is busy form the next batch anyway
-    (ragged batches allowed), and a delay would only hold back a lone stream. The style encoder runs once
-    per request with reference audio, a few ms on the CPU: a CUDA process of its own would hold ~0.6 GB.
-    Two decoder, two vocoder and eight BLS instances: a model's per-call work on the host (its stub's
-    hand-over, merging, copies) runs beside the other instance's graph replay. Under MPS on one H200 at
-    concurrency 256: one decoder and two BLS 538x real time, two decoders and four BLS 723x, two vocoders
-    more 916x, eight BLS 1047x against four's 859x. Each CUDA instance holds about 0.9-1.0 GB, 0.2-0.3 GB of
-    it the graphs of its largest calls: batch budgets (rows x tokens, rows x mel frames) keep those to what
-    typical batches need; smaller budgets (decoder 64 x 64, text encoder 32 x 128) saved 0.15 GB and cost
-    5-10 % of the throughput at concurrency 128 (measurements: BENCHMARKS.md and docs/bench/history.md)."""
+    (ragged batches allowed), and a delay would only hold back a lone stream. The style encoder runs once per
+    request with reference audio, eagerly (reference lengths vary), batched by 8. Two decoder, two vocoder and eight
+    BLS instances: a model's per-call work on the host (its stub's hand-over, merging, copies) runs beside the other
+    instance's graph replay. Under MPS on one H200 at concurrency 256: one decoder and two BLS 538x real time, two
+    decoders and four BLS 723x, two vocoders more 916x, eight BLS 1047x against four's 859x. Each CUDA instance
+    holds about 0.9-1.0 GB, 0.2-0.3 GB of it the graphs of its largest calls: batch budgets (rows x tokens, rows x
+    mel frames) keep those to what typical batches need; smaller budgets (decoder 64 x 64, text encoder 32 x 128)
+    saved 0.15 GB and cost 5-10 % of the throughput at concurrency 128 (measurements: BENCHMARKS.md and
+    docs/bench/history.md)."""
     return {
         TEXT_ENCODER: NetworkSettings(max_batch_size=32, max_queue_delay_us=0, batch_budget=32 * 256),
-        STYLE_ENCODER: NetworkSettings(max_batch_size=8, max_queue_delay_us=0, response_cache=True, kind=KIND_CPU,
-                                       intra_op_threads=4),
+        STYLE_ENCODER: NetworkSettings(max_batch_size=8, max_queue_delay_us=0, response_cache=True),
         DECODER: NetworkSettings(max_batch_size=128, max_queue_delay_us=0, instances=2, batch_budget=128 * 64),
         VOCODER: NetworkSettings(max_batch_size=64, max_queue_delay_us=0, instances=2, batch_budget=64 * 48),
     }

@@ -237,9 +237,7 @@ def test_torch_cuda_configs(checkpoint_file: Path, model_repository: Path, tmp_p
     for name in contract.network_specs(cfg):
         config = parse((out / name / "config.pbtxt").read_text())
         assert config.backend == "python"
-        # the style encoder (once per request with reference audio) runs on the CPU: no CUDA process for it
-        kind = "KIND_CPU" if name == contract.STYLE_ENCODER else "KIND_GPU"
-        assert [g.kind for g in config.instance_group] == [getattr(config.instance_group[0], kind)]
+        assert [g.kind for g in config.instance_group] == [config.instance_group[0].KIND_GPU]
         assert config.parameters["fp16"].string_value == "true"
         assert (out / name / "1" / CHECKPOINT_FILE).read_bytes() == checkpoint_file.read_bytes()
         assert "tts_triton.triton.torch_model" in (out / name / "1" / "model.py").read_text()
