@@ -64,6 +64,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         print(f"\nsession guard: killed pid {pid}, left running: {command[:160]}", file=sys.stderr)
 
 
+def like_a_terminal() -> None:
+    """``preexec_fn`` for a child that must take Ctrl-C as a terminal's foreground job does: SIGINT at its default,
+    even when this pytest was started with it ignored (a background job of a non-interactive shell, as CI may be),
+    since a Python or bash started with SIGINT ignored never reacts to it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 #: A model small enough that a CPU training step takes well under a second (the vocoder stays v2). Its style
 #: encoder halves the mel axis six times, down to 2 from 80 bins and from 128, so its GRU width is layout-free.
 TINY = ModelConfig(

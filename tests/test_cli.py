@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import soundfile as sf
+from conftest import like_a_terminal
 
 from tts_triton import cli
 from tts_triton.export.targets import AUTO, RUNTIME_TARGETS, embedded_targets
@@ -184,7 +185,8 @@ def test_say_to_the_http_port_says_so(server: TritonServer, tmp_path: Path) -> N
 def test_ctrl_c_in_say_is_one_line(server: TritonServer, tmp_path: Path) -> None:
     say = subprocess.Popen([TTS_TRITON, "say", " ".join(["A long sentence for the decoder to chew on."] * 200),
                             "-o", str(tmp_path / "a.wav"), "--url", server.grpc_url],
-                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=like_a_terminal)
     time.sleep(4)  # in the middle of the imports or the stream: either must end in one line
     say.send_signal(signal.SIGINT)
     _, err = say.communicate(timeout=60)

@@ -160,6 +160,19 @@ def test_default_discriminators() -> None:
             assert not torch.equal(real_scores[0], fake_scores[0])
 
 
+
+def test_narrowed_discriminators_keep_their_layers_with_fewer_channels() -> None:
+    def size(module: torch.nn.Module) -> int:
+        return sum(p.numel() for p in module.parameters())
+
+    for make in (MultiPeriodDiscriminator, MultiScaleDiscriminator):
+        wide, narrow = make(), make(narrow=16)
+        assert [len(d.convs) for d in narrow.discriminators] == [len(d.convs) for d in wide.discriminators]
+        assert size(narrow) < size(wide) / 16  # channels / 16 (the MSD's groups too)
+        real_scores, *_ = narrow(torch.rand(1, 1, 1000), torch.rand(1, 1, 1000))
+        assert [s.shape[1] for s in real_scores] == [s.shape[1] for s in wide(torch.rand(1, 1, 1000),
+                                                                               torch.rand(1, 1, 1000))[0]]
+
 def test_losses_backprop() -> None:
     """Adversarial, feature-matching and mel losses are finite scalars whose gradients reach G and D.
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import soundfile as sf
-from conftest import TritonPorts, pick_ports
+from conftest import TritonPorts, like_a_terminal, pick_ports
 
 from tts_triton.server import port_holders
 
@@ -89,7 +89,8 @@ def start_quickstart(copy: Path, model_repository: Path, ports: TritonPorts, cac
     """quickstart.sh in its own session, returned once it has started `serve`."""
     script = subprocess.Popen(["bash", "scripts/quickstart.sh", "Hello.", *serve_args(model_repository, ports)],
                               cwd=copy, env={**os.environ, "XDG_CACHE_HOME": str(cache)}, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+                              stdout=subprocess.PIPE, text=True, start_new_session=True,
+                              preexec_fn=like_a_terminal)
     assert script.stdout is not None
     while "==> starting the server" not in (line := script.stdout.readline()):
         assert line, "quickstart.sh ended before starting the server"

@@ -96,7 +96,8 @@ def test_acoustic_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path)
 @needs_espeak
 def test_vocoder_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
     flags = ["--data", str(corpus), "--batch-size", "2", "--segment-frames", "8", "--workers", "0",
-             "--val-utterances", "1", "--device", "cpu", "--gan-start", "1", "--d-warmup", "0"]
+             "--val-utterances", "1", "--device", "cpu", "--gan-start", "1", "--d-warmup", "0",
+             "--narrow-discriminators", "16"]
     assert train_vocoder.main([*flags, "--init", str(tiny_init), "--out", str(tmp_path / "v"), "--steps", "2"]) == 0
     first = load_checkpoint(tmp_path / "v" / "checkpoint.pt")
     init = load_checkpoint(tiny_init)
@@ -125,7 +126,7 @@ def test_vocoder_data_parallel_ranks_agree(corpus: Path, tiny_init: Path, tmp_pa
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
                "tts_triton.training.train_vocoder", "--data", str(corpus), "--init", str(tiny_init), "--out", str(out),
                "--batch-size", "2", "--segment-frames", "8", "--workers", "0", "--val-utterances", "1",
-               "--device", "cpu", "--gan-start", "1", "--d-warmup", "1", "--resume"]
+               "--device", "cpu", "--gan-start", "1", "--d-warmup", "1", "--resume", "--narrow-discriminators", "16"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     for steps in (3, 5):
         done = subprocess.run([*command, "--steps", str(steps)], env=env, capture_output=True, text=True, timeout=300)

@@ -50,10 +50,10 @@ def _conv_stack(x: Tensor, convs: nn.ModuleList, conv_post: nn.Module) -> tuple[
 class PeriodDiscriminator(nn.Module):
     """Folds audio into ``[B, 1, samples / period, period]`` and scores it with (k x 1) 2-D convolutions."""
 
-    def __init__(self, period: int, kernel_size: int = 5, stride: int = 3) -> None:
+    def __init__(self, period: int, kernel_size: int = 5, stride: int = 3, narrow: int = 1) -> None:
         super().__init__()
         self.period = period
-        channels = (1, 32, 128, 512, 1024, 1024)
+        channels = (1, *(c // narrow for c in (32, 128, 512, 1024, 1024)))
         strides = (stride, stride, stride, stride, 1)
         self.convs = nn.ModuleList(
             weight_norm(nn.Conv2d(c_in, c_out, (kernel_size, 1), (s, 1), padding=(same_padding(kernel_size), 0)))
@@ -83,13 +83,14 @@ class ScaleDiscriminator(nn.Module):
         (1024, 1024, 5, 1, 1),
     )
 
-    def __init__(self, norm: Norm = weight_norm) -> None:
+    def __init__(self, norm: Norm = weight_norm, narrow: int = 1) -> None:
         super().__init__()
         self.convs = nn.ModuleList(
-            norm(nn.Conv1d(c_in, c_out, k, s, groups=g, padding=same_padding(k)))
+            norm(nn.Conv1d(max(1, c_in // narrow), c_out // narrow, k, s, groups=max(1, g // narrow),
+                           padding=same_padding(k)))
             for c_in, c_out, k, s, g in self.LAYERS
         )
-        self.conv_post = norm(nn.Conv1d(1024, 1, 3, padding=1))
+        self.conv_post = norm(nn.Conv1d(self.LAYERS[-1][1] // narrow, 1, 3, padding=1))
 
     def forward(self, audio: Tensor) -> tuple[Tensor, list[Tensor]]:
         """``[B, 1, samples] -> (scores [B, n], feature maps)``."""
@@ -110,11 +111,12 @@ def _split_real_fake(outputs: list[tuple[Tensor, list[Tensor]]]) -> Discriminato
 
 
 class MultiPeriodDiscriminator(nn.Module):
-    """MPD: one :class:`PeriodDiscriminator` per period (2, 3, 5, 7, 11 in the paper)."""
+    """MPD: one :class:`PeriodDiscriminator` per period (2, 3, 5, 7, 11 in the paper); ``narrow`` divides every
+    channel count (1: the paper's widths)."""
 
-    def __init__(self, periods: Sequence[int] = (2, 3, 5, 7, 11)) -> None:
+    def __init__(self, periods: Sequence[int] = (2, 3, 5, 7, 11), narrow: int = 1) -> None:
         super().__init__()
-        self.discriminators = nn.ModuleList(PeriodDiscriminator(p) for p in periods)
+        self.discriminators = nn.ModuleList(PeriodDiscriminator(p, narrow=narrow) for p in periods)
 
     def forward(self, real: Tensor, fake: Tensor) -> DiscriminatorOutputs:
         """Score real and generated audio of the same shape ``[B, 1, samples]`` (as one batch)."""
@@ -123,12 +125,13 @@ class MultiPeriodDiscriminator(nn.Module):
 
 
 class MultiScaleDiscriminator(nn.Module):
-    """MSD: :class:`ScaleDiscriminator` on raw, x2-, x4-, ... average-pooled audio; spectral norm on the first."""
+    """MSD: :class:`ScaleDiscriminator` on raw, x2-, x4-, ... average-pooled audio; spectral norm on the first;
+    ``narrow`` divides every channel count and group count (1: the paper's)."""
 
-    def __init__(self, scales: int = 3) -> None:
+    def __init__(self, scales: int = 3, narrow: int = 1) -> None:
         super().__init__()
         norms = [nn.utils.spectral_norm] + [weight_norm] * (scales - 1)
-        self.discriminators = nn.ModuleList(ScaleDiscriminator(norm) for norm in norms)
+        self.discriminators = nn.ModuleList(ScaleDiscriminator(norm, narrow) for norm in norms)
         self.pool = nn.AvgPool1d(4, 2, padding=2)
 
     def forward(self, real: Tensor, fake: Tensor) -> DiscriminatorOutputs:

@@ -144,6 +144,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=100, help="warmup steps of fresh optimizers (also after resuming)")
     p.add_argument("--gan-start", type=int, default=1000, help="global step at which the discriminators start")
     p.add_argument("--d-warmup", type=int, default=200, help="discriminator-only steps before adversarial G terms")
+    p.add_argument("--narrow-discriminators", type=int, default=1, choices=(1, 2, 4, 8, 16), metavar="N",
+                   help="divide the discriminators' channel counts by N (1: HiFi-GAN's; more: quick checks on a CPU)")
     return p.parse_args(argv)
 
 
@@ -170,8 +172,8 @@ class VocoderRun(TrainingRun):
                   f"device {self.device} x {ranks.world} ranks, batch {args.batch_size} x {args.segment_frames} "
                   f"frames per rank, start step {self.first_step}, discriminators from step {self.d_start}", flush=True)
         self.generator = self.ckpt.generator.to(self.device).train()
-        self.mpd = MultiPeriodDiscriminator().to(self.device).train()
-        self.msd = MultiScaleDiscriminator().to(self.device).train()
+        self.mpd = MultiPeriodDiscriminator(narrow=args.narrow_discriminators).to(self.device).train()
+        self.msd = MultiScaleDiscriminator(narrow=args.narrow_discriminators).to(self.device).train()
         self.opt_g = torch.optim.AdamW(self.generator.parameters(), lr=args.lr, betas=(0.8, 0.99))
         self.opt_d = torch.optim.AdamW([*self.mpd.parameters(), *self.msd.parameters()], lr=args.lr, betas=(0.8, 0.99))
         if self.state is not None:
