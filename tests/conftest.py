@@ -128,8 +128,7 @@ def make_triton(tmp_path: Path) -> Iterator[Callable[..., TritonServer]]:
         return server
 
     yield make
-    for server in reversed(servers):
-        server.stop()
+    stop_all(servers)
 
 
 @pytest.fixture(scope="session")
@@ -149,14 +148,40 @@ def start_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
         return server
 
     yield start
-    for server in reversed(servers):
-        server.stop()
+    stop_all(servers)
+
+
+def stop_all(servers: list[TritonServer]) -> None:
+    """Stop ``servers`` side by side: each waits out its own unloading, so one after another would add up."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max(1, len(servers))) as pool:
+        list(pool.map(TritonServer.stop, servers))
+
+
+@pytest.fixture(scope="session")
+def server(start_triton: Callable[..., TritonServer], model_repository: Path) -> TritonServer:
+    """One server of the default model repository for the whole session, shared by the modules that only send it
+    requests (a test that stops, kills or reconfigures a server starts its own with ``make_triton``)."""
+    return start_triton(model_repository)
+
+
+@pytest.fixture(scope="session")
+def gateway(server: TritonServer) -> Iterator[Any]:
+    """A gateway (``tts-triton gateway``'s app, on a free port, in this process) in front of ``server``:
+    a :class:`~tts_triton.gateway.server.BackgroundGateway`."""
+    from tts_triton.gateway import GatewayConfig
+    from tts_triton.gateway.server import BackgroundGateway
+    from tts_triton.server import free_port
+
+    with BackgroundGateway(GatewayConfig(triton_url=server.grpc_url), port=free_port()) as running:
+        yield running
 
 
 #: Fixtures that make a test slow by the marker's definition (pyproject.toml): a real tritonserver, or the
 #: exported model repository (an ONNX export of a full-size checkpoint). A test using one, directly or through
 #: another fixture, is marked ``slow``, so that ``-m "not slow"`` is the quick suite.
-SLOW_FIXTURES = frozenset({"start_triton", "make_triton", "model_repository"})
+SLOW_FIXTURES = frozenset({"start_triton", "make_triton", "model_repository", "server"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

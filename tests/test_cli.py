@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,11 +34,6 @@ def one_line_error(run: subprocess.CompletedProcess[str]) -> str:
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), run.stderr
     return lines[0]
-
-
-@pytest.fixture(scope="module")
-def server(start_triton: Callable[..., TritonServer], model_repository: Path) -> TritonServer:
-    return start_triton(model_repository)
 
 
 def test_help_is_plain_and_describes_every_option() -> None:

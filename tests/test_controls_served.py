@@ -23,11 +23,6 @@ TEXT = '<speak>Turn left here. <break time="300ms"/> Then stop at <say-as interp
 OPTIONS = {"speed": 1.5, "pitch": 3.0, "volume": -6.0}
 
 
-@pytest.fixture(scope="module")
-def server(model_repository: Path, start_triton) -> TritonServer:
-    return start_triton(model_repository)
-
-
 def in_process(checkpoint: Checkpoint, model_repository: Path) -> tuple[np.ndarray, list]:
     bank = VoiceBank.load(model_repository / contract.TTS / "voice_bank.json")
     service = TTSService(checkpoint.config, bank)

@@ -6,7 +6,7 @@ import concurrent.futures
 import io
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import av
@@ -35,27 +35,16 @@ KEY = "sk-test-key"
 
 
 @pytest.fixture(scope="module")
-def triton(start_triton: Callable[..., TritonServer], model_repository: Path) -> TritonServer:
-    return start_triton(model_repository)
-
-
-@pytest.fixture(scope="module")
-def gateway(triton: TritonServer) -> Iterator[BackgroundGateway]:
-    with BackgroundGateway(GatewayConfig(triton_url=triton.grpc_url), port=free_port()) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
 def client(gateway: BackgroundGateway) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", max_retries=0, timeout=120)
 
 
 @pytest.fixture(scope="module")
-def offline_duration(triton: TritonServer) -> float:
+def offline_duration(server: TritonServer) -> float:
     """Seconds of audio ``tts_offline`` makes of TEXT with the preset OpenAI's ``alloy`` maps to."""
-    with TTSClient(triton.grpc_url) as grpc_client:
+    with TTSClient(server.grpc_url) as grpc_client:
         voice = VoiceMap().voice("alloy", grpc_client.voices())
-    with HttpTTSClient(triton.http_url, timeout=120) as http:
+    with HttpTTSClient(server.http_url, timeout=120) as http:
         return http.synthesize(TEXT, voice=voice).duration
 
 
@@ -162,14 +151,14 @@ def test_voices_health_readiness_and_metrics(gateway: BackgroundGateway, client:
     assert "tts_gateway_first_byte_seconds_bucket" in metrics and "tts_gateway_streams_in_flight 0.0" in metrics
 
 
-def _decoder_calls(triton: TritonServer) -> int:
-    with grpcclient.InferenceServerClient(triton.grpc_url) as stats:
+def _decoder_calls(server: TritonServer) -> int:
+    with grpcclient.InferenceServerClient(server.grpc_url) as stats:
         model = stats.get_inference_statistics(DECODER, as_json=True)["model_stats"][0]
         return int(model["inference_count"])
 
 
 def test_a_disconnecting_client_stops_decoding_within_a_second(gateway: BackgroundGateway,
-                                                               triton: TritonServer) -> None:
+                                                               server: TritonServer) -> None:
     body = {"model": "tts-1", "voice": "alloy", "input": LONG_TEXT, "response_format": "pcm"}
     with httpx.stream("POST", f"{gateway.url}/v1/audio/speech", json=body, timeout=120) as response:
         assert response.status_code == 200
@@ -178,12 +167,12 @@ def test_a_disconnecting_client_stops_decoding_within_a_second(gateway: Backgrou
             received += len(part)
             if received > 2 * PCM_RATE:  # one second of the ~6 s in: the stream is well under way
                 break
-        before = _decoder_calls(triton)
+        before = _decoder_calls(server)
     left = time.perf_counter()  # the connection is closed here
     samples = [(0.0, before)]
     while time.perf_counter() - left < 3.0:
         time.sleep(0.1)
-        samples.append((time.perf_counter() - left, _decoder_calls(triton)))
+        samples.append((time.perf_counter() - left, _decoder_calls(server)))
     last_growth = max(t for (t, n), (_, prev) in zip(samples[1:], samples, strict=False) if n > prev) \
         if samples[-1][1] > before else 0.0
     assert last_growth < 1.0, f"decoder calls still growing {last_growth:.2f} s after the disconnect: {samples}"
@@ -191,8 +180,8 @@ def test_a_disconnecting_client_stops_decoding_within_a_second(gateway: Backgrou
     assert 'tts_gateway_requests_total{format="pcm",outcome="disconnected"} 1.0' in metrics
 
 
-def test_keys_and_the_stream_limit(triton: TritonServer) -> None:
-    config = GatewayConfig(triton_url=triton.grpc_url, api_keys=frozenset({KEY}), max_streams=1)
+def test_keys_and_the_stream_limit(server: TritonServer) -> None:
+    config = GatewayConfig(triton_url=server.grpc_url, api_keys=frozenset({KEY}), max_streams=1)
     with BackgroundGateway(config, port=free_port()) as limited:
         anonymous = openai.OpenAI(base_url=f"{limited.url}/v1", api_key="wrong", max_retries=0)
         with pytest.raises(openai.AuthenticationError):

@@ -30,11 +30,6 @@ DIGIT_FLOODS = ["$" + "9" * 5000, "9" * 5000 + "th", "9" * 5000 + "." + "9" * 50
                 "£" + "9" * 5000 + ".99", "9" * 5000 + "km"]
 
 
-@pytest.fixture(scope="module")
-def server(model_repository: Path, start_triton) -> TritonServer:
-    return start_triton(model_repository)
-
-
 @pytest.mark.parametrize("text", DIGIT_FLOODS, ids=lambda t: f"{t[:3]}...{t[-3:]}")
 def test_digit_floods_are_read_digit_by_digit(text: str) -> None:
     words = expand_numbers(text).split()

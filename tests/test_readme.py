@@ -13,13 +13,13 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 
+from tts_triton.gateway.server import BackgroundGateway
 from tts_triton.server import TritonServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,29 +54,13 @@ def localize(code: str, server: TritonServer, gateway: str = "") -> str:
     return code.replace("http://localhost:8080", gateway) if gateway else code
 
 
-@pytest.fixture(scope="module")
-def server(start_triton: Callable[..., TritonServer], model_repository: Path) -> TritonServer:
-    return start_triton(model_repository)
-
-
-@pytest.fixture(scope="module")
-def gateway(server: TritonServer) -> Iterator[str]:
-    """The URL of a gateway (``tts-triton gateway``) in front of ``server``."""
-    from tts_triton.gateway import GatewayConfig
-    from tts_triton.gateway.server import BackgroundGateway
-    from tts_triton.server import free_port
-
-    with BackgroundGateway(GatewayConfig(triton_url=server.grpc_url), port=free_port()) as running:
-        yield running.url
-
-
 def test_the_documentation_has_snippets() -> None:
     assert len(PYTHON_BLOCKS) >= 3 and len(COMMANDS) >= 4 and CURLS  # the extraction itself works
 
 
 @pytest.mark.parametrize(("where", "line"), CURLS, ids=[w for w, _ in CURLS])
-def test_curl_runs(where: str, line: str, server: TritonServer, gateway: str, tmp_path: Path) -> None:
-    args = shlex.split(localize(line, server, gateway))
+def test_curl_runs(where: str, line: str, server: TritonServer, gateway: BackgroundGateway, tmp_path: Path) -> None:
+    args = shlex.split(localize(line, server, gateway.url))
     run = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT_S,
                          stdin=subprocess.DEVNULL)
     assert run.returncode == 0, f"{where}: {line}\n{run.stderr}"
@@ -85,8 +69,9 @@ def test_curl_runs(where: str, line: str, server: TritonServer, gateway: str, tm
 
 
 @pytest.mark.parametrize(("where", "code"), PYTHON_BLOCKS, ids=[w for w, _ in PYTHON_BLOCKS])
-def test_python_snippet_runs(where: str, code: str, server: TritonServer, gateway: str, tmp_path: Path) -> None:
-    run = subprocess.run([sys.executable, "-c", localize(code, server, gateway)], cwd=tmp_path, capture_output=True,
+def test_python_snippet_runs(where: str, code: str, server: TritonServer, gateway: BackgroundGateway,
+                             tmp_path: Path) -> None:
+    run = subprocess.run([sys.executable, "-c", localize(code, server, gateway.url)], cwd=tmp_path, capture_output=True,
                          text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
     assert run.returncode == 0, f"{where}:\n{run.stderr}"
 

@@ -31,11 +31,6 @@ TEXT = "The quick brown fox jumps over the lazy dog. It was a sunny day!"
 
 
 @pytest.fixture(scope="module")
-def server(model_repository: Path, start_triton) -> TritonServer:
-    return start_triton(model_repository)
-
-
-@pytest.fixture(scope="module")
 def grpc(server: TritonServer) -> TTSClient:
     with TTSClient(server.grpc_url, timeout=120) as client:
         yield client
