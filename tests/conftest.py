@@ -7,6 +7,8 @@ which this process still writes into the user's ``tts-triton`` cache folder fail
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
 import subprocess
@@ -45,14 +47,14 @@ def _marked_processes() -> list[int]:
     return found
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Kill every process the session left running (fixtures have stopped theirs by now) and say which; print
-    the peak memory of this process and of its largest waited-for child (the suite's budget: 3 GB)."""
+def _end_leftovers() -> list[str]:
+    """Kill every process the session left running (fixtures have stopped theirs by now); say which, and the peak
+    memory of this process and of its largest waited-for child (the suite's budget: 3 GB)."""
     import resource
 
     own, child = (resource.getrusage(who).ru_maxrss // 1024 for who in (resource.RUSAGE_SELF,
                                                                        resource.RUSAGE_CHILDREN))
-    print(f"\nsession peak memory: pytest {own} MiB, largest child {child} MiB", file=sys.stderr)
+    lines = [f"session peak memory: pytest {own} MiB, largest child {child} MiB"]
     for pid in _marked_processes():
         try:
             command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
@@ -61,7 +63,27 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             continue
-        print(f"\nsession guard: killed pid {pid}, left running: {command[:160]}", file=sys.stderr)
+        lines.append(f"session guard: killed pid {pid}, left running: {command[:160]}")
+    return lines
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The guard of a session that runs tests: a plain one prints, an xdist worker sends its lines to the
+    controller (printed by ``pytest_testnodedown``); the controller runs none and guards nothing of its own."""
+    if session.config.pluginmanager.has_plugin("dsession"):  # the xdist controller
+        return
+    lines = _end_leftovers()
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["guard"] = lines
+    else:
+        print("".join(f"\n{line}" for line in lines), file=sys.stderr)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist controller: print what each worker's guard said."""
+    for line in getattr(node, "workeroutput", {}).get("guard", []):
+        print(f"\n[{node.gateway.id}] {line}", file=sys.stderr)
 
 
 def like_a_terminal() -> None:
@@ -306,21 +328,38 @@ def tiny_checkpoint(test_style: Any) -> Any:
     return calibrate_stop_gate(init_checkpoint(TINY, seed=7), test_style[: TINY.style.dim])
 
 
+@contextlib.contextmanager
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
+    """The folder ``name`` that all xdist workers of this run share (the session's own without xdist), held under
+    an exclusive lock while the caller fills it: the first worker builds, the others wait, then find it built."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's temporary root, above each worker's own
+    folder = root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        folder.mkdir(exist_ok=True)
+        yield folder
+
+
 @pytest.fixture(scope="session")
 def checkpoint_file(checkpoint: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("ckpt") / "calibrated-seed7.pt"
-    checkpoint.save(path)
+    with built_once(tmp_path_factory, "ckpt") as folder:
+        path = folder / "calibrated-seed7.pt"
+        if not path.exists():
+            checkpoint.save(path)
     return path
 
 
 @pytest.fixture(scope="session")
 def model_repository(checkpoint_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The full onnxruntime-python repository (networks, encode, tts, tts_offline) of ``checkpoint``."""
+    """The full onnxruntime-python repository (networks, encode, tts, tts_offline) of ``checkpoint``; built once
+    for all workers, served read-only."""
     from tts_triton.build import ensure_repository
 
-    root = tmp_path_factory.mktemp("repo")
-    return ensure_repository(root / "model_repository", checkpoint=checkpoint_file, cache=root / "cache",
-                             progress=False)
+    with built_once(tmp_path_factory, "repo") as root:
+        return ensure_repository(root / "model_repository", checkpoint=checkpoint_file, cache=root / "cache",
+                                 progress=False)
 
 
 @pytest.fixture(scope="session")
