@@ -84,6 +84,30 @@ LOG_RETENTION_S = 14 * 24 * 3600
 STUB_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "1")
 
 
+#: Seconds ``stop`` waits for the killed members of a server's process group (its stubs) to be gone: a stub
+#: unmapping gigabytes of shared memory on a loaded host takes a moment after SIGKILL.
+GROUP_EXIT_WAIT_S = 10.0
+
+
+def _wait_group_gone(pgid: int, seconds: float) -> None:
+    """Return once no process of group ``pgid`` is alive but zombies (whose reaping is init's), or after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        members = [stat for stat in Path("/proc").glob("[0-9]*/stat") if _group_member(stat, pgid)]
+        if not members:
+            return
+        time.sleep(0.05)
+
+
+def _group_member(stat: Path, pgid: int) -> bool:
+    """Whether the process of ``/proc/<pid>/stat`` is a live (not zombie) member of group ``pgid``."""
+    try:
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return fields[0] != "Z" and int(fields[2]) == pgid
+
+
 class TritonServerError(RuntimeError):
     """The server could not be started or stopped; the message carries the tail of its log."""
 
@@ -549,6 +573,7 @@ class TritonServer:
             self._group_alive = False
             with contextlib.suppress(ProcessLookupError):  # stubs left behind by a server that died
                 os.killpg(proc.pid, signal.SIGKILL)
+                _wait_group_gone(proc.pid, GROUP_EXIT_WAIT_S)
         for region in SHM_DIR.glob(f"{self.shm_prefix}*"):  # a process still unmapping it keeps its pages
             region.unlink(missing_ok=True)
         return proc.returncode
