@@ -24,6 +24,7 @@ __all__ = [
     "TTSError",
     "TTSTimeoutError",
     "classify_error",
+    "ended_by_backend",
     "translate_error",
     "translated_errors",
 ]
@@ -70,6 +71,9 @@ _TIMEOUT_TEXT = re.compile(r"deadline exceeded|timed out", re.IGNORECASE)
 _UNAVAILABLE_TEXT = re.compile(
     r"unknown model|not ready|no available versions|failed to connect|connection refused", re.IGNORECASE
 )
+#: Triton's Python backend refusing a request whose inputs do not fit the model's shared-memory region (capped:
+#: tts_triton.memory): an error of the backend, not of the model, so the request ends with it (no FINAL follows).
+_TOO_LARGE_TEXT = re.compile(r"Failed to increase the shared memory pool size")
 # An input name counts in upper case only ("text" is too common a word).
 _INVALID_TEXT = re.compile(rf"\b({'|'.join(t.name for t in TTS_INPUTS)})\b|(?i:invalid (argument|input))")
 
@@ -77,8 +81,9 @@ _INVALID_TEXT = re.compile(rf"\b({'|'.join(t.name for t in TTS_INPUTS)})\b|(?i:i
 def classify_error(message: str, status: str | None = None) -> type[TTSError]:
     """The error class for a server error. With a status (non-stream calls) the status alone
     decides, an unlisted one giving :class:`TTSError`; without one (stream errors) the message
-    does: a busy server, timeouts, then unavailability, then a named input. An unavailable server whose
-    message says it is busy (the admission bound) gives :class:`ServerBusyError` either way."""
+    does: a busy server, timeouts, then unavailability, then a named input or a request too large for the
+    model's shared memory. An unavailable server whose message says it is busy (the admission bound) gives
+    :class:`ServerBusyError` either way."""
     if status is not None:
         kind = _STATUS_KINDS.get(status.removeprefix("StatusCode."), TTSError)
         return ServerBusyError if kind is ServerUnavailableError and _BUSY_TEXT.search(message) else kind
@@ -88,9 +93,15 @@ def classify_error(message: str, status: str | None = None) -> type[TTSError]:
         return TTSTimeoutError
     if _UNAVAILABLE_TEXT.search(message):
         return ServerUnavailableError
-    if _INVALID_TEXT.search(message):
+    if _INVALID_TEXT.search(message) or _TOO_LARGE_TEXT.search(message):
         return InvalidInputError
     return TTSError
+
+
+def ended_by_backend(message: str) -> bool:
+    """Whether a stream error is one that ended its request in Triton's Python backend before the model saw it
+    (a request too large for the model's shared memory): no FINAL follows it."""
+    return bool(_TOO_LARGE_TEXT.search(message))
 
 
 def translate_error(error: InferenceServerException | grpc.RpcError | OSError) -> TTSError:

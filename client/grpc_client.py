@@ -47,6 +47,7 @@ from .errors import (
     ServerUnavailableError,
     TTSError,
     TTSTimeoutError,
+    ended_by_backend,
     translate_error,
     translated_errors,
 )
@@ -212,8 +213,12 @@ class TTSClient(_Settings, Closing):
                     end = "stalled" if wait.stalled() else "open"
                     raise wait.error() from None
                 if error is not None:
-                    # a model's error comes as a message (its FINAL follows); a transport error has a status
-                    end = "errored" if error.status() is None else "broken"
+                    # a model's error comes as a message (its FINAL follows; not after one the backend ended the
+                    # request with); a transport error has a status
+                    if error.status() is not None:
+                        end = "broken"
+                    else:
+                        end = "final" if ended_by_backend(error.message() or str(error)) else "errored"
                     raise translate_error(error) from error
                 if is_final_response(result):
                     end = "final"

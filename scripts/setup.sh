@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up this project on a Debian machine, idempotently; a re-run with everything present takes a second.
-#   1. Debian packages needed at run time (espeak-ng, libsndfile1; redis-server for the cache tests; python3-venv
-#      when venv is unusable),
+#   1. Debian packages needed at run time (espeak-ng, libsndfile1, libjemalloc2; redis-server for the cache tests;
+#      python3-venv when venv is unusable),
 #      installed only when missing, and only as root or with password-less sudo (else a warning); apt waits
 #      up to APT_LOCK_TIMEOUT seconds (default 300) for a lock another apt/dpkg holds;
 #   2. .venv, made with the machine's python3 (3.11);
@@ -43,8 +43,8 @@ fi
 
 # 1. Debian packages.
 # redis-server: the cache tests start real ones; flite: the corpus teacher of the slt voice (tts_triton.data.flite) and
-# the natural-voice reference of evaluate --asr
-packages=(espeak-ng libsndfile1 redis-server flite)
+# the natural-voice reference of evaluate --asr; libjemalloc2: tritonserver's allocator (tts_triton.memory)
+packages=(espeak-ng libsndfile1 redis-server flite libjemalloc2)
 "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3-venv)
 missing=()
 for pkg in "${packages[@]}"; do

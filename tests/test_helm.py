@@ -138,7 +138,9 @@ def test_render_defaults():
     assert shm["emptyDir"]["sizeLimit"] == "8Gi"
 
     c = _container(docs)
-    assert c["command"] == ["tritonserver"]
+    assert c["command"] == ["python3", "-m", "tts_triton.memory", "tritonserver"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["TTS_TRITON_ALLOCATOR"] == "jemalloc" and env["TTS_TRITON_SHM_REGION_MB"] == "64"
     assert "--model-repository=/models" in c["args"]
     assert "--cache-config=local,size=268435456" in c["args"]  # an int, not 2.68435456e+08
     assert "--strict-readiness=true" in c["args"]
@@ -171,7 +173,7 @@ def test_render_defaults():
 def test_render_mps():
     c = _container(_render("mps.enabled=true"))
     assert c["command"][:2] == ["/bin/sh", "-c"]
-    assert "nvidia-cuda-mps-control -d && exec tritonserver" in c["command"][2]
+    assert "nvidia-cuda-mps-control -d && exec python3 -m tts_triton.memory tritonserver" in c["command"][2]
     assert "--model-repository=/models" in c["args"]  # the script's "$@"
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["CUDA_MPS_PIPE_DIRECTORY"] == "/tmp/nvidia-mps" and "utility" in env["NVIDIA_DRIVER_CAPABILITIES"]

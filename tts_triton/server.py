@@ -43,23 +43,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from tts_triton import memory
 from tts_triton.endpoints import GRPC_PORT, HTTP_PORT, METRICS_PORT
 from tts_triton.mps import MpsDaemon, MpsError
 from tts_triton.paths import cache_dir
 
-__all__ = [
-    "PortInUseError",
-    "TritonInstall",
-    "TritonNotFoundError",
-    "TritonServer",
-    "TritonServerError",
-    "check_ports",
-    "find_triton",
-    "free_port",
-    "port_holders",
-    "prepare_backends",
-    "set_parent_death_signal",
-]
+__all__ = ["PortInUseError", "TritonInstall", "TritonNotFoundError", "TritonServer", "TritonServerError", "check_ports",
+           "find_triton", "free_port", "port_holders", "prepare_backends", "set_parent_death_signal"]
 
 PYTRITON_REQUIREMENT = "nvidia-pytriton==0.7.0"
 _PYTHON_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -315,9 +305,11 @@ def check_ports(host: str, ports: dict[str, int]) -> None:
 _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded at import: a preexec_fn should only make system calls
 
 
-def set_parent_death_signal(sig: int, parent: int) -> None:
+def set_parent_death_signal(sig: int, parent: int, file_size_mb: int = 0) -> None:
     """Have the kernel send this process ``sig`` when the thread that forked it dies (``PR_SET_PDEATHSIG``,
-    kept across exec); exit at once if ``parent`` is already gone (this process was re-parented)."""
+    kept across exec); exit at once if ``parent`` is already gone (this process was re-parented). With
+    ``file_size_mb``, also cap the files it grows (:func:`tts_triton.memory.limit_file_size`)."""
+    memory.limit_file_size(file_size_mb)
     _LIBC.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
     if os.getppid() != parent:
         os._exit(1)
@@ -366,6 +358,9 @@ class TritonServer:
       loading) answer only requests carrying the header ``ADMIN_HEADER: admin_key`` (default: a random key).
     - The Python backend's shared-memory regions are named ``shm_prefix`` + a UUID; ``stop`` removes
       those left behind (a stub that died leaves its region in ``/dev/shm``).
+    - Memory guards (:mod:`tts_triton.memory`): ``allocator`` (``LD_PRELOAD``, glibc's when the library is
+      missing: a warning says so), no gRPC request pool, and Python-backend regions capped at
+      ``shm_region_limit_mb`` MiB (0: no cap; a request whose inputs do not fit is refused before it is copied).
     - With ``mps``, ``start`` first starts a CUDA MPS control daemon of the server's own
       (:class:`~tts_triton.mps.MpsDaemon`; its absence is a ``TritonServerError``) and ``stop`` ends it.
     """
@@ -384,6 +379,8 @@ class TritonServer:
         install: TritonInstall | None = None,
         admin_key: str | None = None,
         mps: bool = False,
+        allocator: str = memory.DEFAULT_ALLOCATOR,
+        shm_region_limit_mb: int = memory.SHM_REGION_LIMIT_MB,
     ) -> None:
         self.model_repository = Path(model_repository).absolute()
         self.host = host
@@ -402,6 +399,7 @@ class TritonServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._group_alive = False
         self._mps = MpsDaemon() if mps else None
+        self.allocator, self.shm_region_limit_mb = allocator, shm_region_limit_mb
 
     @property
     def http_url(self) -> str:
@@ -460,15 +458,17 @@ class TritonServer:
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
             f"--http-restricted-api={','.join(RESTRICTED_APIS)}:{ADMIN_HEADER}={self.admin_key}",
             f"--grpc-restricted-protocol={','.join(RESTRICTED_APIS)}:{ADMIN_HEADER}={self.admin_key}",
+            *memory.SERVER_ARGS,
             *self.extra_args,
         ]
 
     def environment(self) -> dict[str, str]:
         """Environment of the server: this interpreter's ``bin`` first on ``PATH`` (the stub finds its
         ``sys.prefix`` through ``PATH``), the wheel's libraries and libpython on ``LD_LIBRARY_PATH``, and
-        :data:`STUB_BLAS_THREADS` (unless the caller's environment sets it)."""
+        :data:`STUB_BLAS_THREADS` (unless the caller's environment sets it), the ``allocator``'s preload."""
         env = dict(os.environ)
         env.setdefault(*STUB_BLAS_THREADS)
+        env |= memory.allocator_environment(self.allocator, env)
         env["PATH"] = os.pathsep.join(filter(None, [str(Path(sys.executable).parent), env.get("PATH")]))
         libdir = sysconfig.get_config_var("LIBDIR")
         env["LD_LIBRARY_PATH"] = os.pathsep.join(
@@ -491,6 +491,7 @@ class TritonServer:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
             if self._prune:
                 _prune_logs(self.log_file.parent)
+            memory.rotate_log(self.log_file, self.shm_region_limit_mb)  # the server cannot append past its cap
             with open(self.log_file, "ab") as log:
                 self._log_start = log.tell()
                 proc = self._proc = subprocess.Popen(
@@ -500,7 +501,8 @@ class TritonServer:
                     stderr=subprocess.STDOUT,
                     env=self.environment(),
                     start_new_session=True,
-                    preexec_fn=functools.partial(set_parent_death_signal, signal.SIGTERM, os.getpid()),
+                    preexec_fn=functools.partial(set_parent_death_signal, signal.SIGTERM, os.getpid(),
+                                                 self.shm_region_limit_mb),
                 )
         except MpsError as err:
             self.stop()

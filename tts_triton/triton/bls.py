@@ -63,6 +63,7 @@ from tts_triton import audio, contract
 from tts_triton.cache.deployment import cache_wanted, open_cache
 from tts_triton.config import STREAMING, ModelConfig
 from tts_triton.layout import FIRST_CHUNK_FIRST, MAX_STREAMS, MODEL_CONFIG, VOICE_BANK
+from tts_triton.memory import lift_file_size_limit
 from tts_triton.serving.gate import ProgressGate
 from tts_triton.serving.params import instance_count, int_parameter, parameters
 from tts_triton.serving.pipeline import Cancelled, Chunk
@@ -128,6 +129,7 @@ class TritonPythonModel:
 
     def initialize(self, args: dict[str, str]) -> None:
         config = json.loads(args["model_config"])
+        lift_file_size_limit()  # the server's cap is for the inputs it copies in, not this model's outputs
         params = parameters(config)
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
         self.cfg = ModelConfig.from_dict(json.loads(params[MODEL_CONFIG]))

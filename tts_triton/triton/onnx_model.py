@@ -24,6 +24,7 @@ import numpy as np
 import onnxruntime as ort
 
 from tts_triton.layout import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE
+from tts_triton.memory import lift_file_size_limit
 from tts_triton.onnx_io import io_mismatches
 from tts_triton.serving.batching import Feed, batch_groups, merge, split
 from tts_triton.serving.params import config_tensors, int_parameter
@@ -54,6 +55,7 @@ class TritonPythonModel:
 
     def initialize(self, args: dict[str, str]) -> None:
         """Load the ONNX file and fail fast when its graph does not match the model config."""
+        lift_file_size_limit()  # the server's cap is for the inputs it copies in, not this model's outputs
         config = json.loads(args["model_config"])
         self._name = args["model_name"]
         self._batched = config.get("max_batch_size", 0) > 0

@@ -33,6 +33,7 @@ from tts_triton.checkpoint import load_checkpoint
 from tts_triton.config import ModelConfig
 from tts_triton.contract import network_specs
 from tts_triton.layout import BATCH_BUDGET, CHECKPOINT_FILE, CUDA_GRAPHS, FP16, INTRA_OP_THREADS, MODEL_CONFIG
+from tts_triton.memory import lift_file_size_limit
 from tts_triton.serving.graphs import StageRunner
 from tts_triton.serving.params import config_tensors, int_parameter, parameters
 from tts_triton.serving.request_shapes import RequestShapes
@@ -66,6 +67,7 @@ class TritonPythonModel:
 
     def initialize(self, args: dict[str, str]) -> None:
         """Build the stage, check it against the model config, capture its CUDA graphs (fail fast)."""
+        lift_file_size_limit()  # the server's cap is for the inputs it copies in, not this model's outputs
         config = json.loads(args["model_config"])
         params = parameters(config)
         self._name = args["model_name"]
