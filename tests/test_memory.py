@@ -30,8 +30,15 @@ def test_glibc_needs_no_preload() -> None:
     assert memory.allocator_environment(memory.GLIBC, {}) == {}
 
 
+def test_the_environment_picks_the_allocator_and_the_cap() -> None:
+    assert memory.configured({}) == (memory.DEFAULT_ALLOCATOR, memory.SHM_REGION_LIMIT_MB)
+    assert memory.configured({memory.ALLOCATOR_ENV: "tcmalloc", memory.SHM_LIMIT_ENV: "0"}) == ("tcmalloc", 0)
+    with pytest.raises(ValueError, match=memory.SHM_LIMIT_ENV):
+        memory.configured({memory.SHM_LIMIT_ENV: "64M"})
+
+
 def test_unknown_allocator_is_refused() -> None:
-    with pytest.raises(ValueError, match="allocator must be one of"):
+    with pytest.raises(ValueError, match="must be one of"):
         memory.allocator_environment("hoard", {})
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "SERVER_ARGS",
     "SHM_REGION_LIMIT_MB",
     "allocator_environment",
+    "configured",
     "find_library",
     "lift_file_size_limit",
     "limit_file_size",
@@ -64,6 +65,15 @@ SERVER_ARGS = ("--grpc-infer-allocation-pool-size=0",)
 ALLOCATOR_ENV, SHM_LIMIT_ENV = "TTS_TRITON_ALLOCATOR", "TTS_TRITON_SHM_REGION_MB"
 
 
+def configured(env: Mapping[str, str]) -> tuple[str, int]:
+    """The allocator and the region cap (MiB) that ``env`` asks for (:data:`ALLOCATOR_ENV`, :data:`SHM_LIMIT_ENV`),
+    else the defaults; ``ValueError`` naming the variable for a cap that is not a whole number >= 0."""
+    value = env.get(SHM_LIMIT_ENV, str(SHM_REGION_LIMIT_MB))
+    if not value.strip().isdigit():
+        raise ValueError(f"{SHM_LIMIT_ENV} must be a whole number of MiB (0: no cap), not {value!r}")
+    return env.get(ALLOCATOR_ENV, DEFAULT_ALLOCATOR), int(value)
+
+
 def find_library(name: str) -> Path | None:
     """The shared library ``name`` in the system's library folders, or None."""
     multiarch = sysconfig.get_config_var("MULTIARCH") or ""
@@ -78,7 +88,7 @@ def allocator_environment(allocator: str, env: Mapping[str, str]) -> dict[str, s
     if allocator == GLIBC:
         return {}
     if allocator not in ALLOCATORS:
-        raise ValueError(f"allocator must be one of {[*ALLOCATORS, GLIBC]}, not {allocator!r}")
+        raise ValueError(f"the allocator ({ALLOCATOR_ENV}) must be one of {[*ALLOCATORS, GLIBC]}, not {allocator!r}")
     library, settings = ALLOCATORS[allocator]
     path = find_library(library)
     if path is None:
@@ -118,18 +128,18 @@ def rotate_log(path: Path, limit_mb: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """``python -m tts_triton.memory SERVER [ARGS...]``: exec ``SERVER`` with :data:`SERVER_ARGS` before
-    ``ARGS``, the allocator of ``$TTS_TRITON_ALLOCATOR`` (default jemalloc) and the region cap of
-    ``$TTS_TRITON_SHM_REGION_MB`` (default :data:`SHM_REGION_LIMIT_MB`)."""
+    ``ARGS``, with the allocator and the region cap the environment asks for (:func:`configured`)."""
     logging.basicConfig(format="tts_triton.memory: %(message)s")
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
         sys.exit("usage: python -m tts_triton.memory tritonserver [ARGS...]")
     env = dict(os.environ)
     try:
-        env |= allocator_environment(env.get(ALLOCATOR_ENV, DEFAULT_ALLOCATOR), env)
+        allocator, limit_mb = configured(env)
+        env |= allocator_environment(allocator, env)
     except ValueError as err:
-        sys.exit(f"tts_triton.memory: {ALLOCATOR_ENV}: {err}")
-    limit_file_size(int(env.get(SHM_LIMIT_ENV, SHM_REGION_LIMIT_MB)))
+        sys.exit(f"tts_triton.memory: {err}")
+    limit_file_size(limit_mb)
     os.execvpe(args[0], [args[0], *SERVER_ARGS, *args[1:]], env)
 
 

@@ -360,7 +360,8 @@ class TritonServer:
       those left behind (a stub that died leaves its region in ``/dev/shm``).
     - Memory guards (:mod:`tts_triton.memory`): ``allocator`` (``LD_PRELOAD``, glibc's when the library is
       missing: a warning says so), no gRPC request pool, and Python-backend regions capped at
-      ``shm_region_limit_mb`` MiB (0: no cap; a request whose inputs do not fit is refused before it is copied).
+      ``shm_region_limit_mb`` MiB (0: no cap; a request whose inputs do not fit is refused before it is copied);
+      both default to what the environment asks for (:func:`tts_triton.memory.configured`).
     - With ``mps``, ``start`` first starts a CUDA MPS control daemon of the server's own
       (:class:`~tts_triton.mps.MpsDaemon`; its absence is a ``TritonServerError``) and ``stop`` ends it.
     """
@@ -379,8 +380,8 @@ class TritonServer:
         install: TritonInstall | None = None,
         admin_key: str | None = None,
         mps: bool = False,
-        allocator: str = memory.DEFAULT_ALLOCATOR,
-        shm_region_limit_mb: int = memory.SHM_REGION_LIMIT_MB,
+        allocator: str | None = None,
+        shm_region_limit_mb: int | None = None,
     ) -> None:
         self.model_repository = Path(model_repository).absolute()
         self.host = host
@@ -399,7 +400,9 @@ class TritonServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._group_alive = False
         self._mps = MpsDaemon() if mps else None
-        self.allocator, self.shm_region_limit_mb = allocator, shm_region_limit_mb
+        default_allocator, default_limit = memory.configured(os.environ)
+        self.allocator = allocator or default_allocator
+        self.shm_region_limit_mb = default_limit if shm_region_limit_mb is None else shm_region_limit_mb
 
     @property
     def http_url(self) -> str:
