@@ -30,7 +30,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -47,9 +46,10 @@ from tts_triton import memory
 from tts_triton.endpoints import GRPC_PORT, HTTP_PORT, METRICS_PORT
 from tts_triton.mps import MpsDaemon, MpsError
 from tts_triton.paths import cache_dir
+from tts_triton.ports import bindable, free_port, free_ports, listening_inodes, port_holders, socket_inodes
 
 __all__ = ["PortInUseError", "TritonInstall", "TritonNotFoundError", "TritonServer", "TritonServerError", "check_ports",
-           "find_triton", "free_port", "port_holders", "prepare_backends", "set_parent_death_signal"]
+           "find_triton", "free_port", "free_ports", "port_holders", "prepare_backends", "set_parent_death_signal"]
 
 PYTRITON_REQUIREMENT = "nvidia-pytriton==0.7.0"
 _PYTHON_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -63,7 +63,6 @@ RESTRICTED_APIS = ("shared-memory", "logging", "trace", "model-repository")
 #: Header (gRPC metadata key) that unlocks ``RESTRICTED_APIS``; its value is ``TritonServer.admin_key``.
 ADMIN_HEADER = "tts-triton-admin-key"
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-_TCP_LISTEN = "0A"  # socket state in /proc/net/tcp
 #: Default-named logs (one per owning process) untouched this long are removed when a server starts.
 LOG_RETENTION_S = 14 * 24 * 3600
 
@@ -208,81 +207,6 @@ def prepare_backends(install: TritonInstall, directory: Path | None = None) -> P
     return target
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that was free when asked (another process may take it before you bind it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def free_ports(count: int = 3, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct ports of :func:`free_port` (HTTP, gRPC and metrics for a server)."""
-    ports: list[int] = []
-    while len(ports) < count:
-        if (port := free_port(host)) not in ports:
-            ports.append(port)
-    return ports
-
-
-def _listening_inodes(port: int) -> set[str]:
-    """Socket inodes listening on TCP ``port`` (any address, IPv4 and IPv6) in this network namespace."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(OSError):
-            for line in Path(table).read_text().splitlines()[1:]:
-                fields = line.split()
-                if fields[3] == _TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                    inodes.add(fields[9])
-    return inodes
-
-
-def _socket_inodes(pid: int) -> set[str]:
-    """Inodes of the sockets process ``pid`` has open (empty when it is gone or not ours to inspect)."""
-    inodes = set()
-    with contextlib.suppress(OSError):
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            with contextlib.suppress(OSError):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith("socket:["):
-                    inodes.add(target[len("socket:[") : -1])
-    return inodes
-
-
-def _command_line(pid: int, limit: int = 120) -> str:
-    try:
-        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return "?"
-    text = " ".join([Path(words[0].decode(errors="replace")).name, *(w.decode(errors="replace") for w in words[1:])])
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def port_holders(port: int) -> list[tuple[int, str]]:
-    """``(pid, command line)`` of the processes listening on TCP ``port`` that this user may inspect.
-
-    Empty when the port is free, or held by another user's process or from another network namespace.
-    """
-    inodes = _listening_inodes(port)
-    if not inodes:
-        return []
-    pids = (int(entry) for entry in os.listdir("/proc") if entry.isdigit())
-    return [(pid, _command_line(pid)) for pid in sorted(pids) if _socket_inodes(pid) & inodes]
-
-
-def _bindable(host: str, port: int) -> bool:
-    """Whether a TCP listener could bind ``host:port`` now (``SO_REUSEADDR``, as servers bind)."""
-    family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
-                                                         flags=socket.AI_PASSIVE)[0]
-    with socket.socket(family, kind, proto) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(address)
-        except OSError:
-            return False
-    return True
-
-
 def check_ports(host: str, ports: dict[str, int]) -> None:
     """Raise ``PortInUseError`` for the first of ``ports`` (label -> port) that cannot be bound on ``host``.
 
@@ -294,7 +218,7 @@ def check_ports(host: str, ports: dict[str, int]) -> None:
         if port in seen:
             raise PortInUseError(f"{label} port {port} is also given as the {seen[port]} port", port=port)
         seen[port] = label
-        if _bindable(host, port):
+        if bindable(host, port):
             continue
         holders = port_holders(port)
         who = (", ".join(f"pid {pid} ({command})" for pid, command in holders) if holders
@@ -550,8 +474,8 @@ class TritonServer:
         pid = self.pid if pid is None else pid
         if pid is None:
             return False
-        owned = _socket_inodes(pid)
-        return all(_listening_inodes(port) & owned for port in (self.http_port, self.grpc_port))
+        owned = socket_inodes(pid)
+        return all(listening_inodes(port) & owned for port in (self.http_port, self.grpc_port))
 
     def stop(self, timeout: float = 30) -> int | None:
         """Stop the server and every process of its group; return its exit code (``None`` if never started).
