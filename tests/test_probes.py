@@ -25,7 +25,7 @@ def _run(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedP
                           timeout=timeout, check=False)
 
 
-@pytest.mark.parametrize("script", ["trace.py", "phases.py", "memory.py", "pipeline_overhead.py"])
+@pytest.mark.parametrize("script", ["trace.py", "phases.py", "memory.py", "pipeline_overhead.py", "style.py"])
 def test_every_probe_answers_help(script: str) -> None:
     done = _run(script, "--help", timeout=120)
     assert done.returncode == 0, done.stderr
@@ -71,3 +71,22 @@ def test_trace_breaks_a_first_chunk_into_hops_on_the_cpu_server(tmp_path: Path) 
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| client -> server (gRPC read) |" in done.stdout
     assert "BLS to the first chunk" in done.stdout
+
+
+def test_style_matches_the_checkpoint_on_the_cpu_server(server, checkpoint_file: Path, tmp_path: Path) -> None:
+    """The CPU target serves fp32: the served style is the in-process one."""
+    import numpy as np
+    import soundfile as sf
+
+    # 3 s of a chirp in noise: the test model's own speech is too short for a reference
+    t = np.arange(3 * 16_000) / 16_000
+    reference = 0.3 * np.sin(2 * np.pi * (150 + 100 * t) * t) + 0.05 * np.random.default_rng(0).standard_normal(t.size)
+    sf.write(tmp_path / "ref.wav", reference.astype(np.float32), 16_000)
+    done = _run("style.py", str(tmp_path / "ref.wav"), "--url", server.grpc_url, "--checkpoint", str(checkpoint_file),
+                "--requests", "2")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    cosines = [float(line.split("cosine ")[1].split(",")[0]) for line in lines if line.startswith("style of")]
+    assert len(cosines) == 3 and min(cosines) > 0.9999, lines
+    assert [line.split(":")[0] for line in lines[3:]] == ["preset voice", "reference audio"]
+    assert np.isfinite([float(line.split("p50 ")[1].split(" ms")[0]) for line in lines[3:]]).all()
