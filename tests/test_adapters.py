@@ -246,8 +246,8 @@ def test_bls_time_limit_is_unavailable_then_final(bls: Any) -> None:
     assert outcomes()["timed_out"] == 1
 
 
-def test_bls_admission_refuses_past_the_instance_share_at_once(bls: Any) -> None:
-    model = bls(max_streams=4, instances=2)  # a share of 2 per instance
+def test_bls_admission_refuses_past_the_bound_at_once(bls: Any) -> None:
+    model = bls(max_streams=2, instances=2)  # the bound holds over all instances, not per instance
     requests = [fake.Request({"TEXT": text(f"Stream {i} talks.")}) for i in range(3)]
     run(model, *requests)
     for request in requests:
@@ -256,7 +256,7 @@ def test_bls_admission_refuses_past_the_instance_share_at_once(bls: Any) -> None
     assert len(refused) == 1 and not refused[0].sender.responses[:-1]
     error = refused[0].sender.errors[0]
     assert error.code() == fake.TritonError.UNAVAILABLE and "server busy" in error.message()
-    assert "limit of 4" in error.message() and MAX_STREAMS in error.message()
+    assert "limit of 2" in error.message() and MAX_STREAMS in error.message()
     assert outcomes()["refused"] == 1 and outcomes()["completed"] == 2
     run(model, fake.Request({"TEXT": text("Room again.")}))  # the share is free again
     assert outcomes()["completed"] == 3

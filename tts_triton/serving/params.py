@@ -32,12 +32,6 @@ def int_parameter(model_config: Mapping[str, Any], key: str, default: int) -> in
         raise ValueError(f"model {model!r}: parameter {key!r} must be an integer, got {value!r}") from None
 
 
-def instance_count(model_config: Mapping[str, Any]) -> int:
-    """How many instances of the model Triton runs on one device kind (the config's ``instance_group`` counts)."""
-    groups = model_config.get("instance_group") or [{}]
-    return max(1, sum(int(group.get("count", 1)) for group in groups))
-
-
 def config_tensors(model_config: Mapping[str, Any], kind: str) -> list[TensorSpec]:
     """The ``kind`` ("input" or "output") tensors a model config declares, as contract specs (batch excluded)."""
     return [

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import re
 import tempfile
@@ -42,7 +41,7 @@ class TimedOut(Exception):
 
 
 class Refused(Exception):
-    """The request was not started: the instance already runs its share of the streams bound (UNAVAILABLE)."""
+    """The request was not started: the model already runs its bound of streams (UNAVAILABLE)."""
 
 
 class Stopped(Exception):
@@ -62,29 +61,60 @@ class Deadline:
 
 
 class Admission:
-    """The bound on requests in flight in one instance: ``ceil(max_streams / instances)`` of them (``max_streams``
-    0: no bound). Each instance of a model is its own process, so each keeps its own share: no shared
-    counter to go stale when a stub dies. Triton spreads new requests over idle instances, so the model's
-    total stays near ``max_streams``; one instance may refuse while another still has room."""
+    """The bound on requests in flight in one model over all its instances on one server: at most
+    ``max_streams`` (0: no bound). Each instance is a process of its own and publishes its count as the size of
+    its own file in ``directory`` (the server's stop board, :func:`default_stop_directory`): one ``ftruncate``
+    per change, never a torn value. A new request is admitted while the sum over the instances whose process
+    lives is below the bound, so a stub that died counts for nothing, and instances that admit at the same
+    moment may pass the bound by one each. (Triton does not spread requests evenly over the instances of an
+    async model: a per-instance share refused a tenth of the requests at exactly the bound.)"""
 
-    def __init__(self, max_streams: int, instances: int = 1, model: str = "tts") -> None:
-        if max_streams < 0 or instances < 1:
-            raise ValueError(f"need max_streams >= 0 and instances >= 1, got {max_streams} and {instances}")
+    def __init__(self, max_streams: int, model: str = "tts", directory: Path | None = None) -> None:
+        if max_streams < 0:
+            raise ValueError(f"need max_streams >= 0, got {max_streams}")
         self.max_streams = max_streams
-        self.limit = math.ceil(max_streams / instances) if max_streams else 0
         self.model = model
         self.active = 0
+        self.directory = directory or default_stop_directory()
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._prefix = f"active.{model}."
+        self._fd = os.open(self.directory / f"{self._prefix}{os.getpid()}", os.O_CREAT | os.O_RDWR, 0o600)
+        os.ftruncate(self._fd, 0)
+
+    def in_flight(self) -> int:
+        """Requests in flight in this model over its live instances (this one's own count included)."""
+        total = self.active
+        for entry in os.scandir(self.directory):
+            if entry.name.startswith(self._prefix) and (pid := int(entry.name[len(self._prefix):])) != os.getpid():
+                try:
+                    os.kill(pid, 0)
+                    total += entry.stat().st_size
+                except ProcessLookupError:  # the file of a stub that died
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.path)
+                except OSError:  # gone meanwhile
+                    continue
+        return total
 
     def enter(self) -> None:
-        """Count one more request in flight, or raise :class:`Refused` when the share is taken."""
-        if self.limit and self.active >= self.limit:
-            raise Refused(f"server busy: {self.model} already runs {self.active} requests in this instance, its share "
-                          f"of the limit of {self.max_streams} (config parameter max_streams); retry later or "
-                          "elsewhere")
-        self.active += 1
+        """Count one more request in flight, or raise :class:`Refused` when the bound is reached."""
+        if self.max_streams and (in_flight := self.in_flight()) >= self.max_streams:
+            raise Refused(f"server busy: {self.model} already runs {in_flight} requests, its limit of "
+                          f"{self.max_streams} (config parameter max_streams); retry later or elsewhere")
+        self._publish(self.active + 1)
 
     def leave(self) -> None:
-        self.active -= 1
+        self._publish(self.active - 1)
+
+    def close(self) -> None:
+        """Withdraw this instance's count (its model is unloading)."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.directory / f"{self._prefix}{os.getpid()}")
+            os.close(self._fd)
+
+    def _publish(self, active: int) -> None:
+        self.active = active
+        os.ftruncate(self._fd, active)
 
 
 def default_stop_directory() -> Path:

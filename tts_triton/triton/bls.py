@@ -24,8 +24,8 @@ with a normal FINAL and the stop request gets a FINAL of its own), when the clie
 does not tell a model that an HTTP client disconnected; the time limit bounds that case. A stop at the
 time limit is an UNAVAILABLE error.
 
-Admission: at most ``max_streams`` requests in flight per model (each instance takes its share,
-:class:`~tts_triton.serving.requests.Admission`); past it a request is refused at once with UNAVAILABLE
+Admission: at most ``max_streams`` requests in flight per model over all its instances
+(:class:`~tts_triton.serving.requests.Admission`); past it a request is refused at once with UNAVAILABLE
 ("server busy: ... limit of N ...") and FINAL.
 
 Metrics: ``tts_active_requests`` (gauge, by ``model`` and ``instance``: a restarted stub resets its own
@@ -65,7 +65,7 @@ from tts_triton.config import STREAMING, ModelConfig
 from tts_triton.layout import FIRST_CHUNK_FIRST, MAX_STREAMS, MODEL_CONFIG, VOICE_BANK
 from tts_triton.memory import lift_file_size_limit
 from tts_triton.serving.gate import ProgressGate
-from tts_triton.serving.params import instance_count, int_parameter, parameters
+from tts_triton.serving.params import int_parameter, parameters
 from tts_triton.serving.pipeline import Cancelled, Chunk
 from tts_triton.serving.requests import (
     OUTCOMES,
@@ -147,8 +147,8 @@ class TritonPythonModel:
         self.backend = BlsBackend(self.cfg)
         self.timing_backend = BlsBackend(self.cfg, frozenset({"alignment"}))  # for requests that want WORDS
         self.name = config["name"]
-        self.admission = Admission(int_parameter(config, MAX_STREAMS, 0), instance_count(config), self.name)
         self.stops = StopBoard()
+        self.admission = Admission(int_parameter(config, MAX_STREAMS, 0), self.name, self.stops.directory)
         labels = {"model": self.name}
         # Open requests: a scaling signal that rises with load even though the async BLS queues nothing.
         self.active_family = pb_utils.MetricFamily(
@@ -177,6 +177,7 @@ class TritonPythonModel:
         del self.active_family, self.outcome_family
         if self.cache_meter is not None:
             self.cache_meter.close()
+        self.admission.close()
 
     def execute(self, requests: list[Any]) -> Coroutine[Any, Any, None] | None:
         """``tts``: a coroutine, which Triton runs in the background. ``tts_offline``: None at once; each
