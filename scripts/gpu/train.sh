@@ -33,8 +33,10 @@ CORPUS_LIMIT=${CORPUS_LIMIT:-}
 JOBS=${JOBS:-$(nproc)}
 RESERVE_S=${RESERVE_S:-50}
 FRAMES_PER_STEP=${FRAMES_PER_STEP:-3}
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 mkdir -p "$OUT" "$WORK"
+# the checkout importable as installed (tts_triton.client and .export live in other folders; see checkout-path.sh)
+scripts/gpu/checkout-path.sh "$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null
 say() { printf '==> [%4ds] %s\n' "$SECONDS" "$*"; }
 
 if ! command -v espeak-ng >/dev/null 2>&1 || ! command -v flite >/dev/null 2>&1; then
