@@ -15,7 +15,7 @@
 #
 # Usage, from anywhere:  scripts/gpu/train.sh TOTAL_SECONDS [INIT_CHECKPOINT]
 #   TOTAL_SECONDS is the whole script's allowance; training gets what rendering leaves, minus RESERVE_S.
-# Environment: OUT (default runs/out), WORK (runs/work), PYTHON (python3), CORPUS_LIMIT (utterances to render;
+# Environment: OUT (default runs/out), WORK (runs/work), PYTHON (.venv/bin/python if present, else python3), CORPUS_LIMIT (utterances to render;
 #   default the whole plan: 20,400 ~ 20 h of audio), CORPUS_ARGS (more flags of the corpus build), JOBS (nproc),
 #   RESERVE_S (50), TRAIN_MINUTES (overrides the computed
 #   training time), FRAMES_PER_STEP (decoder r of a fresh model, 3), ACOUSTIC_ARGS / VOCODER_ARGS (more flags),
@@ -28,7 +28,8 @@ total=${1:?usage: scripts/gpu/train.sh TOTAL_SECONDS [INIT_CHECKPOINT]}
 init=${2:-}
 OUT=${OUT:-runs/out}
 WORK=${WORK:-runs/work}
-PYTHON=${PYTHON:-python3}
+# setup.sh's venv when there is one (over the host's torch, with soundfile, which the trainers' WAVs need)
+if [[ -z ${PYTHON:-} ]]; then [[ -x .venv/bin/python ]] && PYTHON=.venv/bin/python || PYTHON=python3; fi
 CORPUS_LIMIT=${CORPUS_LIMIT:-}
 JOBS=${JOBS:-$(nproc)}
 RESERVE_S=${RESERVE_S:-50}
