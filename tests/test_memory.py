@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from client.errors import InvalidInputError, TTSError, classify_error, ended_by_backend
 from tts_triton import memory
+from tts_triton.client.errors import InvalidInputError, TTSError, classify_error, ended_by_backend
 from tts_triton.server import TritonServer
 
 JEMALLOC = memory.find_library(memory.ALLOCATORS["jemalloc"][0])

@@ -73,6 +73,9 @@ LOG_RETENTION_S = 14 * 24 * 3600
 STUB_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "1")
 
 
+#: Seconds a server that never became ready gets to exit on SIGTERM before SIGKILL: it has no requests to finish,
+#: and a Triton still loading models finishes loading them before it honours SIGTERM.
+UNREADY_STOP_S = 3.0
 #: Seconds ``stop`` waits for the killed members of a server's process group (its stubs) to be gone: a stub
 #: unmapping gigabytes of shared memory on a loaded host takes a moment after SIGKILL.
 GROUP_EXIT_WAIT_S = 10.0
@@ -443,10 +446,10 @@ class TritonServer:
         except TritonServerError as err:
             errors = "\n".join(self.log_errors()) or "(none)"
             report = f"{err}.\nErrors in the server log {self.log_file}:\n{errors}\nLast lines:\n{self.log_tail(15)}"
-            self.stop()
+            self.stop(timeout=UNREADY_STOP_S)
             raise TritonServerError(report) from None
         except BaseException:  # e.g. KeyboardInterrupt while waiting: leave nothing running
-            self.stop()
+            self.stop(timeout=UNREADY_STOP_S)
             raise
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
