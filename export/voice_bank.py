@@ -1,10 +1,12 @@
 """Build a voice bank: one style vector per (voice, emotion) preset, from reference clips.
 
-Each preset's vector is the mean style-encoder output over its clips. By default the clips are
-rendered with espeak-ng from :mod:`tts_triton.data.prosody` (the voices and emotions the default
-voice was trained on) for a few fixed sentences that are not in the training corpus.
+Each preset's vector is the mean style-encoder output over its clips. The clips are rendered by each
+voice's own teacher (:func:`tts_triton.data.prosody.render`: espeak-ng, or flite for ``slt``) with the
+emotions of :mod:`tts_triton.data.prosody`, for a few fixed sentences that are not in the training corpus
+(or ``--clips N`` validation sentences of the corpus generator, as the release does). By default the voices
+are the shipped checkpoint's (``prosody.VOICES``); ``--voices`` names others of ``prosody.CORPUS_VOICES``.
 
-    python -m tts_triton.export.voice_bank --out voice_bank.json [--checkpoint ckpt.pt]
+    python -m tts_triton.export.voice_bank --out voice_bank.json [--checkpoint ckpt.pt] [--voices all]
 """
 
 from __future__ import annotations
@@ -31,13 +33,38 @@ DEFAULT_VOICE = "f1"
 DEFAULT_EMOTION = "neutral"
 
 
-def espeak_references(texts: Iterable[str] = REFERENCE_TEXTS) -> dict[tuple[str, str], list[np.ndarray]]:
-    """Reference clips for every voice x emotion of the corpus, rendered with espeak-ng."""
+def teacher_references(texts: Iterable[str] = REFERENCE_TEXTS, voices: Iterable[str] | None = None,
+                       ) -> dict[tuple[str, str], list[np.ndarray]]:
+    """Reference clips for every voice x emotion: ``texts`` rendered by each voice's teacher. ``voices`` are
+    names of ``prosody.CORPUS_VOICES`` (default: ``prosody.VOICES``, the shipped checkpoint's); an unknown
+    name raises ValueError."""
     from tts_triton.data import prosody
 
+    names = list(prosody.VOICES if voices is None else voices)
+    unknown = [n for n in names if n not in prosody.CORPUS_VOICES]
+    if unknown:
+        raise ValueError(f"unknown voice(s) {', '.join(unknown)}; known: {', '.join(prosody.CORPUS_VOICES)}")
     texts = list(texts)
-    return {(v.name, e.name): [prosody.render(t, v, e) for t in texts]
-            for v in prosody.VOICES.values() for e in prosody.EMOTIONS.values()}
+    return {(n, e.name): [prosody.render(t, prosody.CORPUS_VOICES[n], e) for t in texts]
+            for n in names for e in prosody.EMOTIONS.values()}
+
+
+def validation_texts(count: int) -> list[str]:
+    """The first ``count`` validation sentences of the corpus generator (never trained on; the evaluation
+    uses test sentences)."""
+    from tts_triton.data.sentences import generate
+
+    return [s.text for s in generate() if s.split == "val"][:count]
+
+
+def voice_names(spec: str | None) -> list[str]:
+    """``--voices``: comma-separated names of ``prosody.CORPUS_VOICES``, ``all`` for every one of them, or
+    None for ``prosody.VOICES``."""
+    from tts_triton.data import prosody
+
+    if spec is None:
+        return list(prosody.VOICES)
+    return list(prosody.CORPUS_VOICES) if spec == "all" else spec.split(",")
 
 
 def build_voice_bank(ckpt: Checkpoint, clips: dict[tuple[str, str], list[np.ndarray]],
@@ -57,11 +84,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", type=Path, help="checkpoint file (default: the shipped default voice)")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--voices", help="comma-separated corpus voices, or 'all' (default: the shipped "
+                                         "checkpoint's espeak-ng voices)")
+    parser.add_argument("--clips", type=int,
+                        help="N validation sentences of the corpus generator per preset (the release uses 8; "
+                             "default: the three fixed reference sentences)")
     args = parser.parse_args(argv)
+    texts = REFERENCE_TEXTS if args.clips is None else validation_texts(args.clips)
+    try:
+        clips = teacher_references(texts, voice_names(args.voices))
+    except ValueError as exc:
+        parser.error(f"--voices: {exc}")
     ckpt = resolve(args.checkpoint)
     if not ckpt.trained:
         print(f"warning: {UNTRAINED_LABEL}", file=sys.stderr)
-    bank = build_voice_bank(ckpt, espeak_references())
+    bank = build_voice_bank(ckpt, clips)
+    bank.info["references"] = ("the fixed reference sentences of export.voice_bank" if args.clips is None
+                               else f"{args.clips} validation sentences of the corpus generator per preset")
     bank.save(args.out)
     print(f"wrote {args.out}: {len(bank.voices)} voices x {len(bank.emotions)} emotions")
     return 0

@@ -74,7 +74,7 @@ def ensure_repository(out: Path | None = None, *, checkpoint: Path | None = None
     """
     from tts_triton.export.onnx_export import export_checkpoint
     from tts_triton.export.repository import build_repository, repository_is_current
-    from tts_triton.export.voice_bank import build_voice_bank, espeak_references
+    from tts_triton.export.voice_bank import build_voice_bank, teacher_references
 
     def say(message: str) -> None:
         if progress:
@@ -97,7 +97,7 @@ def ensure_repository(out: Path | None = None, *, checkpoint: Path | None = None
         else:
             say("building the voice bank from espeak-ng reference clips ...")
             work.mkdir(parents=True, exist_ok=True)
-            build_voice_bank(ckpt, espeak_references()).save(bank)
+            build_voice_bank(ckpt, teacher_references()).save(bank)
     onnx_dir = work / "onnx"
     current = engines_dir is None and repository_is_current(
         out, model_config=ckpt.config, checkpoint=ckpt_path, voice_bank=bank, target=target, onnx_dir=onnx_dir,

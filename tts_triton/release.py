@@ -19,9 +19,7 @@ from typing import Any
 import numpy as np
 
 from tts_triton.checkpoint import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
-from tts_triton.data.prosody import EMOTIONS, VOICES, render
-from tts_triton.data.sentences import generate
-from tts_triton.export.voice_bank import build_voice_bank
+from tts_triton.export.voice_bank import build_voice_bank, teacher_references, validation_texts
 from tts_triton.layout import VOICE_BANK_FILE
 from tts_triton.training.runs import command_line
 
@@ -29,10 +27,9 @@ MODULE = "tts_triton.release"
 
 
 def heldout_references(count: int) -> dict[tuple[str, str], list[np.ndarray]]:
-    """Reference clips for every voice x emotion: the first ``count`` validation sentences of the corpus
-    generator (never trained on; the evaluation uses test sentences), rendered with espeak-ng."""
-    texts = [s.text for s in generate() if s.split == "val"][:count]
-    return {(v.name, e.name): [render(t, v, e) for t in texts] for v in VOICES.values() for e in EMOTIONS.values()}
+    """Reference clips for every voice x emotion of ``prosody.VOICES``: the first ``count`` validation sentences
+    of the corpus generator (never trained on; the evaluation uses test sentences), rendered by the teacher."""
+    return teacher_references(validation_texts(count))
 
 
 def ship(ckpt: Checkpoint, out: Path, clips_per_preset: int, metrics: dict[str, Any] | None,

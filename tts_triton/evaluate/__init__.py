@@ -20,9 +20,12 @@ vocoder alone (copy-synthesis): the MCD and F0 order it keeps bound what the ful
 
 With ``--asr`` (or ``--asr-only``, which skips everything above and writes its report to ``--out`` and its JSON
 beside it) the report adds an **ASR round trip** (:mod:`~tts_triton.evaluate.asr`): PocketSphinx transcribes
-``--asr-sentences`` held-out sentences (:mod:`~tts_triton.evaluate.heldout`) spoken by the model and by its
-espeak-ng teacher in each of ``--asr-voices``, and by flite's default voice when it is installed; per voice the
-mean word error rate of each.
+``--asr-sentences`` held-out sentences (:mod:`~tts_triton.evaluate.heldout`) spoken by the model and by the
+voice's own teacher (espeak-ng, or flite for ``slt``: any voice of ``prosody.CORPUS_VOICES`` the bank has
+presets for) in each of ``--asr-voices``, and by flite's default voice when it is installed; per voice the mean
+word error rate of each. ``--asr-mcd`` adds the median MCD from the model's clips to the teacher's; with
+``--asr-only``, ``--asr-emotions N`` adds the emotion order of those voices on N held-out sentences
+(:mod:`~tts_triton.evaluate.emotion_order`).
 
 The report goes to ``--out``, plots to ``eval/`` and three WAV samples to ``samples/`` beside it.
 Features of espeak-ng renderings are cached in ``--cache`` (keyed by text, voice, prosody, the
@@ -31,5 +34,6 @@ espeak-ng version and the feature settings): the first run renders about 600 cli
 Modules: :mod:`~tts_triton.evaluate.metrics` (features, distances, test sentences: what the scripts import),
 :mod:`~tts_triton.evaluate.synthesis` (in-process synthesis), :mod:`~tts_triton.evaluate.run` (the run),
 :mod:`~tts_triton.evaluate.report` (report, figures, samples), :mod:`~tts_triton.evaluate.asr` and
-:mod:`~tts_triton.evaluate.heldout` (the ASR round trip) and :mod:`~tts_triton.evaluate.cli`.
+:mod:`~tts_triton.evaluate.heldout` (the ASR round trip), :mod:`~tts_triton.evaluate.emotion_order` and
+:mod:`~tts_triton.evaluate.cli`.
 """

@@ -17,7 +17,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -106,33 +106,53 @@ def flite_render(text: str) -> tuple[int, np.ndarray]:
         return parse_wav(wav.read_bytes())
 
 
-def teacher_transcript(text: str, voice: str, emotion: str) -> str:
-    """PocketSphinx on espeak-ng's rendering of ``text`` with a corpus voice and emotion (as the corpus makes it)."""
+@dataclass(frozen=True)
+class Heard:
+    """One clip as the round trip keeps it: PocketSphinx's ``transcript`` and, when MCD is measured, the
+    mel-cepstra of its loud frames (:attr:`~tts_triton.evaluate.metrics.Features.speech`)."""
+
+    transcript: str
+    speech: np.ndarray | None = None
+
+
+def hear(samples: np.ndarray, rate: int, cepstra: bool) -> Heard:
+    """:func:`transcribe` ``samples``, with their mel-cepstra (at SAMPLE_RATE) when ``cepstra``."""
+    from tts_triton.evaluate.metrics import features
+
+    return Heard(transcribe(samples, rate), features(samples, rate).speech if cepstra else None)
+
+
+def teacher_heard(text: str, voice: str, emotion: str, cepstra: bool) -> Heard:
+    """:func:`hear` the teacher's rendering of ``text`` with a corpus voice (``prosody.CORPUS_VOICES``: espeak-ng
+    or flite, as the corpus makes it) and emotion."""
     from tts_triton import audio
-    from tts_triton.data.prosody import EMOTIONS, VOICES, render
+    from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, render
 
-    return transcribe(render(text, VOICES[voice], EMOTIONS[emotion]), audio.SAMPLE_RATE)
+    return hear(render(text, CORPUS_VOICES[voice], EMOTIONS[emotion]), audio.SAMPLE_RATE, cepstra)
 
 
-def flite_transcript(text: str) -> str:
+def flite_heard(text: str) -> Heard:
     """PocketSphinx on flite's default voice speaking ``text``."""
     rate, samples = flite_render(text)
-    return transcribe(samples, rate)
+    return Heard(transcribe(samples, rate))
 
 
-#: Source labels: the model, its teacher, and flite's default voice (a natural-sounding reference).
-MODEL, TEACHER, FLITE_REFERENCE = "model", "espeak-ng", "flite (default voice, 8 kHz)"
+#: Source labels: the model, the voice's teacher (``prosody.CORPUS_VOICES``: espeak-ng, or flite for slt), and
+#: flite's default voice (a natural-sounding reference).
+MODEL, TEACHER, FLITE_REFERENCE = "model", "teacher", "flite (default voice, 8 kHz)"
 
 
 @dataclass
 class AsrResult:
     """Transcripts of the held-out ``sentences``: ``transcripts[source][voice]`` (voice "" for flite), one per
-    sentence in order; ``emotion`` is the preset the model and the teacher spoke with."""
+    sentence in order; ``emotion`` is the preset the model and the teacher spoke with; ``mcds[voice]``: per
+    sentence, MCD-DTW (dB) from the model's clip to the teacher's (empty when not measured)."""
 
     sentences: list[str]
     emotion: str
     transcripts: dict[str, dict[str, list[str]]]
     seconds: float
+    mcds: dict[str, list[float]] = field(default_factory=dict)
 
     def wers(self, source: str, voice: str) -> list[float]:
         return [wer(s, h) for s, h in zip(self.sentences, self.transcripts[source][voice], strict=True)]
@@ -145,12 +165,15 @@ class AsrResult:
         return list(self.transcripts[MODEL])
 
 
-def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: int, flite: bool) -> AsrResult:
-    """Transcribe ``count`` held-out sentences in each of ``voices``: the model (in-process synthesis with the
-    bank's default-emotion preset), espeak-ng with the same voice and emotion, and flite when ``flite``.
-    Renders and decodes run in ``jobs`` worker processes while the model synthesizes in this one."""
+def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: int, flite: bool,
+               measure_mcd: bool = False) -> AsrResult:
+    """Transcribe ``count`` held-out sentences in each of ``voices`` (``prosody.CORPUS_VOICES``, each in ``bank``):
+    the model (in-process synthesis with the bank's default-emotion preset), the voice's teacher with the same
+    emotion, and flite's default voice when ``flite``; with ``measure_mcd`` also the MCD-DTW from each model
+    clip to the teacher's. Renders, decodes and features run in ``jobs`` worker processes while the model
+    synthesizes in this one."""
     from tts_triton import audio
-    from tts_triton.evaluate.metrics import process_pool
+    from tts_triton.evaluate.metrics import mcd, process_pool
     from tts_triton.evaluate.synthesis import RecordingBackend, synthesize
     from tts_triton.serving.backends import TorchBackend
 
@@ -158,62 +181,81 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
         raise ValueError(f"--asr-sentences {count}: the held-out set has {len(HELDOUT_SENTENCES)}")
     sentences = list(HELDOUT_SENTENCES[:count])
     emotion = bank.default_emotion
+    styles = {v: bank.style(v, emotion) for v in voices}  # an unknown voice fails here, before any work
     start = time.monotonic()
     backend = RecordingBackend(TorchBackend(ckpt.stages(), ckpt.config))
-    futures: dict[str, dict[str, list[Future[str]]]] = {MODEL: {}, TEACHER: {}}
+    futures: dict[str, dict[str, list[Future[Heard]]]] = {MODEL: {}, TEACHER: {}}
     with process_pool(jobs) as pool:
         for v in voices:
-            futures[TEACHER][v] = [pool.submit(teacher_transcript, s, v, emotion) for s in sentences]
+            futures[TEACHER][v] = [pool.submit(teacher_heard, s, v, emotion, measure_mcd) for s in sentences]
         if flite:
-            futures[FLITE_REFERENCE] = {"": [pool.submit(flite_transcript, s) for s in sentences]}
+            futures[FLITE_REFERENCE] = {"": [pool.submit(flite_heard, s) for s in sentences]}
         # each model clip is two steps (synthesize, decode); each reference one (render + decode)
         total = sum(len(f) for by_voice in futures.values() for f in by_voice.values()) + 2 * len(voices) * count
         progress = ProgressLine("ASR round trip (synthesize + decode)", total)
         for v in voices:
-            style = bank.style(v, emotion)
             futures[MODEL][v] = []
             for s in sentences:
-                clip = asyncio.run(synthesize(backend, ckpt.config, s, style))
-                futures[MODEL][v].append(pool.submit(transcribe, clip.audio, audio.SAMPLE_RATE))
+                clip = asyncio.run(synthesize(backend, ckpt.config, s, styles[v]))
+                futures[MODEL][v].append(pool.submit(hear, clip.audio, audio.SAMPLE_RATE, measure_mcd))
                 progress.advance(detail=f"model {v}")
-        transcripts = {}
+        heard: dict[str, dict[str, list[Heard]]] = {}
         for source, by_voice in futures.items():
-            transcripts[source] = {}
+            heard[source] = {}
             for v, fs in by_voice.items():
-                transcripts[source][v] = []
+                heard[source][v] = []
                 for f in fs:
-                    transcripts[source][v].append(f.result())
+                    heard[source][v].append(f.result())
                     progress.advance(detail=f"decode {source} {v}".rstrip())
-    return AsrResult(sentences, emotion, transcripts, time.monotonic() - start)
+        mcds: dict[str, list[float]] = {}
+        if measure_mcd:
+            pairs = {v: [pool.submit(mcd, m.speech, t.speech) for m, t in zip(heard[MODEL][v], heard[TEACHER][v],
+                                                                             strict=True)] for v in voices}
+            mcds = {v: [f.result() for f in fs] for v, fs in pairs.items()}
+    transcripts = {source: {v: [h.transcript for h in hs] for v, hs in by_voice.items()}
+                   for source, by_voice in heard.items()}
+    return AsrResult(sentences, emotion, transcripts, time.monotonic() - start, mcds)
 
 
 def asr_markdown(result: AsrResult) -> list[str]:
-    """The report's section: per voice the model's mean WER and its teacher's, then flite's reference."""
+    """The report's section: per voice its teacher, the model's mean WER and the teacher's (and the median MCD
+    from the model to the teacher when measured), then flite's reference."""
+    from tts_triton.data.prosody import CORPUS_VOICES
+
     n = len(result.sentences)
+    mcd_head, mcd_rule = (" median MCD to teacher (dB) |", "---|") if result.mcds else ("", "")
     lines = ["## ASR round trip", "",
              f"PocketSphinx 5 (default en-us models, 16 kHz via soxr) transcribes {n} held-out everyday sentences "
              f"(`tts_triton.evaluate.heldout`, not the training generator's) spoken with the `{result.emotion}` "
              "preset; WER = word edit distance / reference words after the front end's normalization "
              "(lowercase, punctuation stripped, numbers as read). Differences under ~0.05 are noise.", "",
-             f"| voice | model WER | {TEACHER} (teacher) WER | model / teacher |", "|---|---|---|---|"]
+             f"| voice | teacher | model WER | teacher WER | model / teacher |{mcd_head}",
+             f"|---|---|---|---|---|{mcd_rule}"]
     for v in result.voices:
         model, teacher = result.mean_wer(MODEL, v), result.mean_wer(TEACHER, v)
         ratio = f"{model / teacher:.2f}" if teacher > 0 else "-"
-        lines.append(f"| {v} | {model:.3f} | {teacher:.3f} | {ratio} |")
+        voice = CORPUS_VOICES[v]
+        cell = f" {np.median(result.mcds[v]):.2f} |" if result.mcds else ""
+        lines.append(f"| {v} | {voice.teacher} {voice.speaker} | {model:.3f} | {teacher:.3f} | {ratio} |{cell}")
+    if result.mcds:
+        lines += ["", "MCD-DTW from each model clip to the teacher's rendering of the same sentence and emotion "
+                      "(WORLD + SPTK mel-cepstrum c1-c24, loud frames; `tts_triton.evaluate.metrics`)."]
     if FLITE_REFERENCE in result.transcripts:
         lines += ["", f"Natural-voice reference, not a teacher: {FLITE_REFERENCE} "
                       f"WER {result.mean_wer(FLITE_REFERENCE, ''):.3f} on the same sentences."]
     else:
-        lines += ["", "flite is not installed: no natural-voice reference in this run."]
+        lines += ["", "No flite default-voice reference in this run."]
     lines += ["", f"Run time of the round trip: {result.seconds:.0f} s.", ""]
     return lines
 
 
 def asr_json(result: AsrResult) -> dict[str, Any]:
-    """The round trip's numbers and transcripts as JSON-ready data."""
+    """The round trip's numbers and transcripts (and MCDs, when measured) as JSON-ready data."""
     return {
         "sentences": result.sentences, "emotion": result.emotion, "seconds": round(result.seconds, 1),
         "mean_wer": {source: {v: result.mean_wer(source, v) for v in by_voice}
                      for source, by_voice in result.transcripts.items()},
+        **({"mcd_db": result.mcds, "median_mcd_db": {v: float(np.median(m)) for v, m in result.mcds.items()}}
+           if result.mcds else {}),
         "transcripts": result.transcripts,
     }

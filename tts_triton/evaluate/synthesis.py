@@ -4,6 +4,7 @@ kept, copy-synthesis through the vocoder alone, and the voice bank a checkpoint 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,19 +61,25 @@ def copy_synthesis(vocode: Any, samples: np.ndarray) -> np.ndarray:
         return vocode(torch.from_numpy(audio.mel_spectrogram(samples))[None]).reshape(-1).numpy()
 
 
-def voice_bank_for(checkpoint: Path | None, explicit: Path | None, ckpt: Any) -> tuple[Any, str]:
-    """The voice bank: ``explicit``, else ``voice_bank.json`` beside the checkpoint file, else built from espeak-ng."""
+def voice_bank_for(checkpoint: Path | None, explicit: Path | None, ckpt: Any,
+                   voices: Sequence[str] = ()) -> tuple[Any, str]:
+    """The voice bank: ``explicit``, else ``voice_bank.json`` beside the checkpoint file, else built from the
+    teachers' reference clips (:func:`~tts_triton.export.voice_bank.teacher_references`) for ``prosody.VOICES``
+    and ``voices`` (more names of ``prosody.CORPUS_VOICES``)."""
     # torch (the model extra): an optional heavy dependency, kept out of the spawned feature workers.
     from tts_triton.checkpoint import DEFAULT_CHECKPOINT
-    from tts_triton.export.voice_bank import build_voice_bank, espeak_references
+    from tts_triton.data.prosody import VOICES
+    from tts_triton.export.voice_bank import build_voice_bank, teacher_references
 
     if explicit:
         return VoiceBank.load(explicit), str(explicit)
     path = checkpoint or (DEFAULT_CHECKPOINT if DEFAULT_CHECKPOINT.exists() else None)
     if path and path.with_name(VOICE_BANK_FILE).exists():
         return VoiceBank.load(path.with_name(VOICE_BANK_FILE)), _relative(path.with_name(VOICE_BANK_FILE))
-    print("building the voice bank from espeak-ng reference clips ...", file=sys.stderr, flush=True)
-    return build_voice_bank(ckpt, espeak_references()), "built from espeak-ng references (export.voice_bank)"
+    names = list(dict.fromkeys([*VOICES, *voices]))
+    print("building the voice bank from the teachers' reference clips ...", file=sys.stderr, flush=True)
+    return (build_voice_bank(ckpt, teacher_references(voices=names)),
+            "built from the teachers' reference clips (export.voice_bank)")
 
 
 def _relative(path: Path) -> str:
