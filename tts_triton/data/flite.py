@@ -20,6 +20,8 @@ from tts_triton.data.cmu import addenda_text
 from tts_triton.data.espeak import EspeakError, parse_wav
 
 FLITE = "flite"
+#: The rate flite's clustergen voices (slt, awb, rms) speak at: their renderings hold nothing above half of it.
+VOICE_RATE = 16000
 
 
 class FliteError(RuntimeError):

@@ -115,11 +115,32 @@ class Heard:
     speech: np.ndarray | None = None
 
 
-def hear(samples: np.ndarray, rate: int, cepstra: bool) -> Heard:
-    """:func:`transcribe` ``samples``, with their mel-cepstra (at SAMPLE_RATE) when ``cepstra``."""
+def band_limit(samples: np.ndarray, band_rate: int | None) -> np.ndarray:
+    """``samples`` (at SAMPLE_RATE) without what lies above ``band_rate / 2`` (through that rate and back);
+    unchanged for None."""
+    from tts_triton import audio
+    from tts_triton.data.flite import resample
+
+    if band_rate is None:
+        return samples
+    return resample(resample(samples, audio.SAMPLE_RATE, band_rate), band_rate, audio.SAMPLE_RATE)
+
+
+def teacher_band(voice: str) -> int | None:
+    """The rate a corpus voice's teacher speaks at when it is below SAMPLE_RATE (flite: 16 kHz), else None: MCD
+    to its rendering is taken in that band, which an empty 8-11 kHz band would otherwise dominate."""
+    from tts_triton.data.flite import VOICE_RATE
+    from tts_triton.data.prosody import CORPUS_VOICES, FLITE
+
+    return VOICE_RATE if CORPUS_VOICES[voice].teacher == FLITE else None
+
+
+def hear(samples: np.ndarray, rate: int, cepstra: bool, band_rate: int | None = None) -> Heard:
+    """:func:`transcribe` ``samples``, with the mel-cepstra (at SAMPLE_RATE) of :func:`band_limit` of them when
+    ``cepstra``."""
     from tts_triton.evaluate.metrics import features
 
-    return Heard(transcribe(samples, rate), features(samples, rate).speech if cepstra else None)
+    return Heard(transcribe(samples, rate), features(band_limit(samples, band_rate), rate).speech if cepstra else None)
 
 
 def teacher_heard(text: str, voice: str, emotion: str, cepstra: bool) -> Heard:
@@ -197,7 +218,8 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
             futures[MODEL][v] = []
             for s in sentences:
                 clip = asyncio.run(synthesize(backend, ckpt.config, s, styles[v]))
-                futures[MODEL][v].append(pool.submit(hear, clip.audio, audio.SAMPLE_RATE, measure_mcd))
+                futures[MODEL][v].append(pool.submit(hear, clip.audio, audio.SAMPLE_RATE, measure_mcd,
+                                                      teacher_band(v)))
                 progress.advance(detail=f"model {v}")
         heard: dict[str, dict[str, list[Heard]]] = {}
         for source, by_voice in futures.items():
@@ -239,7 +261,9 @@ def asr_markdown(result: AsrResult) -> list[str]:
         lines.append(f"| {v} | {voice.teacher} {voice.speaker} | {model:.3f} | {teacher:.3f} | {ratio} |{cell}")
     if result.mcds:
         lines += ["", "MCD-DTW from each model clip to the teacher's rendering of the same sentence and emotion "
-                      "(WORLD + SPTK mel-cepstrum c1-c24, loud frames; `tts_triton.evaluate.metrics`)."]
+                      "(WORLD + SPTK mel-cepstrum c1-c24, loud frames; `tts_triton.evaluate.metrics`); for a flite "
+                      "voice the model clip is band-limited to flite's 16 kHz first (flite's renderings are empty "
+                      "above 8 kHz)."]
     if FLITE_REFERENCE in result.transcripts:
         lines += ["", f"Natural-voice reference, not a teacher: {FLITE_REFERENCE} "
                       f"WER {result.mean_wer(FLITE_REFERENCE, ''):.3f} on the same sentences."]
