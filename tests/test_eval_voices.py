@@ -73,3 +73,15 @@ def test_evaluate_refuses_an_unknown_voice_and_a_bank_without_it(tmp_path: Path)
     # the shipped bank holds the espeak-ng voices only
     with pytest.raises(SystemExit, match="no presets for slt"):
         cli.main(["--asr-only", "--asr-voices", "slt", "--out", str(tmp_path / "asr.md")])
+
+
+def test_mcd_to_a_flite_voice_is_taken_in_its_band() -> None:
+    from tts_triton import audio
+    from tts_triton.evaluate.asr import band_limit, teacher_band
+
+    assert teacher_band("slt") == 16000 and teacher_band("f1") is None
+    t = np.arange(audio.SAMPLE_RATE) / audio.SAMPLE_RATE
+    low, high = np.sin(2 * np.pi * 1000 * t), np.sin(2 * np.pi * 10000 * t)
+    out = band_limit((low + high).astype(np.float32), teacher_band("slt"))
+    assert np.abs(out - low).max() < 1e-3  # the 10 kHz tone is gone, the 1 kHz one kept
+    assert band_limit(high, None) is high
