@@ -3,6 +3,7 @@ report with its teacher column and MCD, the emotion-order check, and the evaluat
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -85,3 +86,24 @@ def test_mcd_to_a_flite_voice_is_taken_in_its_band() -> None:
     out = band_limit((low + high).astype(np.float32), teacher_band("slt"))
     assert np.abs(out - low).max() < 1e-3  # the 10 kHz tone is gone, the 1 kHz one kept
     assert band_limit(high, None) is high
+
+
+@needs_teachers
+@pytest.mark.slow
+def test_round_trip_and_emotion_order_of_slt(tmp_path: Path) -> None:
+    """A real run of the evaluate command on slt: one held-out sentence, MCD to flite's rendering, the
+    emotion order on one sentence, with a bank of the shipped checkpoint's encoder over f1 and slt clips."""
+    pytest.importorskip("pocketsphinx")
+    from tts_triton.checkpoint import resolve
+
+    bank = tmp_path / "bank.json"
+    voice_bank.build_voice_bank(resolve(None), voice_bank.teacher_references([TEXT], ["f1", "slt"])).save(bank)
+    out = tmp_path / "asr.md"
+    assert cli.main(["--asr-only", "--asr-voices", "slt", "--asr-sentences", "1", "--asr-mcd", "--asr-emotions", "1",
+                     "--no-flite", "--jobs", "1", "--voice-bank", str(bank), "--out", str(out)]) == 0
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert list(data["transcripts"][TEACHER]) == ["slt"] and data["mean_wer"][TEACHER]["slt"] < 0.5
+    assert 0 < data["median_mcd_db"]["slt"] < 30
+    teacher_f0 = data["emotions"]["mean_f0_hz"][TEACHER]["slt"]
+    assert data["emotions"]["ordered"][TEACHER]["slt"], teacher_f0  # flite follows its F0 targets
+    assert "| slt | flite slt |" in out.read_text() and "## Emotion order" in out.read_text()
