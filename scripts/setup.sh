@@ -9,6 +9,7 @@
 #      of several GB), then this package, editable, with all its extras; skipped when .venv was already
 #      set up from the same python3, pyproject.toml and setup.sh (remove .venv/.setup-fingerprint to force).
 # Usage: bash scripts/setup.sh    (from any directory; PYTHON=... picks another interpreter)
+#        bash scripts/setup.sh --check    (exit 0 when .venv is up to date, 1 when a run would change it)
 # When python3 already holds a CUDA build of PyTorch (a GPU host), .venv sees the host's packages behind its own
 # and torch is not installed; without a package index there, .venv comes from a carried bundle (see below).
 set -euo pipefail
@@ -34,6 +35,9 @@ fingerprint() { { "$PYTHON" --version; echo "$host_torch"; cat pyproject.toml sc
 
 # The host's CUDA build of PyTorch, if $PYTHON has one ("" otherwise).
 host_torch=$("$PYTHON" -c 'import torch; print(torch.__version__ if torch.version.cuda else "")' 2>/dev/null || true)
+if [[ ${1:-} == --check ]]; then  # changes nothing: 0 when .venv is set up for this checkout as it is, else 1
+  if [[ -f $FINGERPRINT && $(<"$FINGERPRINT") == "$(fingerprint)" ]]; then exit 0; else exit 1; fi
+fi
 # A GPU host with no package index, with a carried bundle: the venv is made from the bundle over the host's
 # torch (scripts/setup-bundle.sh), without pip or apt.
 BUNDLE=${TTS_TRITON_BUNDLE:-.gpu-bundle}

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import soundfile as sf
 from conftest import TritonPorts, like_a_terminal, pick_ports
 
@@ -25,7 +26,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def clean_copy(dest: Path) -> Path:
-    """The checkout's files as a clone has them, with ``.venv`` linked."""
+    """The checkout's files as a clone has them, with ``.venv`` linked (only when it is up to date: the copy's
+    ``setup.sh`` would otherwise reinstall the package into it from the copy)."""
+    if subprocess.run(["bash", "scripts/setup.sh", "--check"], cwd=ROOT).returncode != 0:
+        pytest.fail(".venv is not set up for this checkout as it is (pyproject.toml or setup.sh changed since): run "
+                    "`bash scripts/setup.sh` first")
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
                             capture_output=True).stdout.decode().split("\0")
     for name in filter(None, listed):
