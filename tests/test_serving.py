@@ -261,7 +261,8 @@ def test_short_offline_request_is_not_queued_behind_a_long_one(server: TritonSer
 
 
 def test_eight_concurrent_offline_requests_share_decoder_batches(server: TritonServer) -> None:
-    texts = [f"Offline request number {i} is talking." for i in range(8)]
+    # several decoder calls each, so that the eight overlap even when their starts spread on a loaded host
+    texts = [f"Offline request number {i} is talking about the weather, and it goes on for a while." for i in range(8)]
     before = decoder_stats(server)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         seconds = list(pool.map(lambda t: offline_seconds(server, t), texts, timeout=300))
