@@ -78,7 +78,8 @@ class Admission:
         self.directory = directory or default_stop_directory()
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._prefix = f"active.{model}."
-        self._fd = os.open(self.directory / f"{self._prefix}{os.getpid()}", os.O_CREAT | os.O_RDWR, 0o600)
+        self._path = self.directory / f"{self._prefix}{os.getpid()}"
+        self._fd = os.open(self._path, os.O_CREAT | os.O_RDWR, 0o600)
         os.ftruncate(self._fd, 0)
 
     def in_flight(self) -> int:
@@ -109,7 +110,7 @@ class Admission:
     def close(self) -> None:
         """Withdraw this instance's count (its model is unloading)."""
         with contextlib.suppress(OSError):
-            os.unlink(self.directory / f"{self._prefix}{os.getpid()}")
+            os.unlink(self._path)
             os.close(self._fd)
 
     def _publish(self, active: int) -> None:
