@@ -4,7 +4,8 @@ Each preset's vector is the mean style-encoder output over its clips. The clips 
 voice's own teacher (:func:`tts_triton.data.prosody.render`: espeak-ng, or flite for ``slt``) with the
 emotions of :mod:`tts_triton.data.prosody`, for a few fixed sentences that are not in the training corpus
 (or ``--clips N`` validation sentences of the corpus generator, as the release does). By default the voices
-are the shipped checkpoint's (``prosody.VOICES``); ``--voices`` names others of ``prosody.CORPUS_VOICES``.
+are the ones the checkpoint learned (:attr:`~tts_triton.checkpoint.Checkpoint.voices`); ``--voices`` names
+others of ``prosody.CORPUS_VOICES``. The bank's default voice follows :data:`DEFAULT_VOICES`.
 
     python -m tts_triton.export.voice_bank --out voice_bank.json [--checkpoint ckpt.pt] [--voices all]
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,10 @@ REFERENCE_TEXTS = (
     "Would you carry these letters to the station before the evening train?",
     "What a wonderful surprise to find the garden full of flowers!",
 )
-DEFAULT_VOICE = "f1"
+#: The default voice, by preference: the first of these that the bank holds and its checkpoint learned. So the
+#: natural voice (flite's slt) becomes the default with the first checkpoint that learned it; f1 stays the
+#: default of checkpoints that know only espeak-ng's voices. Serving, the gateway and clients read the bank's.
+DEFAULT_VOICES = ("slt", "f1")
 DEFAULT_EMOTION = "neutral"
 
 
@@ -41,9 +45,7 @@ def teacher_references(texts: Iterable[str] = REFERENCE_TEXTS, voices: Iterable[
     from tts_triton.data import prosody
 
     names = list(prosody.VOICES if voices is None else voices)
-    unknown = [n for n in names if n not in prosody.CORPUS_VOICES]
-    if unknown:
-        raise ValueError(f"unknown voice(s) {', '.join(unknown)}; known: {', '.join(prosody.CORPUS_VOICES)}")
+    check_voices(names)
     texts = list(texts)
     return {(n, e.name): [prosody.render(t, prosody.CORPUS_VOICES[n], e) for t in texts]
             for n in names for e in prosody.EMOTIONS.values()}
@@ -57,19 +59,39 @@ def validation_texts(count: int) -> list[str]:
     return [s.text for s in generate() if s.split == "val"][:count]
 
 
-def voice_names(spec: str | None) -> list[str]:
-    """``--voices``: comma-separated names of ``prosody.CORPUS_VOICES``, ``all`` for every one of them, or
-    None for ``prosody.VOICES``."""
+def check_voices(names: Sequence[str]) -> None:
+    """Raise ValueError naming every one of ``names`` that is not in ``prosody.CORPUS_VOICES``."""
+    from tts_triton.data import prosody
+
+    unknown = [n for n in names if n not in prosody.CORPUS_VOICES]
+    if unknown:
+        raise ValueError(f"unknown voice(s) {', '.join(unknown)}; known: {', '.join(prosody.CORPUS_VOICES)}")
+
+
+def voice_names(spec: str | None) -> list[str] | None:
+    """``--voices``: comma-separated names of ``prosody.CORPUS_VOICES`` or ``all`` for every one of them (an
+    unknown name raises ValueError); None stays None, which means the checkpoint's own voices
+    (:attr:`~tts_triton.checkpoint.Checkpoint.voices`)."""
     from tts_triton.data import prosody
 
     if spec is None:
-        return list(prosody.VOICES)
-    return list(prosody.CORPUS_VOICES) if spec == "all" else spec.split(",")
+        return None
+    names = list(prosody.CORPUS_VOICES) if spec == "all" else spec.split(",")
+    check_voices(names)
+    return names
+
+
+def choose_default_voice(voices: Sequence[str], learned: Sequence[str]) -> str:
+    """The default voice of a bank holding ``voices`` for a checkpoint that learned ``learned``: the first of
+    :data:`DEFAULT_VOICES` in both, else the first of ``voices`` it learned, else the first of ``voices``."""
+    known = [v for v in voices if v in learned] or list(voices)
+    return next((v for v in DEFAULT_VOICES if v in known), known[0])
 
 
 def build_voice_bank(ckpt: Checkpoint, clips: dict[tuple[str, str], list[np.ndarray]],
-                     default_voice: str = DEFAULT_VOICE, default_emotion: str = DEFAULT_EMOTION) -> VoiceBank:
-    """Mean style vector of each preset's clips (float audio at SAMPLE_RATE)."""
+                     default_voice: str | None = None, default_emotion: str = DEFAULT_EMOTION) -> VoiceBank:
+    """Mean style vector of each preset's clips (float audio at SAMPLE_RATE); ``default_voice`` None picks
+    :func:`choose_default_voice` of the clips' voices and the checkpoint's."""
     encoder = ckpt.stages()[contract.STYLE_ENCODER]
     styles = {}
     with torch.inference_mode():
@@ -77,32 +99,34 @@ def build_voice_bank(ckpt: Checkpoint, clips: dict[tuple[str, str], list[np.ndar
             vectors = [encoder(torch.from_numpy(audio.mel_spectrogram(x))[None])[0][0].numpy() for x in samples]
             styles[key] = np.mean(vectors, axis=0)
     info = {"checkpoint": ckpt.name, "trained": ckpt.trained, "clips_per_preset": len(next(iter(clips.values())))}
-    return from_styles(styles, default_voice, default_emotion, info)
+    voices = list(dict.fromkeys(v for v, _ in clips))
+    return from_styles(styles, default_voice or choose_default_voice(voices, ckpt.voices), default_emotion, info)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", type=Path, help="checkpoint file (default: the shipped default voice)")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--voices", help="comma-separated corpus voices, or 'all' (default: the shipped "
-                                         "checkpoint's espeak-ng voices)")
+    parser.add_argument("--voices", help="comma-separated corpus voices, or 'all' (default: the voices the "
+                                         "checkpoint learned)")
     parser.add_argument("--clips", type=int,
                         help="N validation sentences of the corpus generator per preset (the release uses 8; "
                              "default: the three fixed reference sentences)")
     args = parser.parse_args(argv)
     texts = REFERENCE_TEXTS if args.clips is None else validation_texts(args.clips)
     try:
-        clips = teacher_references(texts, voice_names(args.voices))
+        names = voice_names(args.voices)
     except ValueError as exc:
         parser.error(f"--voices: {exc}")
     ckpt = resolve(args.checkpoint)
     if not ckpt.trained:
         print(f"warning: {UNTRAINED_LABEL}", file=sys.stderr)
-    bank = build_voice_bank(ckpt, clips)
+    bank = build_voice_bank(ckpt, teacher_references(texts, names or ckpt.voices))
     bank.info["references"] = ("the fixed reference sentences of export.voice_bank" if args.clips is None
                                else f"{args.clips} validation sentences of the corpus generator per preset")
     bank.save(args.out)
-    print(f"wrote {args.out}: {len(bank.voices)} voices x {len(bank.emotions)} emotions")
+    print(f"wrote {args.out}: {len(bank.voices)} voices x {len(bank.emotions)} emotions, default voice "
+          f"{bank.default_voice}")
     return 0
 
 

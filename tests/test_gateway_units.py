@@ -46,6 +46,8 @@ def test_voices_map_through_the_table_and_instructions_pick_an_emotion() -> None
         voices.voice("nobody", BANK)
     assert voices.emotion("Speak in a cheerful tone, not angry", BANK) == "happy"
     assert voices.emotion("ANGRY!", BANK) == "angry" and voices.emotion("slowly", BANK) is None
+    m1_default = VoiceCatalog(voices=("f1", "m1"), emotions=("neutral",), default_voice="m1", default_emotion="neutral")
+    assert VoiceMap().voice("alloy", m1_default) == "m1"  # OpenAI's usual name: the server's default voice
 
 
 def test_a_voice_map_file_adds_to_the_table(tmp_path: Path) -> None:

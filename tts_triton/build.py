@@ -95,9 +95,9 @@ def ensure_repository(out: Path | None = None, *, checkpoint: Path | None = None
             work.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(DEFAULT_VOICE_BANK, bank)
         else:
-            say("building the voice bank from espeak-ng reference clips ...")
+            say("building the voice bank from the teachers' reference clips ...")
             work.mkdir(parents=True, exist_ok=True)
-            build_voice_bank(ckpt, teacher_references()).save(bank)
+            build_voice_bank(ckpt, teacher_references(voices=ckpt.voices)).save(bank)
     onnx_dir = work / "onnx"
     current = engines_dir is None and repository_is_current(
         out, model_config=ckpt.config, checkpoint=ckpt_path, voice_bank=bank, target=target, onnx_dir=onnx_dir,

@@ -50,6 +50,18 @@ class Checkpoint:
     def name(self) -> str:
         return str(self.info.get("name", "default" if self.trained else "untrained-seeded"))
 
+    @property
+    def voices(self) -> list[str]:
+        """The corpus voices this checkpoint learned, in ``prosody.CORPUS_VOICES`` order: those its training
+        data counted (``info["data"]["voices"]``), or ``prosody.VOICES`` (espeak-ng's) for a checkpoint whose
+        data record has no voice counts (trained before the corpus had another teacher, or never trained)."""
+        from tts_triton.data.prosody import CORPUS_VOICES, VOICES
+
+        counts = self.info.get("data", {}).get("voices")
+        if not isinstance(counts, dict):
+            return list(VOICES)
+        return [name for name in CORPUS_VOICES if counts.get(name, 0) > 0]
+
     def stages(self, config: ModelConfig | None = None) -> dict[str, nn.Module]:
         """Inference stages (eval mode, fp32, weight norm folded) keyed by Triton model name.
 

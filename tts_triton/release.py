@@ -1,7 +1,13 @@
 """Make a trained checkpoint the default voice (``tts_triton/assets/default_voice.pt``, fp16) with its
 voice bank (``voice_bank.json`` beside it) built from held-out clips::
 
-    python -m tts_triton.release ship --checkpoint voice.pt [--metrics results.json]
+    python -m tts_triton.release ship --checkpoint voice.pt [--metrics results.json] [--out PATH]
+
+The bank holds every voice the checkpoint learned (:attr:`~tts_triton.checkpoint.Checkpoint.voices`: slt's
+presets from flite's renderings, the others' from espeak-ng's), and its default voice is the first of
+:data:`~tts_triton.export.voice_bank.DEFAULT_VOICES` the checkpoint learned: shipping a checkpoint that learned
+the natural voice makes it the default, which serving, the gateway and the clients then read from the bank.
+``--out`` elsewhere writes the same pair outside the package, to evaluate what would ship before shipping it.
 
 It sits above training and export: it takes a checkpoint the trainers wrote (merged with
 ``python -m tts_triton.training.merge``) and the voice bank builder of :mod:`tts_triton.export`.
@@ -19,29 +25,34 @@ from typing import Any
 import numpy as np
 
 from tts_triton.checkpoint import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
-from tts_triton.export.voice_bank import build_voice_bank, teacher_references, validation_texts
+from tts_triton.export.voice_bank import build_voice_bank, teacher_references, validation_texts, voice_names
 from tts_triton.layout import VOICE_BANK_FILE
 from tts_triton.training.runs import command_line
+from tts_triton.voices import VoiceBank
 
 MODULE = "tts_triton.release"
 
 
-def heldout_references(count: int) -> dict[tuple[str, str], list[np.ndarray]]:
-    """Reference clips for every voice x emotion of ``prosody.VOICES``: the first ``count`` validation sentences
-    of the corpus generator (never trained on; the evaluation uses test sentences), rendered by the teacher."""
-    return teacher_references(validation_texts(count))
+def heldout_references(count: int, voices: Sequence[str]) -> dict[tuple[str, str], list[np.ndarray]]:
+    """Reference clips for every one of ``voices`` x emotion: the first ``count`` validation sentences of the
+    corpus generator (never trained on; the evaluation uses test sentences), rendered by each voice's teacher."""
+    return teacher_references(validation_texts(count), voices)
 
 
 def ship(ckpt: Checkpoint, out: Path, clips_per_preset: int, metrics: dict[str, Any] | None,
-         command: str) -> Path:
+         command: str, voices: Sequence[str] | None = None, default_voice: str | None = None) -> Path:
     """Write ``ckpt`` as the default voice ``out`` (fp16, ``name`` default) and ``voice_bank.json`` beside it.
 
-    ``metrics`` (an evaluation of these weights; any earlier one is dropped) and ``command`` go into ``info``.
-    Returns the voice bank's path.
+    The bank holds ``voices`` (default: the ones the checkpoint learned); ``default_voice`` None follows
+    :func:`~tts_triton.export.voice_bank.choose_default_voice`. ``metrics`` (an evaluation of these weights; any
+    earlier one is dropped) and ``command`` go into ``info``. Returns the voice bank's path.
     """
     if not ckpt.trained:
         raise ValueError("refusing to ship a checkpoint that is not trained (info lacks acoustic or vocoder steps)")
-    bank = build_voice_bank(ckpt, heldout_references(clips_per_preset))
+    voices = list(ckpt.voices if voices is None else voices)
+    if default_voice is not None and default_voice not in voices:
+        raise ValueError(f"default voice {default_voice!r} is not among the bank's voices {', '.join(voices)}")
+    bank = build_voice_bank(ckpt, heldout_references(clips_per_preset, voices), default_voice)
     bank.info["references"] = f"{clips_per_preset} validation sentences of the corpus generator per preset"
     info = {**ckpt.info, "name": "default", "commands": [*ckpt.info.get("commands", []), command]}
     info.pop("metrics", None)  # an earlier evaluation measured other weights
@@ -58,14 +69,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("ship", help="make a trained checkpoint the default voice, with its voice bank")
     s.add_argument("--checkpoint", type=Path, required=True)
-    s.add_argument("--out", type=Path, default=DEFAULT_CHECKPOINT)
+    s.add_argument("--out", type=Path, default=DEFAULT_CHECKPOINT,
+                   help="the checkpoint to write, its voice bank beside it (default: the package's default voice)")
     s.add_argument("--clips", type=int, default=8, help="held-out reference clips per voice x emotion")
     s.add_argument("--metrics", type=Path, help="JSON of evaluation results to keep in info['metrics']")
+    s.add_argument("--voices", help="comma-separated corpus voices of the bank, or 'all' (default: the voices the "
+                                    "checkpoint learned)")
+    s.add_argument("--default-voice", help="the bank's default voice (default: the first of export.voice_bank."
+                                           "DEFAULT_VOICES the checkpoint learned)")
     args = parser.parse_args(argv)
+    try:
+        voices = voice_names(args.voices)
+    except ValueError as exc:
+        parser.error(f"--voices: {exc}")
     metrics = json.loads(args.metrics.read_text()) if args.metrics else None
-    bank = ship(load_checkpoint(args.checkpoint), args.out, args.clips, metrics,
-                command_line(MODULE, sys.argv[1:] if argv is None else argv))
-    print(f"wrote {args.out} ({args.out.stat().st_size / 2**20:.1f} MiB) and {bank}")
+    try:
+        bank = ship(load_checkpoint(args.checkpoint), args.out, args.clips, metrics,
+                    command_line(MODULE, sys.argv[1:] if argv is None else argv), voices, args.default_voice)
+    except ValueError as exc:
+        parser.error(str(exc))
+    shipped = VoiceBank.load(bank)
+    print(f"wrote {args.out} ({args.out.stat().st_size / 2**20:.1f} MiB) and {bank}: voices "
+          f"{', '.join(shipped.voices)}, default voice {shipped.default_voice}")
     return 0
 
 

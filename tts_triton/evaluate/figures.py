@@ -19,7 +19,7 @@ from tts_triton.figures import pyplot
 __all__ = ["write_plots", "write_samples"]
 
 
-def write_plots(folder: Path, item: Item, synth: Clip, espeak_audio: np.ndarray, frames_per_step: int,
+def write_plots(folder: Path, item: Item, synth: Clip, teacher_audio: np.ndarray, frames_per_step: int,
                 f0: Mapping[str, Mapping[str, np.ndarray]]) -> dict[str, str]:
     """Mel spectrograms, the attention alignment, and F0 contours (source -> emotion -> Hz per 5 ms) as PNGs.
 
@@ -29,7 +29,7 @@ def write_plots(folder: Path, item: Item, synth: Clip, espeak_audio: np.ndarray,
     folder.mkdir(parents=True, exist_ok=True)
     files = {"mel": "mel.png", "alignment": "alignment.png", "f0": "f0_emotions.png"}
 
-    mels = [("espeak-ng rendering (log-mel of the audio)", audio.mel_spectrogram(espeak_audio)),
+    mels = [("the teacher's rendering (log-mel of the audio)", audio.mel_spectrogram(teacher_audio)),
             ("synthesized: decoder output (before the postnet)", synth.mel),
             ("synthesized: log-mel of the vocoded audio", audio.mel_spectrogram(synth.audio))]
     fig, axes = plt.subplots(3, 1, figsize=(8, 6), sharex=True)

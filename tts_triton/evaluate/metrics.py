@@ -156,25 +156,27 @@ class Item:
     emotion: str
 
 
-def select_items(count: int) -> list[Item]:
-    """The first ``count`` test sentences; sentence ``j`` gets emotion ``j % 5`` (as in the corpus), voice ``j // 5``.
+def select_items(count: int, voices: Sequence[str] = tuple(VOICES)) -> list[Item]:
+    """The first ``count`` test sentences; sentence ``j`` gets emotion ``j % 5`` (as in the corpus), voice
+    ``voices[j // 5]``, so ``5 * len(voices)`` sentences say every voice x emotion pair once.
 
     Indices wrap around the emotion and voice lists. Raises ``ValueError`` unless 1 <= ``count`` <= test sentences.
     """
     tests = [s for s in generate() if s.split == "test"]
     if not 1 <= count <= len(tests):
         raise ValueError(f"--sentences must be in 1..{len(tests)}")
-    voices, emotions = list(VOICES), list(EMOTIONS)
+    emotions = list(EMOTIONS)
     return [Item(s.id, s.text, voices[(j // len(emotions)) % len(voices)], emotions[j % len(emotions)])
             for j, s in enumerate(tests[:count])]
 
 
 def emotion_items(items: Sequence[Item], per_voice: int = EMOTION_SENTENCES_PER_VOICE) -> list[Item]:
-    """For each voice of ``items`` (in VOICES order), its ``per_voice`` shortest sentences in every emotion.
+    """For each voice of ``items`` (in the order they first appear), its ``per_voice`` shortest sentences in
+    every emotion.
 
     Ordered by voice, then sentence (shortest first), then PITCH_ORDER.
     """
-    chosen = [item for voice in VOICES
+    chosen = [item for voice in dict.fromkeys(i.voice for i in items)
               for item in sorted((i for i in items if i.voice == voice), key=lambda i: len(i.text))[:per_voice]]
     return [replace(item, emotion=e) for item in chosen for e in PITCH_ORDER]
 

@@ -1,4 +1,4 @@
-"""One evaluation run: synthesize the test sentences, render espeak-ng's references (features cached), measure,
+"""One evaluation run: synthesize the test sentences, render the teachers' references (features cached), measure,
 and write the report beside ``--out`` (see :mod:`tts_triton.evaluate`)."""
 
 from __future__ import annotations
@@ -6,11 +6,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import itertools
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from tts_triton import audio, contract
-from tts_triton.data import espeak
-from tts_triton.data.prosody import EMOTIONS, ESPEAK_NG, VOICES, Emotion, Voice, render
+from tts_triton.data import espeak, flite
+from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, ESPEAK_NG, FLITE, Emotion, Voice, render
+from tts_triton.evaluate.asr import band_limit, teacher_band
 from tts_triton.evaluate.figures import write_plots, write_samples
 from tts_triton.evaluate.metrics import (
     FEATURE_SETTINGS,
@@ -39,11 +39,10 @@ from tts_triton.evaluate.metrics import (
     run_parallel,
     select_items,
 )
-from tts_triton.evaluate.synthesis import Clip, RecordingBackend, copy_synthesis, synthesize, voice_bank_for
+from tts_triton.evaluate.synthesis import Clip, RecordingBackend, copy_synthesis, synthesize
 from tts_triton.paths import cache_dir
 from tts_triton.progress import ProgressLine
 
-MIN_SENTENCES = 50
 DEFAULT_OUT = Path("docs/evaluation.md")
 #: espeak-ng's own defaults (``-p 50 -s 175``, full range, default amplitude) for the sanity checks.
 ESPEAK_DEFAULT = Emotion("espeak-default", pitch=50, range=100, rate=175, amplitude=100)
@@ -60,6 +59,16 @@ SANITY_MALE_FEMALE_DB = 11.6
 SANITY_SENTENCES = 5
 
 
+def min_sentences(voices: Collection[str]) -> int:
+    """Test sentences that say every one of ``voices`` x emotion once (:func:`select_items`)."""
+    return len(voices) * len(EMOTIONS)
+
+
+def narrower(*bands: int | None) -> int | None:
+    """The narrowest of the bands (a teacher's rate, :func:`asr.teacher_band`; None: the whole band)."""
+    return min((b for b in bands if b is not None), default=None)
+
+
 def default_cache() -> Path:
     """The cache of espeak-ng features, under :func:`~tts_triton.paths.cache_dir` (read at the call)."""
     return cache_dir() / "eval-features"
@@ -67,26 +76,49 @@ def default_cache() -> Path:
 
 @dataclass(frozen=True)
 class Reference:
-    """One espeak-ng rendering: ``text`` in ``voice`` with ``emotion`` (see :func:`prosody.render`)."""
+    """One teacher's rendering: ``text`` in ``voice`` with ``emotion`` (see :func:`prosody.render`), its features
+    taken in ``band`` (:func:`asr.band_limit`; None: as rendered)."""
 
     text: str
     voice: Voice
     emotion: Emotion
+    band: int | None = None
 
-    def key(self, espeak_version: str) -> str:
-        e = self.emotion
-        fields = (espeak_version, self.voice.speaker, e.pitch, e.range, e.rate, e.amplitude, self.text,
-                  FEATURE_SETTINGS)
+    def key(self, versions: Mapping[str, str]) -> str:
+        """The cache key: text, voice, prosody, the teacher's version and the feature settings (and band)."""
+        e, v = self.emotion, self.voice
+        fields: tuple[Any, ...] = (versions[v.teacher], v.speaker, e.pitch, e.range, e.rate, e.amplitude, self.text,
+                                   FEATURE_SETTINGS)
+        if v.teacher != ESPEAK_NG:  # espeak-ng's keys predate the other teachers
+            fields += (v.teacher, v.f0_hz, v.f0_sd_hz)
+        if self.band is not None:
+            fields += (("band", self.band),)
         return hashlib.sha256(repr(fields).encode()).hexdigest()[:32]
 
+    def in_band(self, band: int | None) -> Reference:
+        """This rendering with its features taken in ``band``; band None when the teacher speaks no wider."""
+        own = teacher_band(self.voice.name) if self.voice.name in CORPUS_VOICES else None
+        return replace(self, band=band if band is not None and (own is None or band < own) else None)
 
-def reference_features(ref: Reference, cache: Path, espeak_version: str) -> Features:
-    """:func:`features` of ``ref``'s rendering, read from or written to ``cache``."""
-    path = cache / f"{ref.key(espeak_version)}.npz"
+
+def teacher_versions(teachers: Collection[str]) -> dict[str, str]:
+    """The version string of each of ``teachers`` (espeak-ng, flite), for the cache keys."""
+    readers = {ESPEAK_NG: espeak.espeak_version, FLITE: flite.flite_version}
+    return {t: readers[t]() for t in teachers}
+
+
+def band_features(samples: np.ndarray, band: int | None) -> Features:
+    """:func:`features` of ``samples`` (float, SAMPLE_RATE) without what lies above ``band / 2``."""
+    return features(band_limit(samples, band))
+
+
+def reference_features(ref: Reference, cache: Path, versions: Mapping[str, str]) -> Features:
+    """:func:`band_features` of ``ref``'s rendering, read from or written to ``cache``."""
+    path = cache / f"{ref.key(versions)}.npz"
     if path.exists():
         with np.load(path) as data:
             return Features(data["mcep"], data["f0"], data["loud"])
-    result = features(render(ref.text, ref.voice, ref.emotion))
+    result = band_features(render(ref.text, ref.voice, ref.emotion), ref.band)
     cache.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.npz")
     np.savez(tmp, mcep=result.mcep, f0=result.f0, loud=result.loud)
@@ -94,8 +126,9 @@ def reference_features(ref: Reference, cache: Path, espeak_version: str) -> Feat
     return result
 
 
-def _mcds(synth: np.ndarray, refs: Sequence[np.ndarray]) -> list[float]:
-    return [mcd(synth, r) for r in refs]
+def _mcds(sources: Sequence[np.ndarray], pairs: Sequence[tuple[int, np.ndarray]]) -> list[float]:
+    """MCD-DTW of each ``(k, other)``: ``sources[k]`` against ``other``."""
+    return [mcd(sources[k], other) for k, other in pairs]
 
 
 @dataclass
@@ -104,8 +137,8 @@ class ScoredUtterance:
     seconds: float
     hit_max_steps: bool
     mcds: dict[str, float]  # voice -> MCD against that voice's rendering (same sentence and emotion)
-    #: MCD from the target voice's rendering to the nearest other voice's: how near espeak-ng's own voices are
-    espeak_gap: float
+    #: MCD from the target voice's rendering to the nearest other voice's: how near the teachers' voices are
+    teacher_gap: float
 
     @property
     def nearest(self) -> str:
@@ -126,15 +159,22 @@ class Evaluation:
     fingerprint: str
     info: dict[str, Any]
     voice_bank: str
+    #: the voices synthesized (``--voices``), those an output's identity is decided among, the bank's default
+    voices: list[str]
+    identity_voices: list[str]
+    default_voice: str
     utterances: list[ScoredUtterance]
-    #: "synthesized", "vocoder copy" and "espeak-ng" -> voice -> emotion -> mean F0 of the emotion sentences
+    #: "synthesized", "vocoder copy" and "teacher" -> voice -> emotion -> mean F0 of the emotion sentences
     emotion_f0: dict[str, EmotionF0]
-    copy_mcd: list[float]  # vocoder copy-synthesis vs espeak-ng, one per emotion sentence
+    copy_mcd: list[float]  # vocoder copy-synthesis vs the teacher's rendering, one per emotion sentence
     sanity: dict[str, list[float]]  # label -> MCD per sentence (loud frames, as everywhere)
     sanity_all_frames: dict[str, list[float]]  # the same with every frame kept
     timings: dict[str, float]
     plots: dict[str, str]
     samples: list[tuple[str, Item, float]]
+
+    def of_voice(self, voice: str) -> list[ScoredUtterance]:
+        return [u for u in self.utterances if u.item.voice == voice]
 
     @property
     def median_mcd(self) -> float:
@@ -167,31 +207,57 @@ def timed(timings: dict[str, float], label: str) -> Iterator[None]:
 
 @dataclass
 class EvaluationPlan:
-    """What an evaluation synthesizes and renders: ``items`` (MCD, identity, stops), ``by_emotion`` (F0
-    order and copy-synthesis), every target voice's rendering of each item and the sanity renderings."""
+    """What an evaluation synthesizes and renders: ``items`` (MCD, identity, stops), ``by_emotion`` (F0 order and
+    copy-synthesis), each item's rendering in every one of ``identity_voices`` and the sanity renderings.
+
+    Every distance between two clips is taken in the narrower band of the two (:func:`asr.teacher_band`: flite
+    speaks at 16 kHz): the wider clip is band-limited first, so an empty band above 8 kHz does not dominate it.
+    """
 
     items: list[Item]
     by_emotion: list[Item]
-    targets: dict[Item, list[Reference]]
+    identity_voices: list[str]
     sanity: list[tuple[Reference, list[Reference]]]
 
     @classmethod
-    def select(cls, sentences: int) -> EvaluationPlan:
-        items = select_items(sentences)
-        targets = {item: [target_reference(item, v) for v in VOICES] for item in items}
+    def select(cls, sentences: int, voices: Sequence[str], identity_voices: Sequence[str]) -> EvaluationPlan:
+        """``sentences`` test sentences in ``voices`` (:func:`select_items`); each output's identity is decided
+        among ``identity_voices`` (which must hold ``voices``)."""
+        items = select_items(sentences, voices)
         sanity = [(Reference(i.text, EN_US, ESPEAK_DEFAULT), [Reference(i.text, v, e) for _, v, e, _ in SANITY])
                   for i in items[:SANITY_SENTENCES]]
-        return cls(items, emotion_items(items), targets, sanity)
+        return cls(items, emotion_items(items), list(identity_voices), sanity)
+
+    def own(self, item: Item) -> list[tuple[int | None, Reference]]:
+        """Per identity voice: (the band the output is measured in, that voice's rendering of the item)."""
+        return [(teacher_band(v), target_reference(item, v).in_band(teacher_band(v))) for v in self.identity_voices]
+
+    def gap(self, item: Item) -> list[tuple[Reference, Reference]]:
+        """The item's target rendering beside each other identity voice's, both in the narrower band."""
+        pairs = []
+        for v in self.identity_voices:
+            if v != item.voice:
+                band = narrower(teacher_band(item.voice), teacher_band(v))
+                pairs.append((target_reference(item).in_band(band), target_reference(item, v).in_band(band)))
+        return pairs
+
+    def synthesized(self) -> list[tuple[Item, int | None]]:
+        """Every (synthesized item, band) whose features the evaluation needs (the whole band for F0)."""
+        bands = dict.fromkeys([None, *map(teacher_band, self.identity_voices)])
+        return list(dict.fromkeys([*((i, b) for i in self.items for b in bands),
+                                   *((i, None) for i in self.by_emotion)]))
 
     def references(self) -> list[Reference]:
-        """Every espeak-ng rendering the evaluation compares with, once each."""
-        return list(dict.fromkeys([*itertools.chain(*self.targets.values()), *map(target_reference, self.by_emotion),
+        """Every teacher rendering the evaluation compares with, once each."""
+        return list(dict.fromkeys([*(r for i in self.items for _, r in self.own(i)),
+                                   *(r for i in self.items for pair in self.gap(i) for r in pair),
+                                   *map(target_reference, self.by_emotion),
                                    *(r for base, others in self.sanity for r in (base, *others))]))
 
 
 def target_reference(item: Item, voice: str | None = None) -> Reference:
-    """espeak-ng's rendering of ``item``'s sentence and emotion, in ``voice`` (default: the item's)."""
-    return Reference(item.text, VOICES[voice or item.voice], EMOTIONS[item.emotion])
+    """The teacher's rendering of ``item``'s sentence and emotion, in ``voice`` (default: the item's)."""
+    return Reference(item.text, CORPUS_VOICES[voice or item.voice], EMOTIONS[item.emotion])
 
 
 @dataclass
@@ -199,10 +265,10 @@ class Measured:
     """The features of every clip of a :class:`EvaluationPlan` and the MCD-DTW distances between them, by name."""
 
     refs: dict[Reference, Features]
-    synths: dict[Item, Features]
+    synths: dict[tuple[Item, int | None], Features]
     copies: dict[Item, Features]
-    #: "own" (per item: its MCD to each voice's rendering), "copy" (per emotion item), "gap" (per item:
-    #: espeak-ng's target rendering to the other voices'), "sanity_loud" and "sanity_all" (per sanity base)
+    #: "own" (per item: its MCD to each identity voice's rendering), "copy" (per emotion item), "gap" (per item:
+    #: the target rendering to the other voices'), "sanity_loud" and "sanity_all" (per sanity base)
     distances: dict[str, list[list[float]]]
 
 
@@ -211,44 +277,53 @@ def measure(work: EvaluationPlan, synths: Mapping[Item, Clip], copies: Mapping[I
     """Features of the renderings (cached), of the synthesized and copied clips, then MCD-DTW, in ``args.jobs``
     processes."""
     refs = work.references()
-    version = espeak.espeak_version()
+    versions = teacher_versions({r.voice.teacher for r in refs})
+    keys = work.synthesized()
     with process_pool(args.jobs) as pool:
-        with timed(timings, "espeak-ng renders + features"):
-            ref_feats = dict(zip(refs, run_parallel(pool, "espeak-ng features", reference_features,
-                                                    [(r, args.cache, version) for r in refs]), strict=True))
+        with timed(timings, "teacher renders + features"):
+            ref_feats = dict(zip(refs, run_parallel(pool, "teacher features", reference_features,
+                                                    [(r, args.cache, versions) for r in refs]), strict=True))
         with timed(timings, "synthesized features"):
-            clips = run_groups(pool, "synthesized features", features,
-                               {"synth": [(c.audio,) for c in synths.values()],
-                                "copy": [(c,) for c in copies.values()]})
-        synth_feats = dict(zip(synths, clips["synth"], strict=True))
+            clips = run_groups(pool, "synthesized features", band_features,
+                               {"synth": [(synths[i].audio, band) for i, band in keys],
+                                "copy": [(c, teacher_band(i.voice)) for i, c in copies.items()]})
+        synth_feats = dict(zip(keys, clips["synth"], strict=True))
         copy_feats = dict(zip(copies, clips["copy"], strict=True))
         speech = {r: f.speech for r, f in ref_feats.items()}
+
+        def own(item: Item) -> tuple[list[np.ndarray], list[tuple[int, np.ndarray]]]:
+            bands = list(dict.fromkeys(band for band, _ in work.own(item)))
+            return ([synth_feats[item, b].speech for b in bands],
+                    [(bands.index(band), speech[r]) for band, r in work.own(item)])
+
         jobs = {
-            "own": [(synth_feats[i].speech, [speech[r] for r in work.targets[i]]) for i in work.items],
-            "copy": [(copy_feats[i].speech, [speech[target_reference(i)]]) for i in work.by_emotion],
-            "gap": [(speech[target_reference(i)], [speech[r] for r in work.targets[i] if r.voice.name != i.voice])
+            "own": [own(i) for i in work.items],
+            "copy": [([copy_feats[i].speech], [(0, speech[target_reference(i)])]) for i in work.by_emotion],
+            "gap": [([speech[a] for a, _ in work.gap(i)], [(k, speech[b]) for k, (_, b) in enumerate(work.gap(i))])
                     for i in work.items],
-            "sanity_loud": [(speech[base], [speech[r] for r in others]) for base, others in work.sanity],
-            "sanity_all": [(ref_feats[base].mcep, [ref_feats[r].mcep for r in others]) for base, others in work.sanity],
+            "sanity_loud": [([speech[base]], [(0, speech[r]) for r in others]) for base, others in work.sanity],
+            "sanity_all": [([ref_feats[base].mcep], [(0, ref_feats[r].mcep) for r in others])
+                           for base, others in work.sanity],
         }
         with timed(timings, "MCD-DTW"):
             distances = run_groups(pool, "MCD-DTW", _mcds, jobs)
     return Measured(ref_feats, synth_feats, copy_feats, distances)
 
 
-def evaluate(args: argparse.Namespace, command: str) -> Evaluation:
-    """Synthesize, render, measure; write plots and samples beside ``args.out``."""
+def evaluate(args: argparse.Namespace, command: str, ckpt: Any, bank: Any, bank_source: str,
+             voices: Sequence[str]) -> Evaluation:
+    """Synthesize ``voices`` with ``bank``'s presets, render, measure; write plots and samples beside ``args.out``.
+    Identity is decided among the voices the checkpoint learned and ``voices``."""
     # torch (the model extra): an optional heavy dependency, kept out of the spawned feature workers.
-    from tts_triton.checkpoint import UNTRAINED_LABEL, fingerprint, resolve
+    from tts_triton.checkpoint import UNTRAINED_LABEL, fingerprint
     from tts_triton.serving.backends import TorchBackend
 
     timings: dict[str, float] = {}
-    with timed(timings, "load + voice bank"):
-        work = EvaluationPlan.select(args.sentences)
-        ckpt = resolve(args.checkpoint)
+    identity_voices = [v for v in CORPUS_VOICES if v in ckpt.voices or v in voices]
+    with timed(timings, "load"):
+        work = EvaluationPlan.select(args.sentences or min_sentences(voices), voices, identity_voices)
         if not ckpt.trained:
             print(f"warning: {UNTRAINED_LABEL}", file=sys.stderr)
-        bank, bank_source = voice_bank_for(args.checkpoint, args.voice_bank, ckpt)
         stages = ckpt.stages()
         backend = RecordingBackend(TorchBackend(stages, ckpt.config))
     with timed(timings, "synthesis"):
@@ -260,17 +335,17 @@ def evaluate(args: argparse.Namespace, command: str) -> Evaluation:
             synths[item] = asyncio.run(synthesize(backend, ckpt.config, item.text, style))
             progress.advance()
     with timed(timings, "vocoder copy-synthesis"):
-        emotion_audio = {i: render(i.text, VOICES[i.voice], EMOTIONS[i.emotion]) for i in work.by_emotion}
+        emotion_audio = {i: render(i.text, CORPUS_VOICES[i.voice], EMOTIONS[i.emotion]) for i in work.by_emotion}
         copies = {i: copy_synthesis(stages[contract.VOCODER].vocode, x) for i, x in emotion_audio.items()}
     m = measure(work, synths, copies, args, timings)
     utterances = [ScoredUtterance(i, len(synths[i].audio) / audio.SAMPLE_RATE, synths[i].hit_max_steps,
-                            dict(zip(VOICES, own, strict=True)), min(gap))
+                                  dict(zip(identity_voices, own, strict=True)), min(gap, default=float("nan")))
                   for i, own, gap in zip(work.items, m.distances["own"], m.distances["gap"], strict=True)]
     sanity = {label: [d[k] for d in m.distances["sanity_loud"]] for k, (label, *_) in enumerate(SANITY)}
     sanity_all_frames = {label: [d[k] for d in m.distances["sanity_all"]] for k, (label, *_) in enumerate(SANITY)}
-    contours = {"synthesized": {i: m.synths[i].f0 for i in work.by_emotion},
+    contours = {"synthesized": {i: m.synths[i, None].f0 for i in work.by_emotion},
                 "vocoder copy": {i: m.copies[i].f0 for i in work.by_emotion},
-                "espeak-ng": {i: m.refs[target_reference(i)].f0 for i in work.by_emotion}}
+                "teacher": {i: m.refs[target_reference(i)].f0 for i in work.by_emotion}}
     emotion_f0 = {source: emotion_means(c) for source, c in contours.items()}
     with timed(timings, "plots + samples"):
         # the first voice's shortest sentence
@@ -282,5 +357,6 @@ def evaluate(args: argparse.Namespace, command: str) -> Evaluation:
                             ckpt.config.decoder.frames_per_step, focus_contours)
         samples = write_samples(args.out.parent / "samples", work.items, [synths[i] for i in work.items])
     copy_mcd = [d[0] for d in m.distances["copy"]]
-    return Evaluation(command, ckpt.name, ckpt.trained, fingerprint(ckpt)[:16], ckpt.info, bank_source, utterances,
-                      emotion_f0, copy_mcd, sanity, sanity_all_frames, timings, plots, samples)
+    return Evaluation(command, ckpt.name, ckpt.trained, fingerprint(ckpt)[:16], ckpt.info, bank_source, list(voices),
+                      identity_voices, bank.default_voice, utterances, emotion_f0, copy_mcd, sanity,
+                      sanity_all_frames, timings, plots, samples)

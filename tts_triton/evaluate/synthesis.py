@@ -64,11 +64,10 @@ def copy_synthesis(vocode: Any, samples: np.ndarray) -> np.ndarray:
 def voice_bank_for(checkpoint: Path | None, explicit: Path | None, ckpt: Any,
                    voices: Sequence[str] = ()) -> tuple[Any, str]:
     """The voice bank: ``explicit``, else ``voice_bank.json`` beside the checkpoint file, else built from the
-    teachers' reference clips (:func:`~tts_triton.export.voice_bank.teacher_references`) for ``prosody.VOICES``
-    and ``voices`` (more names of ``prosody.CORPUS_VOICES``)."""
+    teachers' reference clips (:func:`~tts_triton.export.voice_bank.teacher_references`) for the voices the
+    checkpoint learned and ``voices`` (more names of ``prosody.CORPUS_VOICES``)."""
     # torch (the model extra): an optional heavy dependency, kept out of the spawned feature workers.
     from tts_triton.checkpoint import DEFAULT_CHECKPOINT
-    from tts_triton.data.prosody import VOICES
     from tts_triton.export.voice_bank import build_voice_bank, teacher_references
 
     if explicit:
@@ -76,7 +75,7 @@ def voice_bank_for(checkpoint: Path | None, explicit: Path | None, ckpt: Any,
     path = checkpoint or (DEFAULT_CHECKPOINT if DEFAULT_CHECKPOINT.exists() else None)
     if path and path.with_name(VOICE_BANK_FILE).exists():
         return VoiceBank.load(path.with_name(VOICE_BANK_FILE)), _relative(path.with_name(VOICE_BANK_FILE))
-    names = list(dict.fromkeys([*VOICES, *voices]))
+    names = list(dict.fromkeys([*ckpt.voices, *voices]))
     print("building the voice bank from the teachers' reference clips ...", file=sys.stderr, flush=True)
     return (build_voice_bank(ckpt, teacher_references(voices=names)),
             "built from the teachers' reference clips (export.voice_bank)")

@@ -2,8 +2,9 @@
 
 Voices: a request's ``voice`` is first looked up among the server's own voices (``f1``, ``m3``...); an OpenAI
 name is then mapped through :data:`OPENAI_VOICES` (override it with ``tts-triton gateway --voice-map FILE``,
-a JSON object of name -> preset). A mapped preset the server lacks falls back to the server's default voice,
-so the table keeps working with any voice bank; any other name is a 400 naming ``voice``.
+a JSON object of name -> preset). ``alloy``, the name OpenAI's examples use, maps to :data:`SERVER_DEFAULT`: the
+server's default voice, whichever its voice bank names. A mapped preset the server lacks falls back to that
+default too, so the table keeps working with any voice bank; any other name is a 400 naming ``voice``.
 
 Emotions: the first word of ``instructions`` (case-insensitive, whole words) that is one of the server's
 emotions or a synonym in :data:`EMOTION_WORDS` picks the emotion; no such word leaves the server's default.
@@ -20,11 +21,13 @@ from tts_triton.client import VoiceCatalog
 
 from .errors import ApiError
 
-__all__ = ["EMOTION_WORDS", "OPENAI_VOICES", "VoiceMap", "load_voice_map"]
+__all__ = ["EMOTION_WORDS", "OPENAI_VOICES", "SERVER_DEFAULT", "VoiceMap", "load_voice_map"]
 
+#: The map's value for "the server's default voice" (its voice bank's ``default_voice``); no preset is named so.
+SERVER_DEFAULT = "default"
 #: OpenAI's voices -> presets of the shipped voice bank (m1-m8 male, f1-f5 female timbres).
 OPENAI_VOICES: dict[str, str] = {
-    "alloy": "f1", "ash": "m1", "ballad": "m2", "coral": "f2", "echo": "m3", "fable": "m7", "onyx": "m8",
+    "alloy": SERVER_DEFAULT, "ash": "m1", "ballad": "m2", "coral": "f2", "echo": "m3", "fable": "m7", "onyx": "m8",
     "nova": "f3", "sage": "f4", "shimmer": "f5", "verse": "m2", "marin": "f2", "cedar": "m1",
 }
 
