@@ -16,6 +16,7 @@ from tts_triton.evaluate import cli
 from tts_triton.evaluate.asr import MODEL, TEACHER, AsrResult, asr_json, asr_markdown
 from tts_triton.evaluate.emotion_order import EmotionCheck, emotion_markdown
 from tts_triton.export import voice_bank
+from tts_triton.voices import from_styles
 
 needs_teachers = pytest.mark.skipif(shutil.which("flite") is None or shutil.which("espeak-ng") is None,
                                     reason="flite and espeak-ng must be on PATH")
@@ -73,9 +74,12 @@ def test_emotion_report_checks_the_order_per_source() -> None:
 def test_evaluate_refuses_an_unknown_voice_and_a_bank_without_it(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="unknown voice.*nope"):
         cli.main(["--asr-only", "--asr-voices", "f1,nope", "--out", str(tmp_path / "asr.md")])
-    # the shipped bank holds the espeak-ng voices only
+    bank = tmp_path / "bank.json"
+    from_styles({("f1", e): np.zeros(4) for e in EMOTIONS}, "f1", "neutral").save(bank)
     with pytest.raises(SystemExit, match="no presets for slt"):
-        cli.main(["--asr-only", "--asr-voices", "slt", "--out", str(tmp_path / "asr.md")])
+        cli.main(["--asr-only", "--asr-voices", "slt", "--voice-bank", str(bank), "--out", str(tmp_path / "asr.md")])
+    with pytest.raises(SystemExit, match="no presets for m1"):  # the full evaluation needs every voice of --voices
+        cli.main(["--voices", "f1,m1", "--voice-bank", str(bank), "--out", str(tmp_path / "eval.md")])
 
 
 def test_mcd_to_a_flite_voice_is_taken_in_its_band() -> None:
