@@ -158,6 +158,40 @@ def test_serve_whose_parent_died_at_once_exits_and_starts_nothing(model_reposito
     assert all(port_holders(int(port)) == [] for port in (http, grpc, metrics))
 
 
+@pytest.mark.parametrize("after", [0.0, 1.0], ids=["forking", "loading"])
+def test_two_stop_signals_at_once_while_serve_starts_leave_nothing(model_repository: Path, tmp_path: Path,
+                                                                   after: float) -> None:
+    """Ctrl-C in a terminal reaches a script's `serve` twice at once: SIGINT, and SIGTERM from the script's trap
+    (quickstart.sh). Whether they land while the server is forked or while it loads its models, serve exits 130
+    only once the server's process group is gone."""
+    from tts_triton.server import port_holders
+
+    ports = [str(free_port()) for _ in range(3)]
+    log = tmp_path / "serve.log"
+    with open(log, "w") as out:
+        serve = subprocess.Popen([TTS_TRITON, "serve", "--no-build", "--model-repository", str(model_repository),
+                                  "--http-port", ports[0], "--grpc-port", ports[1], "--metrics-port", ports[2]],
+                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                 env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}, start_new_session=True)
+    prefix = f"tts_triton_{serve.pid}_{ports[0]}_"  # on the command lines of its tritonserver and stubs
+    try:
+        deadline = time.monotonic() + 60
+        while "starting tritonserver" not in log.read_text():
+            assert serve.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.01)
+        time.sleep(after)
+        serve.send_signal(signal.SIGINT)
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(60) == 130, log.read_text()
+        assert subprocess.run(["pgrep", "-f", prefix], capture_output=True).returncode == 1, "processes left"
+        assert all(port_holders(int(port)) == [] for port in ports)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+        subprocess.run(["pkill", "-KILL", "-f", prefix])  # after a failure: what it left would run on
+
+
 def test_say_writes_mp3_and_wav_to_stdout(server: TritonServer, tmp_path: Path) -> None:
     run = tts_triton("say", "Hello there.", "-o", str(tmp_path / "a.mp3"), "--url", server.grpc_url)
     assert run.returncode == 0, run.stderr

@@ -129,9 +129,9 @@ def test_sigterm_drains_streams_in_flight(model_repository: Path, tmp_path: Path
             assert stream.first_chunk.wait(60), "a stream never started"
         began = time.monotonic()
         serve.send_signal(signal.SIGTERM)
-        wait_until(lambda: "draining" in log.read_text(), 10, "the drain")
+        wait_until(lambda: "draining: new requests refused" in log.read_text(), 10, "the drain")
         late = StreamWatch(Server, "Too late.")  # type: ignore[arg-type]
-        assert late.final.wait(10) or late.errors, "a new request during the drain got no answer"
+        wait_until(lambda: late.final.is_set() or late.errors, 10, "an answer to a new request during the drain")
         assert late.errors and "no available versions" in late.errors[0], late.errors
         late.close()
         for stream in streams:
@@ -144,18 +144,20 @@ def test_sigterm_drains_streams_in_flight(model_repository: Path, tmp_path: Path
         print(f"SIGTERM with 4 streams in flight and 1 idle stream: all 4 completed (last {last_final:.1f} s "
               f"after the signal), serve exited after {stopped_after:.1f} s")
         assert stopped_after < last_final + 10  # exits promptly once drained: idle streams do not hold it
+        prefix = f"tts_triton_{serve.pid}_{ports.http}_"
+        assert not list(SHM_DIR.glob(f"{prefix}*"))
+        assert subprocess.run(["pgrep", "-f", prefix], capture_output=True).returncode == 1, "processes left"
     finally:
         if serve.poll() is None:
             serve.kill()
             serve.wait()
+        # after a failure: its server would otherwise run on, loading the machine, until its exit timeout
+        subprocess.run(["pkill", "-KILL", "-f", f"tts_triton_{serve.pid}_{ports.http}_"])
         for stream in streams:
             stream.close()
         if idle is not None:
             idle.stop_stream()
             idle.close()
-    prefix = f"tts_triton_{serve.pid}_{ports.http}_"
-    assert not list(SHM_DIR.glob(f"{prefix}*"))
-    assert subprocess.run(["pgrep", "-f", prefix], capture_output=True).returncode == 1, "processes left"
 
 
 def test_dead_is_found_by_the_missing_stub(model_repository: Path, make_triton) -> None:

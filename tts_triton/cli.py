@@ -132,59 +132,84 @@ def _serve(args: argparse.Namespace) -> int:
                             grpc_port=args.grpc_port, metrics_port=args.metrics_port, log_verbose=args.log_verbose,
                             admin_key=os.environ.get("TTS_TRITON_ADMIN_KEY"), mps=args.mps, install=install,
                             environment=cache_env)
-    try:
-        check_ports(args.host, server.ports)  # before building: a busy port fails in seconds
+    signals = _StopSignals(server)
+    try:  # whatever the signals and wherever they land, serve exits only once the server's group is gone
         try:
-            target = serve_target(args)
-        except ValueError as err:
-            return _fail(str(err))
-        if not args.no_build:
-            from tts_triton.build import ensure_repository  # heavy (torch): only once the ports are known free
+            check_ports(args.host, server.ports)  # before building: a busy port fails in seconds
+            try:
+                target = serve_target(args)
+            except ValueError as err:
+                return _fail(str(err))
+            if not args.no_build:
+                from tts_triton.build import ensure_repository  # heavy (torch): only once the ports are known free
 
-            ensure_repository(args.model_repository, checkpoint=args.checkpoint, target=target)
-        print(f"starting tritonserver on {args.host} (log: {server.log_file}) ...", flush=True)
-        # A script's `cmd &` starts us with SIGINT ignored; Ctrl-C, kill, hang-up all stop the server.
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, _interrupt)
-        server.start(timeout=args.startup_timeout)
-    except PortInUseError as err:
-        return _fail(f"{err}; stop it or choose free ports with --http-port/--grpc-port/--metrics-port")
-    except TritonServerError as err:
-        return _fail(str(err))
-    except KeyboardInterrupt:
-        return 130
-    print(f"ready: gRPC {server.grpc_url}  HTTP {server.http_url}  metrics {server.metrics_url}  (Ctrl-C stops)",
-          flush=True)
-    try:
-        if args.health_interval <= 0:
-            code = server.wait()
-            return _fail(f"tritonserver exited with code {code}; see {server.log_file}") if code else 0
-        Supervisor(server, interval=args.health_interval, start_timeout=args.startup_timeout).run()
-        return 0
-    except TritonServerError as err:  # a restart failed
-        return _fail(str(err))
-    except KeyboardInterrupt:
-        _drain(server, args.drain_grace)
-        return 0
+                ensure_repository(args.model_repository, checkpoint=args.checkpoint, target=target)
+            signals.install()
+            print(f"starting tritonserver on {args.host} (log: {server.log_file}) ...", flush=True)
+            server.start(timeout=args.startup_timeout)
+        except PortInUseError as err:
+            return _fail(f"{err}; stop it or choose free ports with --http-port/--grpc-port/--metrics-port")
+        except TritonServerError as err:
+            return _fail(str(err))
+        except KeyboardInterrupt:
+            return 130
+        try:
+            print(f"ready: gRPC {server.grpc_url}  HTTP {server.http_url}  metrics {server.metrics_url}  "
+                  "(Ctrl-C stops)", flush=True)
+            if args.health_interval <= 0:
+                code = server.wait()
+                return _fail(f"tritonserver exited with code {code}; see {server.log_file}") if code else 0
+            Supervisor(server, interval=args.health_interval, start_timeout=args.startup_timeout).run()
+            return 0
+        except TritonServerError as err:  # a restart failed
+            return _fail(str(err))
+        except KeyboardInterrupt:
+            _drain(server, args.drain_grace, signals)
+            return 0
     finally:
         server.stop()
 
 
-def _drain(server: TritonServer, grace: float) -> None:
+class _StopSignals:
+    """``serve``'s SIGINT/SIGTERM/SIGHUP handler (a script's ``cmd &`` starts it with SIGINT ignored). While
+    ``interrupts`` > 0 a signal takes one and raises ``KeyboardInterrupt`` (stop starting, or drain; in a drain:
+    stop now); any other SIGKILLs the server, so that no stop in progress is cut short (Ctrl-C in a terminal
+    and the trap of the script that started serve send two signals at once)."""
+
+    def __init__(self, server: TritonServer) -> None:
+        self.server = server
+        self.interrupts = 1
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, self)
+
+    def __call__(self, *_: object) -> None:
+        if self.interrupts > 0:
+            self.interrupts -= 1
+            raise KeyboardInterrupt
+        self.server.kill()
+
+
+def _drain(server: TritonServer, grace: float, signals: _StopSignals) -> None:
     """Refuse new requests, let those in flight finish within ``grace`` seconds, then stop the server at once
     (idle open streams do not hold it up). A second Ctrl-C/SIGTERM stops it without waiting."""
-    from tts_triton.model_control import drain
+    from tts_triton.model_control import refuse_new_requests, wait_idle
     from tts_triton.server import TritonServerError
 
     if grace <= 0 or not server.is_running():
         print("stopping ...", flush=True)
         return
-    print(f"draining: new requests refused, up to {grace:g} s for those in flight (again to stop now) ...",
-          flush=True)
+    signals.interrupts = 1
     try:
-        left = drain(server, grace, log=lambda line: print(line, flush=True))
-        print("stopping ..." if left == 0 else f"stopping with {left} request(s) still in flight ...", flush=True)
+        try:
+            refuse_new_requests(server)
+            print(f"draining: new requests refused, up to {grace:g} s for those in flight (again to stop now) ...",
+                  flush=True)
+            left = wait_idle(server, grace, log=lambda line: print(line, flush=True))
+            print("stopping ..." if left == 0 else f"stopping with {left} request(s) in flight ...", flush=True)
+        finally:
+            signals.interrupts = 0  # a signal during the stop below kills the server rather than cut the stop short
     except TritonServerError as err:
         print(f"drain failed ({err}); stopping ...", flush=True)
     except KeyboardInterrupt:
@@ -200,11 +225,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # alive, another user's
         return True
     return True
-
-
-def _interrupt(*_: object) -> None:
-    """SIGTERM / SIGHUP handler: stop like Ctrl-C does."""
-    raise KeyboardInterrupt
 
 
 def _say_problem(args: argparse.Namespace) -> str | None:

@@ -8,7 +8,8 @@ Two operations the server as a whole cannot give:
 - :func:`drain` ends service gracefully: it unloads the public models (``tts``, ``tts_offline``), which makes
   Triton refuse new requests to them at once ("Request for unknown model: 'tts' has no available versions")
   while the streams in flight finish, their child calls included (Triton told to stop by SIGTERM would
-  refuse those), and returns once the BLS's ``tts_active_requests`` gauge is 0 or the grace period ends.
+  refuse those), and returns once the BLS's ``tts_active_requests`` gauge is 0 or the grace period ends
+  (its two steps: :func:`refuse_new_requests`, :func:`wait_idle`).
 
 Every call goes to the server's HTTP endpoint with the admin header (model control is a restricted API);
 the functions take a :class:`~tts_triton.server.TritonServer` or an :class:`Endpoint` (a server this process
@@ -36,7 +37,7 @@ from tts_triton.health import DEFAULT_DRAIN_MARK, DRAIN_MARK_ENV
 from tts_triton.server import ADMIN_HEADER, TritonServerError
 
 __all__ = ["ACTIVE_METRIC", "PUBLIC_MODELS", "RELOAD_PARAMETER", "Endpoint", "active_requests", "drain", "main",
-           "model_states", "reload_model", "unload_model"]
+           "model_states", "refuse_new_requests", "reload_model", "unload_model", "wait_idle"]
 
 #: Config parameter whose fresh value makes Triton reload a model whose files are unchanged; models ignore it.
 RELOAD_PARAMETER = "tts_triton_reload"
@@ -120,13 +121,17 @@ def active_requests(server: Server, models: Sequence[str] = PUBLIC_MODELS) -> in
     return round(total)
 
 
-def drain(server: Server, grace: float, *, models: Sequence[str] = PUBLIC_MODELS,
-          log: Any = print) -> int:
-    """Refuse new requests to ``models`` and wait up to ``grace`` seconds for those in flight; return how many
-    were still running at the end (0: all finished). The server keeps running: stop it afterwards."""
-    deadline = time.monotonic() + grace
+def refuse_new_requests(server: Server, models: Sequence[str] = PUBLIC_MODELS) -> None:
+    """Unload ``models``: once this returns, Triton refuses every new request to them ("... has no available
+    versions"), while those in flight finish."""
     for model in models:
         unload_model(server, model)
+
+
+def wait_idle(server: Server, grace: float, *, models: Sequence[str] = PUBLIC_MODELS, log: Any = print) -> int:
+    """Wait up to ``grace`` seconds for the requests in flight in ``models`` to finish; return how many were
+    still running at the end (0: all finished)."""
+    deadline = time.monotonic() + grace
     running = -1
     while True:
         try:
@@ -140,6 +145,14 @@ def drain(server: Server, grace: float, *, models: Sequence[str] = PUBLIC_MODELS
         if now == 0 or time.monotonic() >= deadline:
             return now
         time.sleep(0.2)
+
+
+def drain(server: Server, grace: float, *, models: Sequence[str] = PUBLIC_MODELS,
+          log: Any = print) -> int:
+    """Refuse new requests to ``models`` and wait up to ``grace`` seconds for those in flight; return how many
+    were still running at the end (0: all finished). The server keeps running: stop it afterwards."""
+    refuse_new_requests(server, models)
+    return wait_idle(server, grace, models=models, log=log)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -242,6 +242,18 @@ def set_parent_death_signal(sig: int, parent: int, file_size_mb: int = 0) -> Non
         os._exit(1)
 
 
+#: Signals a handler may turn into an exception (``serve``'s do): held while the server is forked, since one
+#: raised inside ``Popen`` would lose the child, which then runs on with nobody to stop it.
+_STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+
+def _server_child_setup(mask: set[int], parent: int, file_size_mb: int) -> None:
+    """The server's ``preexec_fn``: the signal mask its parent had before holding ``_STOP_SIGNALS``, then
+    :func:`set_parent_death_signal` (SIGTERM)."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    set_parent_death_signal(signal.SIGTERM, parent, file_size_mb)
+
+
 def _prune_logs(folder: Path, older_than_s: float = LOG_RETENTION_S) -> None:
     """Remove the default-named server logs in ``folder`` not written for ``older_than_s`` seconds."""
     cutoff = time.time() - older_than_s
@@ -424,16 +436,20 @@ class TritonServer:
             memory.rotate_log(self.log_file, self.shm_region_limit_mb)  # the server cannot append past its cap
             with open(self.log_file, "ab") as log:
                 self._log_start = log.tell()
-                proc = self._proc = subprocess.Popen(
-                    self.command(backends),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=self.environment(),
-                    start_new_session=True,
-                    preexec_fn=functools.partial(set_parent_death_signal, signal.SIGTERM, os.getpid(),
-                                                 self.shm_region_limit_mb),
-                )
+                command, env = self.command(backends), self.environment()
+                mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)  # delivered once _proc is set
+                try:
+                    proc = self._proc = subprocess.Popen(
+                        command,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        start_new_session=True,
+                        preexec_fn=functools.partial(_server_child_setup, mask, os.getpid(), self.shm_region_limit_mb),
+                    )
+                finally:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         except MpsError as err:
             self.stop()
             raise TritonServerError(str(err)) from None
@@ -502,13 +518,19 @@ class TritonServer:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(wait_s)
         if self._group_alive:  # once only: later, the group id may belong to another process
-            self._group_alive = False
             with contextlib.suppress(ProcessLookupError):  # stubs left behind by a server that died
                 os.killpg(proc.pid, signal.SIGKILL)
                 _wait_group_gone(proc.pid, GROUP_EXIT_WAIT_S)
+            self._group_alive = False  # only now: a stop interrupted before this point is redone by the next
         for region in SHM_DIR.glob(f"{self.shm_prefix}*"):  # a process still unmapping it keeps its pages
             region.unlink(missing_ok=True)
         return proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the server process now if it runs (a ``stop`` in progress then goes straight on to the
+        rest of its group); safe to call from a signal handler, a no-op before ``start`` and after ``stop``."""
+        if self._proc is not None:
+            self._proc.send_signal(signal.SIGKILL)  # Popen skips a reaped process: its pid may be another's
 
     def wait(self) -> int:
         """Block until the server exits and return its exit code.
