@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import soundfile as sf
+
+from tts_triton.audio import save_wav
 
 from .errors import InvalidInputError
 
@@ -14,16 +15,6 @@ __all__ = ["ReferenceAudio", "load_reference_audio", "save_wav"]
 
 #: A reference recording: samples (any shape ``[samples]`` / ``[samples, channels]``) or a file path.
 ReferenceAudio = np.ndarray | str | os.PathLike
-
-
-def save_wav(path: str | os.PathLike, audio: np.ndarray, sample_rate: int) -> Path:
-    """Write mono float audio as 16-bit PCM WAV; samples outside [-1, 1] are clipped. Returns the path."""
-    samples = np.asarray(audio, dtype=np.float32)
-    if samples.ndim != 1:
-        raise ValueError(f"expected mono audio of shape [samples], got {samples.shape}")
-    path = Path(path)
-    sf.write(path, np.clip(samples, -1.0, 1.0), int(sample_rate), subtype="PCM_16", format="WAV")
-    return path
 
 
 def load_reference_audio(source: ReferenceAudio, sample_rate: int | None = None) -> tuple[np.ndarray, int]:

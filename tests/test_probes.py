@@ -25,7 +25,8 @@ def _run(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedP
                           timeout=timeout, check=False)
 
 
-@pytest.mark.parametrize("script", ["trace.py", "phases.py", "memory.py", "pipeline_overhead.py", "style.py"])
+@pytest.mark.parametrize("script", ["trace.py", "phases.py", "memory.py", "pipeline_overhead.py", "style.py",
+                                    "voice.py"])
 def test_every_probe_answers_help(script: str) -> None:
     done = _run(script, "--help", timeout=120)
     assert done.returncode == 0, done.stderr
@@ -90,3 +91,16 @@ def test_style_matches_the_checkpoint_on_the_cpu_server(server, checkpoint_file:
     assert len(cosines) == 3 and min(cosines) > 0.9999, lines
     assert [line.split(":")[0] for line in lines[3:]] == ["preset voice", "reference audio"]
     assert np.isfinite([float(line.split("p50 ")[1].split(" ms")[0]) for line in lines[3:]]).all()
+
+
+def test_voice_matches_the_checkpoint_on_the_cpu_server(server, checkpoint_file: Path, model_repository: Path) -> None:
+    """The CPU target serves fp32: the served voice is the in-process one, frame for frame."""
+    bank = model_repository / "tts" / "voice_bank.json"
+    done = _run("voice.py", "--url", server.grpc_url, "--checkpoint", str(checkpoint_file), "--voice-bank", str(bank),
+                "--sentences", "2")
+    assert done.returncode == 0, done.stderr
+    *per_sentence, summary = done.stdout.splitlines()
+    assert len(per_sentence) == 2 and "same length 2/2" in summary, done.stdout
+    for line in per_sentence:
+        served, local = line.split(" frames")[0].split(" / ")
+        assert served == local and float(line.split("SNR ")[1].split(" dB")[0]) >= 30.0, line

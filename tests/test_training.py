@@ -118,6 +118,29 @@ def test_vocoder_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path) 
     assert load_checkpoint(tmp_path / "v" / "checkpoint.pt").info["vocoder"]["steps"] == 4
 
 
+#: What a bare GPU host's Python lacks beside its torch and numpy (scripts/gpu/train.sh may run the trainers there).
+BARE_HOST_MISSING = ("tritonclient", "soundfile")
+
+
+@needs_espeak
+@pytest.mark.parametrize("trainer", ["train_acoustic", "train_vocoder"])
+def test_trainers_run_without_the_client_stack(trainer: str, corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
+    module = f"tts_triton.training.{trainer}"
+    run = ("import runpy, sys\n"
+           f"sys.modules.update(dict.fromkeys({BARE_HOST_MISSING!r}))  # importing them raises\n"
+           f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n")
+    flags = ["--data", str(corpus), "--init", str(tiny_init), "--out", str(tmp_path / "run"), "--steps", "1",
+             "--workers", "0", "--val-utterances", "1", "--device", "cpu", "--batch-size", "2"]
+    if trainer == "train_vocoder":
+        flags += ["--segment-frames", "8", "--narrow-discriminators", "16"]
+    done = subprocess.run([sys.executable, "-c", run, *flags], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "run" / "checkpoint.pt").exists()
+    if trainer == "train_vocoder":
+        assert (tmp_path / "run" / "sample.wav").stat().st_size > 44
+
+
 @pytest.mark.slow
 @needs_espeak
 def test_vocoder_data_parallel_ranks_agree(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:

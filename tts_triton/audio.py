@@ -20,7 +20,10 @@ An utterance of ``n`` samples has exactly ``n // HOP_LENGTH`` mel frames (reflec
 from __future__ import annotations
 
 import functools
+import os
+import wave
 from math import gcd
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -136,3 +139,20 @@ def resample(audio: np.ndarray, orig_rate: int, target_rate: int = SAMPLE_RATE) 
 
     g = gcd(int(orig_rate), int(target_rate))
     return resample_poly(np.asarray(audio, dtype=np.float64), target_rate // g, orig_rate // g).astype(np.float32)
+
+
+def save_wav(path: str | os.PathLike, samples: np.ndarray, sample_rate: int) -> Path:
+    """Write mono float audio as 16-bit PCM WAV; samples outside [-1, 1] are clipped. Returns the path.
+
+    The standard library's ``wave`` writes it, so the trainers run where soundfile and tritonclient are missing
+    (a bare GPU host's Python)."""
+    mono = np.asarray(samples, dtype=np.float32)
+    if mono.ndim != 1:
+        raise ValueError(f"expected mono audio of shape [samples], got {mono.shape}")
+    path = Path(path)
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(int(sample_rate))
+        out.writeframes((np.clip(mono, -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes())
+    return path

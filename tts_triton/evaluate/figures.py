@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import soundfile
 
 from tts_triton import audio
 from tts_triton.data.prosody import PITCH_ORDER
@@ -89,6 +88,6 @@ def write_samples(folder: Path, items: Sequence[Item], synths: Sequence[Clip],
         item = items[index]
         if len(chosen) < count and all(item.voice != c.voice and item.emotion != c.emotion for _, c, _ in chosen):
             name = f"{item.sentence_id}-{item.voice}-{item.emotion}.wav"
-            soundfile.write(folder / name, np.clip(synths[index].audio, -1.0, 1.0), audio.SAMPLE_RATE, subtype="PCM_16")
+            audio.save_wav(folder / name, synths[index].audio, audio.SAMPLE_RATE)
             chosen.append((name, item, len(synths[index].audio) / audio.SAMPLE_RATE))
     return chosen

@@ -21,9 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import soundfile
-
 from tts_triton import audio
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 
@@ -65,7 +62,7 @@ def write_samples(ckpt: Any, bank: Any, voice: str, emotions: Sequence[str], sen
         for emotion in emotions:
             clip = asyncio.run(synthesize(backend, ckpt.config, text, styles[emotion]))
             name = f"{label}-{voice}-{emotion}-{k:02d}.wav"
-            soundfile.write(out / name, np.clip(clip.audio, -1.0, 1.0), audio.SAMPLE_RATE, subtype="PCM_16")
+            audio.save_wav(out / name, clip.audio, audio.SAMPLE_RATE)
             written.append(Sample(name, voice, emotion, k, text, len(clip.audio) / audio.SAMPLE_RATE,
                                   clip.hit_max_steps))
     return written

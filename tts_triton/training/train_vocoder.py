@@ -53,7 +53,6 @@ from torch.nn.parallel import DistributedDataParallel
 
 from tts_triton import audio
 from tts_triton.checkpoint import Checkpoint
-from tts_triton.client.audio_io import save_wav
 from tts_triton.data.dataset import VocoderDataset
 from tts_triton.models.hifigan import Generator
 from tts_triton.training.devices import autocast, join_ranks
@@ -128,7 +127,7 @@ def validate(generator: Generator, dataset: VocoderDataset, device: torch.device
                     title=f"vocoder step {step}: {dataset.entries[0].id}")
     if wav is not None:
         wav.parent.mkdir(parents=True, exist_ok=True)
-        save_wav(wav, first[2].reshape(-1), audio.SAMPLE_RATE)
+        audio.save_wav(wav, first[2].reshape(-1), audio.SAMPLE_RATE)
     return {"mel_l1": float(np.mean(errors))}
 
 
