@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/vocoder_context.py [--checkpoint CKPT] [--contexts 4 8 12 16 24] [--out PATH]
 
-For a few espeak-ng renderings (voices x emotions), the log-mel goes through the vocoder stage (postnet +
+For a few teacher renderings (voices x emotions; slt by flite), the log-mel goes through the vocoder stage (postnet +
 HiFi-GAN, as served) once whole and once in the server's chunks (``StreamingConfig.chunk_frames``) with
 ``c`` frames of left and right context each, exactly as :class:`tts_triton.serving.pipeline.ChunkPlanner`
 cuts them. Prints a markdown table of the SNR (dB) of the concatenated stream against the one-shot audio;
@@ -24,20 +24,17 @@ import numpy as np
 import torch
 
 from tts_triton import audio, contract
+from tts_triton.audio import snr_db
 from tts_triton.checkpoint import resolve
 from tts_triton.config import STREAMING
-from tts_triton.data.prosody import EMOTIONS, VOICES, render
+from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, render
 from tts_triton.serving.backends import TorchBackend
 from tts_triton.serving.pipeline import ChunkPlanner, Pipeline
 from tts_triton.tables import markdown_table
 
 TEXT = "Seams must not be heard between the chunks of a stream, even in a long sentence like this one."
-CASES = (("m1", "sad"), ("m8", "neutral"), ("f2", "happy"), ("f5", "surprised"))
+CASES = (("m1", "sad"), ("m8", "neutral"), ("f2", "happy"), ("f5", "surprised"), ("slt", "neutral"))
 
-
-def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
-    """``10 log10(|reference|^2 / |test - reference|^2)``."""
-    return float(10 * np.log10(np.sum(reference**2) / max(np.sum((test - reference) ** 2), 1e-30)))
 
 
 def streamed(pipeline: Pipeline, mel: np.ndarray, context: int, step: int) -> np.ndarray:
@@ -70,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     for voice, emotion in CASES:
         print(f"{voice} {emotion} ...", file=sys.stderr, flush=True)
-        mel = audio.mel_spectrogram(render(TEXT, VOICES[voice], EMOTIONS[emotion]))
+        mel = audio.mel_spectrogram(render(TEXT, CORPUS_VOICES[voice], EMOTIONS[emotion]))
         with torch.no_grad():
             (one_shot,) = stages[contract.VOCODER](torch.from_numpy(mel)[None])
         reference = one_shot[0].numpy()

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from tts_triton import audio, contract
+from tts_triton.audio import snr_db
 from tts_triton.checkpoint import ASSETS, load_default
 from tts_triton.config import StreamingConfig
 from tts_triton.errors import InvalidInput
@@ -53,9 +54,6 @@ def run_stream(pipeline: Pipeline, sentences: list, style: np.ndarray, controls:
         return [c async for c in pipeline.stream(sentences, style, controls=controls, **kwargs)]
     return asyncio.run(run())
 
-
-def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
-    return float(10 * np.log10(np.sum(reference**2) / np.sum((test - reference) ** 2)))
 
 
 SHORT = "Turn left at the corner."

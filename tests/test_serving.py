@@ -18,6 +18,7 @@ import soundfile as sf
 import tritonclient.grpc as grpcclient
 
 from tts_triton import audio, contract
+from tts_triton.audio import snr_db
 from tts_triton.checkpoint import Checkpoint
 from tts_triton.client import HttpTTSClient, InvalidInputError, TTSClient
 from tts_triton.server import TritonServer
@@ -35,9 +36,6 @@ def grpc(server: TritonServer) -> TTSClient:
     with TTSClient(server.grpc_url, timeout=120) as client:
         yield client
 
-
-def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
-    return float(10 * np.log10(np.sum(reference**2) / max(np.sum((test - reference) ** 2), 1e-20)))
 
 
 def decoder_stats(server: TritonServer, model: str = contract.DECODER) -> tuple[int, int]:

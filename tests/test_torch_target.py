@@ -20,6 +20,7 @@ import tritonclient.grpc as grpcclient
 from conftest import SENTENCE_IDS
 
 from tts_triton import audio, contract, shapes
+from tts_triton.audio import snr_db
 from tts_triton.checkpoint import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
 from tts_triton.config import STREAMING
 from tts_triton.export.pbtxt import parse
@@ -33,10 +34,6 @@ from tts_triton.serving.pipeline import Pipeline, first_stop, pad_tokens
 from tts_triton.text import text_to_sequences
 from tts_triton.triton.torch_model import PHASE_METRIC, PHASES, instance_device
 from tts_triton.voices import VoiceBank
-
-
-def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
-    return float(10 * np.log10(np.sum(reference**2) / max(np.sum((test - reference) ** 2), 1e-20)))
 
 
 @pytest.fixture(scope="module")

@@ -156,3 +156,9 @@ def save_wav(path: str | os.PathLike, samples: np.ndarray, sample_rate: int) -> 
         out.setframerate(int(sample_rate))
         out.writeframes((np.clip(mono, -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes())
     return path
+
+
+def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
+    """``10 log10(|reference|^2 / |test - reference|^2)`` over equal-length signals (identical ones: about 300)."""
+    noise = float(np.sum((np.asarray(test, np.float64) - reference) ** 2))
+    return 10 * float(np.log10(max(float(np.sum(np.asarray(reference, np.float64) ** 2)), 1e-30) / max(noise, 1e-30)))

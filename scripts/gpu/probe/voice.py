@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tts_triton.audio import snr_db
 from tts_triton.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
 from tts_triton.client import TTSClient
 from tts_triton.endpoints import DEFAULT_GRPC_URL
@@ -49,11 +50,9 @@ def compare(served_mel: np.ndarray, served_audio: np.ndarray, local_mel: np.ndar
     """Mel ``[frames, n_mels]`` and audio of both sides, compared over what both have."""
     frames, samples = min(len(served_mel), len(local_mel)), min(len(served_audio), len(local_audio))
     a, b = served_mel[:frames].reshape(-1), local_mel[:frames].reshape(-1)
-    noise = float(np.sum((served_audio[:samples] - local_audio[:samples]) ** 2))
-    signal = float(np.sum(local_audio[:samples] ** 2))
     return Match(len(served_mel), len(local_mel), float(np.abs(a - b).max()),
                  float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-20)),
-                 10 * float(np.log10(max(signal, 1e-20) / max(noise, 1e-20))))
+                 snr_db(local_audio[:samples], served_audio[:samples]))
 
 
 def match_lines(url: str, checkpoint: Path, bank_path: Path, count: int, voice: str | None,
