@@ -13,6 +13,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -388,3 +390,33 @@ def stub_pid(server: TritonServer, model: str) -> int:
     pids = [int(p) for p in out.stdout.split()]
     assert len(pids) == 1, f"stub of {model}: {out.stdout!r}"
     return pids[0]
+
+
+@contextlib.contextmanager
+def redis_asleep(redis: Any, seconds: float) -> Iterator[None]:
+    """``redis`` (a :class:`~tts_triton.cache.local.LocalRedis`) held in ``DEBUG SLEEP``, answering nothing for
+    ``seconds``: entered once the sleep has begun (a PING on another connection goes unanswered for 0.2 s), not
+    after a guessed delay; left once it is over."""
+    import redis as redis_lib
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    sleeper = redis.client()
+    sleeper.ping()  # connected already: the command goes out as soon as the thread runs
+    probe = redis_lib.Redis(host="127.0.0.1", port=redis.port, password=redis.password, socket_timeout=0.2,
+                            retry=Retry(NoBackoff(), 0))  # a PING that times out fails at once, is not retried
+    probe.ping()
+    thread = threading.Thread(target=sleeper.execute_command, args=("DEBUG", "SLEEP", str(seconds)))
+    thread.start()
+    try:
+        deadline = time.monotonic() + seconds / 2
+        with contextlib.suppress(redis_lib.TimeoutError):
+            while time.monotonic() < deadline:
+                probe.ping()
+                time.sleep(0.01)
+        assert time.monotonic() < deadline, "Redis never fell asleep"
+        yield
+    finally:
+        thread.join()
+        probe.close()
+        sleeper.close()

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
-from conftest import EXIT_TIMEOUT_S, pick_ports
+from conftest import EXIT_TIMEOUT_S, pick_ports, redis_asleep
 
 from tts_triton.cache import BYTES_METRIC, LOOKUPS_METRIC, WRITES_METRIC, CacheSettings
 from tts_triton.cache.entry import from_pcm16, to_pcm16
@@ -196,21 +196,17 @@ def test_a_stalled_redis_slows_a_stream_by_at_most_the_timeout(server: TritonSer
                                                                redis_server: LocalRedis) -> None:
     text = "Redis is asleep, the stream is not."
     baseline = min(raw_stream(server, text, parameters={"cache": False})[2] for _ in range(2))
-    sleeper = threading.Thread(target=lambda: redis_server.client().execute_command("DEBUG", "SLEEP", "3"))
-    sleeper.start()
-    time.sleep(0.1)
-    try:
+    with redis_asleep(redis_server, 3.0):
         before = counters(server, LOOKUPS_METRIC)
         start = time.perf_counter()
         _, _, first = stream_once(grpc, text)
         total = time.perf_counter() - start
         errors = delta(before, counters(server, LOOKUPS_METRIC))
-    finally:
-        sleeper.join()
     print(f"first chunk: baseline {baseline * 1e3:.0f} ms, Redis asleep {first * 1e3:.0f} ms (timeout {TIMEOUT_S} s)")
     assert errors == {("tts", "error"): 1}
-    # 0.35 s of slack: scheduling on a shared 2-core machine; without the bound the stream would wait 3 s.
-    assert first <= baseline + TIMEOUT_S + 0.35 and total < 2.5
+    # 0.8 s of slack: with both cores of a shared 2-core machine loaded the first chunk came 0.3 s past baseline +
+    # timeout (the other test worker's load comes and goes); without the bound it would wait out the 3 s sleep.
+    assert first <= baseline + TIMEOUT_S + 0.8 and total < 2.5
 
 
 @pytest.mark.slow
