@@ -158,22 +158,24 @@ def flite_heard(text: str) -> Heard:
     return Heard(transcribe(samples, rate))
 
 
-#: Source labels: the model, the voice's teacher (``prosody.CORPUS_VOICES``: espeak-ng, or flite for slt), and
-#: flite's default voice (a natural-sounding reference).
-MODEL, TEACHER, FLITE_REFERENCE = "model", "teacher", "flite (default voice, 8 kHz)"
+#: Source labels: the model, the voice's teacher (``prosody.CORPUS_VOICES``: espeak-ng, or flite for slt), the
+#: model's vocoder alone on the teacher's mel (copy synthesis), and flite's default voice (a natural reference).
+MODEL, TEACHER, COPY, FLITE_REFERENCE = "model", "teacher", "vocoder", "flite (default voice, 8 kHz)"
 
 
 @dataclass
 class AsrResult:
     """Transcripts of the held-out ``sentences``: ``transcripts[source][voice]`` (voice "" for flite), one per
     sentence in order; ``emotion`` is the preset the model and the teacher spoke with; ``mcds[voice]``: per
-    sentence, MCD-DTW (dB) from the model's clip to the teacher's (empty when not measured)."""
+    sentence, MCD-DTW (dB) from the model's clip to the teacher's (empty when not measured); ``copy_mcds`` the
+    same for the vocoder's copy synthesis (the :data:`COPY` source), when it ran."""
 
     sentences: list[str]
     emotion: str
     transcripts: dict[str, dict[str, list[str]]]
     seconds: float
     mcds: dict[str, list[float]] = field(default_factory=dict)
+    copy_mcds: dict[str, list[float]] = field(default_factory=dict)
 
     def wers(self, source: str, voice: str) -> list[float]:
         return [wer(s, h) for s, h in zip(self.sentences, self.transcripts[source][voice], strict=True)]
@@ -187,15 +189,16 @@ class AsrResult:
 
 
 def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: int, flite: bool,
-               measure_mcd: bool = False) -> AsrResult:
+               measure_mcd: bool = False, copy: bool = False) -> AsrResult:
     """Transcribe ``count`` held-out sentences in each of ``voices`` (``prosody.CORPUS_VOICES``, each in ``bank``):
     the model (in-process synthesis with the bank's default-emotion preset), the voice's teacher with the same
-    emotion, and flite's default voice when ``flite``; with ``measure_mcd`` also the MCD-DTW from each model
-    clip to the teacher's. Renders, decodes and features run in ``jobs`` worker processes while the model
-    synthesizes in this one."""
-    from tts_triton import audio
+    emotion, with ``copy`` the model's vocoder alone on the mel of each teacher clip, and flite's default voice
+    when ``flite``; with ``measure_mcd`` also the MCD-DTW from each model (and copy) clip to the teacher's.
+    Renders, decodes and features run in ``jobs`` worker processes while the model synthesizes in this one."""
+    from tts_triton import audio, contract
+    from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, render
     from tts_triton.evaluate.metrics import mcd, process_pool
-    from tts_triton.evaluate.synthesis import RecordingBackend, synthesize
+    from tts_triton.evaluate.synthesis import RecordingBackend, copy_synthesis, synthesize
     from tts_triton.serving.backends import TorchBackend
 
     if count > len(HELDOUT_SENTENCES):
@@ -204,15 +207,17 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
     emotion = bank.default_emotion
     styles = {v: bank.style(v, emotion) for v in voices}  # an unknown voice fails here, before any work
     start = time.monotonic()
-    backend = RecordingBackend(TorchBackend(ckpt.stages(), ckpt.config))
-    futures: dict[str, dict[str, list[Future[Heard]]]] = {MODEL: {}, TEACHER: {}}
+    stages = ckpt.stages()
+    backend = RecordingBackend(TorchBackend(stages, ckpt.config))
+    futures: dict[str, dict[str, list[Future[Heard]]]] = {MODEL: {}, TEACHER: {}, **({COPY: {}} if copy else {})}
     with process_pool(jobs) as pool:
         for v in voices:
             futures[TEACHER][v] = [pool.submit(teacher_heard, s, v, emotion, measure_mcd) for s in sentences]
         if flite:
             futures[FLITE_REFERENCE] = {"": [pool.submit(flite_heard, s) for s in sentences]}
-        # each model clip is two steps (synthesize, decode); each reference one (render + decode)
-        total = sum(len(f) for by_voice in futures.values() for f in by_voice.values()) + 2 * len(voices) * count
+        # each model or copy clip is two steps (synthesize, decode); each reference one (render + decode)
+        total = (sum(len(f) for by_voice in futures.values() for f in by_voice.values())
+                 + (4 if copy else 2) * len(voices) * count)
         progress = ProgressLine("ASR round trip (synthesize + decode)", total)
         for v in voices:
             futures[MODEL][v] = []
@@ -221,6 +226,13 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
                 futures[MODEL][v].append(pool.submit(hear, clip.audio, audio.SAMPLE_RATE, measure_mcd,
                                                       teacher_band(v)))
                 progress.advance(detail=f"model {v}")
+            if copy:  # the teacher's clip again, here (the workers keep only what they heard)
+                futures[COPY][v] = []
+                for s in sentences:
+                    clip = copy_synthesis(stages[contract.VOCODER].vocode,
+                                          render(s, CORPUS_VOICES[v], EMOTIONS[emotion]))
+                    futures[COPY][v].append(pool.submit(hear, clip, audio.SAMPLE_RATE, measure_mcd, teacher_band(v)))
+                    progress.advance(detail=f"vocoder {v}")
         heard: dict[str, dict[str, list[Heard]]] = {}
         for source, by_voice in futures.items():
             heard[source] = {}
@@ -229,14 +241,15 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
                 for f in fs:
                     heard[source][v].append(f.result())
                     progress.advance(detail=f"decode {source} {v}".rstrip())
-        mcds: dict[str, list[float]] = {}
+        mcds: dict[str, dict[str, list[float]]] = {MODEL: {}, COPY: {}}
         if measure_mcd:
-            pairs = {v: [pool.submit(mcd, m.speech, t.speech) for m, t in zip(heard[MODEL][v], heard[TEACHER][v],
-                                                                             strict=True)] for v in voices}
-            mcds = {v: [f.result() for f in fs] for v, fs in pairs.items()}
+            for source in (MODEL, COPY) if copy else (MODEL,):
+                pairs = {v: [pool.submit(mcd, m.speech, t.speech)
+                             for m, t in zip(heard[source][v], heard[TEACHER][v], strict=True)] for v in voices}
+                mcds[source] = {v: [f.result() for f in fs] for v, fs in pairs.items()}
     transcripts = {source: {v: [h.transcript for h in hs] for v, hs in by_voice.items()}
                    for source, by_voice in heard.items()}
-    return AsrResult(sentences, emotion, transcripts, time.monotonic() - start, mcds)
+    return AsrResult(sentences, emotion, transcripts, time.monotonic() - start, mcds[MODEL], mcds[COPY])
 
 
 def asr_markdown(result: AsrResult) -> list[str]:
@@ -246,6 +259,10 @@ def asr_markdown(result: AsrResult) -> list[str]:
 
     n = len(result.sentences)
     mcd_head, mcd_rule = (" median MCD to teacher (dB) |", "---|") if result.mcds else ("", "")
+    copied = COPY in result.transcripts
+    if copied:
+        mcd_head += " vocoder alone: WER |" + (" vocoder alone: median MCD (dB) |" if result.copy_mcds else "")
+        mcd_rule += "---|" + ("---|" if result.copy_mcds else "")
     lines = ["## ASR round trip", "",
              f"PocketSphinx 5 (default en-us models, 16 kHz via soxr) transcribes {n} held-out everyday sentences "
              f"(`tts_triton.evaluate.heldout`, not the training generator's) spoken with the `{result.emotion}` "
@@ -258,12 +275,19 @@ def asr_markdown(result: AsrResult) -> list[str]:
         ratio = f"{model / teacher:.2f}" if teacher > 0 else "-"
         voice = CORPUS_VOICES[v]
         cell = f" {np.median(result.mcds[v]):.2f} |" if result.mcds else ""
+        if copied:
+            cell += f" {result.mean_wer(COPY, v):.3f} |"
+            cell += f" {np.median(result.copy_mcds[v]):.2f} |" if result.copy_mcds else ""
         lines.append(f"| {v} | {voice.teacher} {voice.speaker} | {model:.3f} | {teacher:.3f} | {ratio} |{cell}")
     if result.mcds:
         lines += ["", "MCD-DTW from each model clip to the teacher's rendering of the same sentence and emotion "
                       "(WORLD + SPTK mel-cepstrum c1-c24, loud frames; `tts_triton.evaluate.metrics`); for a flite "
                       "voice the model clip is band-limited to flite's 16 kHz first (flite's renderings are empty "
                       "above 8 kHz)."]
+    if copied:
+        lines += ["", "*Vocoder alone*: the model's vocoder (`VocoderStage.vocode`, no acoustic model, no postnet) on "
+                      "the mel of each teacher clip (copy synthesis): the vocoder's own share of the model's WER and "
+                      "MCD; what the model adds beyond it is the acoustic model's."]
     if FLITE_REFERENCE in result.transcripts:
         lines += ["", f"Natural-voice reference, not a teacher: {FLITE_REFERENCE} "
                       f"WER {result.mean_wer(FLITE_REFERENCE, ''):.3f} on the same sentences."]
@@ -281,5 +305,8 @@ def asr_json(result: AsrResult) -> dict[str, Any]:
                      for source, by_voice in result.transcripts.items()},
         **({"mcd_db": result.mcds, "median_mcd_db": {v: float(np.median(m)) for v, m in result.mcds.items()}}
            if result.mcds else {}),
+        **({"copy_mcd_db": result.copy_mcds,
+            "median_copy_mcd_db": {v: float(np.median(m)) for v, m in result.copy_mcds.items()}}
+           if result.copy_mcds else {}),
         "transcripts": result.transcripts,
     }
