@@ -2,9 +2,8 @@
 # The GPU benchmark on the GPU host, in one command, from anywhere in the checkout (with .gpu-bundle and
 # .espeak-debs sent along; see scripts/gpu/README.md):
 #     scripts/gpu/bench.sh [-- BENCH_ARGS...]
-# Steps: Triton, numpy 1.26 and tritonclient from the bundle (gpu-env.sh, which exports TRITON_HOME for the bench),
-# espeak-ng from the Debian packages (espeak-env.sh, unless one is on PATH), this checkout importable
-# (checkout-path.sh), nvidia-smi, then `tts-triton bench --target torch-cuda --mps --baseline-device cuda
+# Steps: the host's environment (host-env.sh: Triton, numpy 1.26 and tritonclient from the bundle, espeak-ng, this
+# checkout importable), nvidia-smi, then `tts-triton bench --target torch-cuda --mps --baseline-device cuda
 # --goals docs/bench/goals.toml --out $OUT` (--mps where nvidia-cuda-mps-control is installed) with BENCH_ARGS, or without them the full measurement: the sweep 1..256,
 # the eager baseline at 1 and 64 and a 2000-request soak (5-8 minutes). The report, plot, JSON and server log are
 # written into $OUT as the run goes (each level rewrites them), so a run cut off keeps what it finished.
@@ -19,20 +18,8 @@ mkdir -p "$OUT"
 [ "${1:-}" = "--" ] && shift
 say() { printf '==> [%4ds] %s\n' "$SECONDS" "$*"; }
 
-if [ "${GPU_BUNDLE:-}" != none ]; then
-  say "gpu-env (${GPU_BUNDLE:-.gpu-bundle})"
-  # shellcheck source=gpu-env.sh
-  source scripts/gpu/gpu-env.sh "${GPU_BUNDLE:-.gpu-bundle}"
-fi
-if ! command -v espeak-ng >/dev/null 2>&1; then
-  say "espeak-ng from ${ESPEAK_DEBS:-.espeak-debs}"
-  # shellcheck source=espeak-env.sh
-  source scripts/gpu/espeak-env.sh "${ESPEAK_DEBS:-.espeak-debs}"
-fi
-scripts/gpu/checkout-path.sh
-python3 -c 'import matplotlib, soundfile, tritonclient.grpc.aio, tts_triton.client, tts_triton.export.repository' || {
-  echo "bench.sh: a module above is missing; soundfile comes with the bundle when it is made with" \
-       "BUNDLE_EXTRA_WHEELS=\"soundfile cffi\" (see scripts/gpu/README.md)" >&2; exit 2; }
+# shellcheck source=host-env.sh
+source scripts/gpu/host-env.sh
 { date -u; nvidia-smi || echo "bench.sh: nvidia-smi failed (no GPU?)"; } 2>&1 | tee "$OUT/nvidia-smi.txt"
 
 full=(--concurrency 1 8 32 64 128 256 --seconds 8 --grace 20 --warmup 3 --baseline-concurrency 1 64 --soak 2000
