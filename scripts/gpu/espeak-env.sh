@@ -1,7 +1,7 @@
 # Source this on a host without espeak-ng (the GPU host), from the project root, after sending the
 # folder that scripts/gpu/espeak-bundle.sh wrote:
 #     source scripts/gpu/espeak-env.sh [DEBS_DIR]          # DEBS_DIR defaults to .espeak-debs
-# It unpacks every .deb into ESPEAK_ROOT (default /tmp/espeak-root; never into /) and exports PATH,
+# It unpacks every .deb (and espeak-min.sh's espeak-root.tar.xz) into ESPEAK_ROOT (default /tmp/espeak-root; never into /) and exports PATH,
 # LD_LIBRARY_PATH and ESPEAK_DATA_PATH so that `espeak-ng` and libespeak-ng.so.1 (loaded by the text
 # front end) run from there. Libraries the host already has (per `ldconfig -p`) are deleted from the
 # unpacked tree first, so LD_LIBRARY_PATH adds only missing ones and shadows nothing of the host's
@@ -10,7 +10,11 @@
 espeak_debs=${1:-.espeak-debs}
 export ESPEAK_ROOT=${ESPEAK_ROOT:-/tmp/espeak-root}
 mkdir -p "$ESPEAK_ROOT"
+for tarball in "$espeak_debs"/espeak-root.tar.xz; do  # espeak-min.sh's archive: the packages' files, unpacked
+  [ -e "$tarball" ] && tar -C "$ESPEAK_ROOT" -xJf "$tarball"
+done
 for deb in "$espeak_debs"/*.deb; do
+  [ -e "$deb" ] || continue
   if command -v dpkg-deb >/dev/null 2>&1; then
     dpkg-deb -x "$deb" "$ESPEAK_ROOT"
   else
@@ -47,6 +51,6 @@ done
 export PATH=$ESPEAK_ROOT/usr/bin:$PATH
 export LD_LIBRARY_PATH=$espeak_libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export ESPEAK_DATA_PATH=$ESPEAK_ROOT/usr/lib/x86_64-linux-gnu  # the folder holding espeak-ng-data/
-unset espeak_debs espeak_libdirs host_libs d deb so
+unset espeak_debs espeak_libdirs host_libs d deb so tarball
 hash -r
 espeak-ng --version

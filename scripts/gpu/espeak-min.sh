@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pack the espeak-ng packages of espeak-bundle.sh as one small archive for the GPU probe runs
-# (scripts/gpu/probe/env.sh unpacks it): the packages' files, without documentation and without the
+# (scripts/gpu/espeak-env.sh unpacks it: ESPEAK_DEBS=.espeak-min for bench.sh and with-server.sh): the packages' files, without documentation and without the
 # dictionaries of languages other than English and Mandarin.
 # Usage, from the project root after scripts/gpu/espeak-bundle.sh:  scripts/gpu/espeak-min.sh [DEBS_DIR]
 set -euo pipefail
