@@ -9,6 +9,7 @@ noise) and favours natural acoustics: read it beside MCD, never alone.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import re
 import shutil
@@ -108,11 +109,12 @@ def flite_render(text: str) -> tuple[int, np.ndarray]:
 
 @dataclass(frozen=True)
 class Heard:
-    """One clip as the round trip keeps it: PocketSphinx's ``transcript`` and, when MCD is measured, the
-    mel-cepstra of its loud frames (:attr:`~tts_triton.evaluate.metrics.Features.speech`)."""
+    """One clip as the round trip keeps it: PocketSphinx's ``transcript``, when MCD is measured the mel-cepstra
+    of its loud frames (:attr:`~tts_triton.evaluate.metrics.Features.speech`), and when asked its ``samples``."""
 
     transcript: str
     speech: np.ndarray | None = None
+    samples: np.ndarray | None = None
 
 
 def band_limit(samples: np.ndarray, band_rate: int | None) -> np.ndarray:
@@ -143,13 +145,15 @@ def hear(samples: np.ndarray, rate: int, cepstra: bool, band_rate: int | None = 
     return Heard(transcribe(samples, rate), features(band_limit(samples, band_rate), rate).speech if cepstra else None)
 
 
-def teacher_heard(text: str, voice: str, emotion: str, cepstra: bool) -> Heard:
+def teacher_heard(text: str, voice: str, emotion: str, cepstra: bool, keep: bool = False) -> Heard:
     """:func:`hear` the teacher's rendering of ``text`` with a corpus voice (``prosody.CORPUS_VOICES``: espeak-ng
-    or flite, as the corpus makes it) and emotion."""
+    or flite, as the corpus makes it) and emotion; with ``keep`` the rendering's samples come back too."""
     from tts_triton import audio
     from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, render
 
-    return hear(render(text, CORPUS_VOICES[voice], EMOTIONS[emotion]), audio.SAMPLE_RATE, cepstra)
+    samples = render(text, CORPUS_VOICES[voice], EMOTIONS[emotion])
+    heard = hear(samples, audio.SAMPLE_RATE, cepstra)
+    return dataclasses.replace(heard, samples=samples) if keep else heard
 
 
 def flite_heard(text: str) -> Heard:
@@ -196,7 +200,6 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
     when ``flite``; with ``measure_mcd`` also the MCD-DTW from each model (and copy) clip to the teacher's.
     Renders, decodes and features run in ``jobs`` worker processes while the model synthesizes in this one."""
     from tts_triton import audio, contract
-    from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, render
     from tts_triton.evaluate.metrics import mcd, process_pool
     from tts_triton.evaluate.synthesis import RecordingBackend, copy_synthesis, synthesize
     from tts_triton.serving.backends import TorchBackend
@@ -212,7 +215,7 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
     futures: dict[str, dict[str, list[Future[Heard]]]] = {MODEL: {}, TEACHER: {}, **({COPY: {}} if copy else {})}
     with process_pool(jobs) as pool:
         for v in voices:
-            futures[TEACHER][v] = [pool.submit(teacher_heard, s, v, emotion, measure_mcd) for s in sentences]
+            futures[TEACHER][v] = [pool.submit(teacher_heard, s, v, emotion, measure_mcd, copy) for s in sentences]
         if flite:
             futures[FLITE_REFERENCE] = {"": [pool.submit(flite_heard, s) for s in sentences]}
         # each model or copy clip is two steps (synthesize, decode); each reference one (render + decode)
@@ -226,11 +229,12 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
                 futures[MODEL][v].append(pool.submit(hear, clip.audio, audio.SAMPLE_RATE, measure_mcd,
                                                       teacher_band(v)))
                 progress.advance(detail=f"model {v}")
-            if copy:  # the teacher's clip again, here (the workers keep only what they heard)
+            if copy:  # on the teacher's clip, rendered by the worker that heard it
                 futures[COPY][v] = []
-                for s in sentences:
-                    clip = copy_synthesis(stages[contract.VOCODER].vocode,
-                                          render(s, CORPUS_VOICES[v], EMOTIONS[emotion]))
+                for teacher in futures[TEACHER][v]:
+                    samples = teacher.result().samples
+                    assert samples is not None  # teacher_heard was asked to keep them
+                    clip = copy_synthesis(stages[contract.VOCODER].vocode, samples)
                     futures[COPY][v].append(pool.submit(hear, clip, audio.SAMPLE_RATE, measure_mcd, teacher_band(v)))
                     progress.advance(detail=f"vocoder {v}")
         heard: dict[str, dict[str, list[Heard]]] = {}
