@@ -9,7 +9,8 @@ behaves alike and nothing is retrained:
 - **Pitch** moves the harmonics and keeps the formants, frame by frame: the log-mel is split into an
   envelope (its first :data:`ENVELOPE_COEFFICIENTS` DCT coefficients) and the fine structure (the rest);
   the fine structure is resampled along frequency by ``2 ** (semitones / 12)`` and added back to the
-  envelope. That is one fixed ``n_mels x n_mels`` matrix per shift; the vocoder follows the harmonics.
+  envelope. That is one fixed ``n_mels x n_mels`` matrix per shift; the vocoder follows the harmonics, a
+  little behind: the mel's harmonics move :data:`VOCODER_LAG` semitones further than asked.
 - **Volume** is a gain in dB with a memoryless soft limiter (linear below :data:`LIMIT_KNEE`, tanh
   above, never past 1), applied to each vocoded chunk: chunk by chunk it is the one-shot result.
 """
@@ -26,8 +27,14 @@ from tts_triton import audio
 from tts_triton.contract import CONTROLS, PITCH, SPEED, VOLUME
 
 #: DCT coefficients of a log-mel frame that make its envelope (formants); the rest is harmonic fine structure.
-#: 12 of 128: with 24, a +12 st shift reached only 1.83x F0 on the default voice; 12 gave 2.00x.
+#: 12 of 128: with 24, a +12 st shift reached only 1.83x F0 on the default voice; 12 gave 2.00x; 8 or 16
+#: moved no voice's +-4 st result nearer its target.
 ENVELOPE_COEFFICIENTS = 12
+#: Semitones added to a shift of one semitone or more, in its direction (less: in proportion): the vocoder lags
+#: the mel. With the harmonics moved by exactly +4 st the shipped one gives +3.4 st on slt and m7, +3.0 on m2 and
+#: m8 (f1-f5: +3.9..+4.25); it renders a true mel of slt at 166 / 210 Hz 0.27 st high / 0.2 st low (its F0 leans
+#: to the range it learned). 0.3 brings slt, m2 and m3 inside +-0.06 of 1.26x at +-4 st and keeps f1-f5 there.
+VOCODER_LAG = 0.3
 #: Amplitude above which the limiter bends the waveform (below it, the gain is exact).
 LIMIT_KNEE = 0.9
 #: Pitch shifts are rounded to this many semitones, so a few matrices serve all requests.
@@ -63,33 +70,41 @@ class Controls:
 AS_TRAINED = Controls()
 
 
-@functools.lru_cache(maxsize=64)
-def _pitch_matrix(steps: int, n_mels: int) -> np.ndarray:
-    ratio = 2.0 ** (steps * PITCH_STEP / 12.0)
+def frequency_warp(ratio: float, n_mels: int) -> np.ndarray:
+    """``[n_mels, n_mels]``: row ``i`` reads a log-mel frame where the component now at bin ``i``'s centre came
+    from, ``centre_i / ratio`` (linear interpolation between bins; clamped at the band's ends)."""
     k = np.arange(n_mels)
-    # Orthonormal DCT-II basis (rows = coefficients): envelope = B_low.T @ B_low @ x.
-    basis = np.cos(np.pi * (k[None, :] + 0.5) * k[:, None] / n_mels) * np.sqrt(2.0 / n_mels)
-    basis[0] /= np.sqrt(2.0)
-    low = basis[:ENVELOPE_COEFFICIENTS]
-    envelope = low.T @ low
     centres = audio.mel_points(n_mels)[1:-1]
-    # Fine structure at bin i is read where the harmonic now at centre_i came from: centre_i / ratio.
     position = np.interp(audio.hz_to_mel(centres / ratio), audio.hz_to_mel(centres), k)
     lo = np.minimum(np.floor(position).astype(int), n_mels - 2)
     frac = position - lo
     warp = np.zeros((n_mels, n_mels))
     warp[k, lo] = 1.0 - frac
     warp[k, lo + 1] += frac
-    matrix = envelope + warp @ (np.eye(n_mels) - envelope)
+    return warp
+
+
+@functools.lru_cache(maxsize=64)
+def _pitch_matrix(steps: int, n_mels: int, lag: float) -> np.ndarray:
+    semitones = steps * PITCH_STEP
+    moved = semitones + math.copysign(min(abs(semitones), 1.0) * lag, semitones)
+    k = np.arange(n_mels)
+    # Orthonormal DCT-II basis (rows = coefficients): envelope = B_low.T @ B_low @ x.
+    basis = np.cos(np.pi * (k[None, :] + 0.5) * k[:, None] / n_mels) * np.sqrt(2.0 / n_mels)
+    basis[0] /= np.sqrt(2.0)
+    low = basis[:ENVELOPE_COEFFICIENTS]
+    envelope = low.T @ low
+    matrix = envelope + frequency_warp(2.0 ** (moved / 12.0), n_mels) @ (np.eye(n_mels) - envelope)
     return np.ascontiguousarray(matrix.T, dtype=np.float32)  # frames @ matrix
 
 
-def shift_pitch(mel: np.ndarray, semitones: float) -> np.ndarray:
-    """Log-mel frames ``[n, n_mels]`` with their harmonics moved by ``semitones``, formants kept."""
+def shift_pitch(mel: np.ndarray, semitones: float, lag: float = VOCODER_LAG) -> np.ndarray:
+    """Log-mel frames ``[n, n_mels]`` whose vocoded F0 is ``2 ** (semitones / 12)`` times theirs, formants kept:
+    the harmonics move by ``semitones`` plus ``lag`` (:data:`VOCODER_LAG`) in its direction."""
     steps = round(semitones / PITCH_STEP)
     if steps == 0 or len(mel) == 0:
         return mel
-    return mel @ _pitch_matrix(steps, mel.shape[1])
+    return mel @ _pitch_matrix(steps, mel.shape[1], lag)
 
 
 def apply_gain(samples: np.ndarray, db: float) -> np.ndarray:

@@ -1,0 +1,239 @@
+"""The pitch control measured per voice: the median F0 a requested shift achieves, beside what the vocoder allows.
+
+    python -m tts_triton.evaluate.pitch --out docs/eval [--checkpoint PATH] [--voice-bank BANK] [--voices all]
+        [--sentences 4] [--shifts 4,-4,12,-12]
+
+Every voice of the bank (neutral emotion) says the first ``--sentences`` held-out sentences
+(:mod:`~tts_triton.evaluate.heldout`), decoded once in process. Each decoder mel then goes through the pitch
+control (:func:`~tts_triton.serving.controls.shift_pitch`) at every shift and through the vocoder, whole (the
+one-shot equal of the streamed audio). Per voice and shift:
+
+- **ratio**: median F0 of all its sentences shifted / unshifted, F0 by :func:`median_f0` (what
+  ``tests/test_controls.py`` asserts on); it passes at +-4 st when within :data:`TOLERANCE` of 2 ** (4 / 12),
+  the downward ratio inverted as the test does;
+- **ceiling** (+-4 st): the unshifted audio resynthesized by WORLD at F0 x 2 ** (s / 12) with its own envelope and
+  aperiodicity, its log-mel through the vocoder: what an exact shift of the mel gives through this vocoder;
+- **envelope** (+-4 st): the mean distance (dB, c1..c24 of WORLD's envelope,
+  :func:`~tts_triton.evaluate.metrics.features`) between the shifted and the unshifted audio, frame by frame (a
+  shift keeps the timing) over frames loud in both; beside it the same for the ceiling's audio (its envelope is
+  the unshifted one: what a pitch change alone costs the measure) and for the whole log-mel warped
+  (:func:`~tts_triton.serving.controls.frequency_warp`: formants shift with the harmonics), for scale.
+
+Prints the table (progress on stderr) and writes it, headed by the command line, to ``OUT/pitch-control.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import sys
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tts_triton import audio
+from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
+
+#: harvest's F0 search range for the pitch checks (Hz): the measurement ``tests/test_controls.py`` uses.
+F0_RANGE_HZ = (60.0, 700.0)
+#: How far the achieved ratio at +-4 st may be from 2 ** (4 / 12) (the test's bound).
+TOLERANCE = 0.06
+REPORT_FILE = "pitch-control.md"
+DEFAULT_SHIFTS = (4.0, -4.0, 12.0, -12.0)
+DEFAULT_SENTENCES = 4
+#: The shifts that also get the ceiling and envelope columns.
+CHECKED = (4.0, -4.0)
+
+
+def _pyworld() -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pyworld imports the deprecated pkg_resources
+        import pyworld
+    return pyworld
+
+
+def f0_contour(samples: np.ndarray) -> np.ndarray:
+    """WORLD harvest F0 (Hz, 0 unvoiced, 5 ms frames) in :data:`F0_RANGE_HZ` of float audio at SAMPLE_RATE."""
+    f0, _ = _pyworld().harvest(np.asarray(samples, np.float64), audio.SAMPLE_RATE, f0_floor=F0_RANGE_HZ[0],
+                               f0_ceil=F0_RANGE_HZ[1])
+    return f0
+
+
+def median_f0(samples: np.ndarray) -> float:
+    """Median of :func:`f0_contour` over voiced frames."""
+    f0 = f0_contour(samples)
+    return float(np.median(f0[f0 > 0]))
+
+
+def passes(semitones: float, ratio: float) -> bool:
+    """Whether ``ratio`` meets the test's bound: within :data:`TOLERANCE` of 2 ** (|s| / 12), inverted below 0."""
+    return abs((ratio if semitones > 0 else 1.0 / ratio) - 2.0 ** (abs(semitones) / 12.0)) <= TOLERANCE
+
+
+def resynthesized(samples: np.ndarray, ratios: Sequence[float]) -> list[np.ndarray]:
+    """``samples`` by WORLD with F0 times each of ``ratios``, envelope and aperiodicity kept."""
+    pyworld = _pyworld()
+    x = np.asarray(samples, np.float64)
+    f0, times = pyworld.harvest(x, audio.SAMPLE_RATE, f0_floor=F0_RANGE_HZ[0], f0_ceil=F0_RANGE_HZ[1])
+    envelope = pyworld.cheaptrick(x, f0, times, audio.SAMPLE_RATE)
+    aperiodicity = pyworld.d4c(x, f0, times, audio.SAMPLE_RATE)
+    return [pyworld.synthesize(f0 * r, envelope, aperiodicity, audio.SAMPLE_RATE).astype(np.float32)
+            for r in ratios]
+
+
+def envelope_distance(fa: Any, b: np.ndarray) -> float:
+    """Mean mel-cepstral distance (dB) of WORLD's envelope between :func:`~tts_triton.evaluate.metrics.features`
+    ``fa`` and equally timed audio ``b``, frame by frame, over frames loud in both."""
+    from tts_triton.evaluate.metrics import MCD_SCALE, features
+
+    fb = features(b)
+    n = min(len(fa.mcep), len(fb.mcep))
+    loud = fa.loud[:n] & fb.loud[:n]
+    return float(MCD_SCALE * np.sqrt(((fa.mcep[:n][loud] - fb.mcep[:n][loud]) ** 2).sum(1)).mean())
+
+
+@dataclass
+class VoiceResult:
+    voice: str
+    base_hz: float
+    ratio: dict[float, float] = field(default_factory=dict)
+    ceiling: dict[float, float] = field(default_factory=dict)
+    envelope_db: dict[float, float] = field(default_factory=dict)
+    moved_db: dict[float, float] = field(default_factory=dict)
+    ideal_db: dict[float, float] = field(default_factory=dict)
+
+
+def measure(ckpt: Any, bank: Any, voices: Sequence[str], sentences: int,
+            shifts: Sequence[float] = DEFAULT_SHIFTS, lag: float | None = None) -> list[VoiceResult]:
+    """:class:`VoiceResult` per voice (see the module's docstring); ``lag`` overrides
+    :data:`~tts_triton.serving.controls.VOCODER_LAG`."""
+    import torch  # the model extra
+
+    from tts_triton import contract
+    from tts_triton.config import STREAMING
+    from tts_triton.evaluate.metrics import features
+    from tts_triton.serving.backends import TorchBackend
+    from tts_triton.serving.controls import VOCODER_LAG, frequency_warp, shift_pitch
+
+    lag = VOCODER_LAG if lag is None else lag
+    from tts_triton.serving.pipeline import Pipeline
+    from tts_triton.text import text_to_sequences
+
+    backend = TorchBackend(ckpt.stages(), ckpt.config)
+    vocoder = backend.stages[contract.VOCODER]
+
+    def vocode(mel: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            (samples,) = vocoder(torch.from_numpy(np.ascontiguousarray(mel, np.float32))[None])
+        return samples[0].numpy()
+
+    def pooled(clips: Sequence[np.ndarray]) -> float:
+        f0 = np.concatenate([f0_contour(c) for c in clips])
+        return float(np.median(f0[f0 > 0]))
+
+    results = []
+    for n, voice in enumerate(voices):
+        print(f"[{n + 1}/{len(voices)}] {voice} ...", file=sys.stderr, flush=True)
+        style = bank.style(voice, "neutral")
+        mels = [asyncio.run(Pipeline(backend, ckpt.config, STREAMING).synthesize(
+            text_to_sequences(text, STREAMING.max_tokens), style))[1] for text in HELDOUT_SENTENCES[:sentences]]
+        plain = [vocode(m) for m in mels]
+        result = VoiceResult(voice, pooled(plain))
+        plain_features = [features(p) for p in plain] if any(s in CHECKED for s in shifts) else []
+        for s in shifts:
+            shifted = [vocode(shift_pitch(m, s, lag)) for m in mels]
+            result.ratio[s] = pooled(shifted) / result.base_hz
+            if s not in CHECKED:
+                continue
+            ideal = [vocode(audio.mel_spectrogram(resynthesized(p, [2.0 ** (s / 12.0)])[0])) for p in plain]
+            result.ceiling[s] = pooled(ideal) / result.base_hz
+            result.ideal_db[s] = float(np.mean([envelope_distance(f, x) for f, x in zip(plain_features, ideal,
+                                                                                         strict=True)]))
+            moved = [vocode(m @ frequency_warp(2.0 ** (s / 12.0), m.shape[1]).T.astype(np.float32)) for m in mels]
+            result.envelope_db[s] = float(np.mean([envelope_distance(f, x) for f, x in zip(plain_features, shifted,
+                                                                                             strict=True)]))
+            result.moved_db[s] = float(np.mean([envelope_distance(f, x) for f, x in zip(plain_features, moved,
+                                                                                          strict=True)]))
+        results.append(result)
+    return results
+
+
+def table(results: Sequence[VoiceResult], shifts: Sequence[float] = DEFAULT_SHIFTS) -> list[str]:
+    """Markdown rows: voice, base F0, the ratio per shift (ceiling beside the checked ones), envelope distances."""
+    checked = [s for s in shifts if s in CHECKED]
+    head = ["voice", "F0 Hz", *(f"{s:+g} st" + (" (ceiling)" if s in CHECKED else "") for s in shifts),
+            *(f"envelope dB {s:+g} (ceiling, moved)" for s in checked), "+-4 st"]
+    target = ["target", "", *(f"{2.0 ** (s / 12.0):.3f}" for s in shifts), *("" for _ in checked),
+              f"+-{TOLERANCE}"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), "| " + " | ".join(target) + " |"]
+    for r in results:
+        cells = [r.voice, f"{r.base_hz:.0f}"]
+        cells += [f"{r.ratio[s]:.3f}" + (f" ({r.ceiling[s]:.3f})" if s in r.ceiling else "") for s in shifts]
+        cells += [f"{r.envelope_db[s]:.1f} ({r.ideal_db[s]:.1f}, {r.moved_db[s]:.1f})" for s in checked]
+        cells.append("pass" if all(passes(s, r.ratio[s]) for s in checked) else "FAIL")
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from tts_triton.checkpoint import UNTRAINED_LABEL, fingerprint, resolve  # torch (the model extra)
+    from tts_triton.evaluate.synthesis import voice_bank_for
+
+    parser = argparse.ArgumentParser(prog="python -m tts_triton.evaluate.pitch", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help=f"folder for {REPORT_FILE}")
+    parser.add_argument("--checkpoint", type=Path, help="checkpoint file (default: the shipped default voice)")
+    parser.add_argument("--voice-bank", type=Path, help="voice bank JSON (default: voice_bank.json beside the "
+                                                        "checkpoint, else built)")
+    parser.add_argument("--voices", default="all", help="comma-separated voices of the bank, or 'all'")
+    parser.add_argument("--sentences", type=int, default=DEFAULT_SENTENCES,
+                        help=f"held-out sentences per voice (at most {len(HELDOUT_SENTENCES)})")
+    parser.add_argument("--shifts", default=",".join(f"{s:g}" for s in DEFAULT_SHIFTS), help="semitones")
+    parser.add_argument("--lag", type=float, help="semitones added to each shift for the vocoder "
+                                                  "(default: serving.controls.VOCODER_LAG; 0: the bare warp)")
+    args = parser.parse_args(argv)
+    if not 1 <= args.sentences <= len(HELDOUT_SENTENCES):
+        parser.error(f"--sentences must be in 1..{len(HELDOUT_SENTENCES)}")
+    shifts = [float(s) for s in args.shifts.split(",")]
+    if any(s == 0 for s in shifts):
+        parser.error("--shifts: 0 is no shift")
+    ckpt = resolve(args.checkpoint)
+    if not ckpt.trained:
+        print(f"warning: {UNTRAINED_LABEL}", file=sys.stderr)
+    bank, source = voice_bank_for(args.checkpoint, args.voice_bank, ckpt)
+    voices = bank.voices if args.voices == "all" else args.voices.split(",")
+    unknown = [v for v in voices if v not in bank.voices]
+    if unknown:
+        parser.error(f"--voices: {', '.join(unknown)} not in the bank ({', '.join(bank.voices)})")
+    from tts_triton.serving.controls import VOCODER_LAG
+
+    lag_used = VOCODER_LAG if args.lag is None else args.lag
+    rows = table(measure(ckpt, bank, voices, args.sentences, shifts, args.lag), shifts)
+    print("\n".join(rows))
+    command = shlex.join(["python", "-m", "tts_triton.evaluate.pitch", *(sys.argv[1:] if argv is None else argv)])
+    text = [
+        "# Pitch control per voice", "",
+        f"Checkpoint {ckpt.name} `{fingerprint(ckpt)[:16]}`, voice bank {source} (default voice "
+        f"{bank.default_voice}); neutral emotion, the first {args.sentences} held-out sentences; vocoder lag "
+        f"{lag_used:g} st; written by", "",
+        f"    OMP_NUM_THREADS=1 {command}", "",
+        "Achieved median-F0 ratio (shifted / unshifted, WORLD harvest "
+        f"{F0_RANGE_HZ[0]:.0f}-{F0_RANGE_HZ[1]:.0f} Hz over all the voice's sentences); in brackets the ceiling: "
+        "the unshifted audio resynthesized by WORLD at the target F0, its mel through the same vocoder. "
+        "Envelope: mean WORLD mel-cepstral distance (dB) between the shifted and the unshifted audio; in brackets "
+        "the same for the ceiling's audio (envelope kept exactly: what the pitch change alone costs the measure) and "
+        "with the whole log-mel warped (formants moved). +-4 st passes when both ratios are within "
+        f"{TOLERANCE} of 2 ** (4 / 12) (the downward one inverted), as tests/test_controls.py asserts.", "",
+        *rows, ""]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / REPORT_FILE).write_text("\n".join(text))
+    print(f"report -> {args.out / REPORT_FILE}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
