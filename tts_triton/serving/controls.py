@@ -34,6 +34,7 @@ ENVELOPE_COEFFICIENTS = 12
 #: the mel. With the harmonics moved by exactly +4 st the shipped one gives +3.4 st on slt and m7, +3.0 on m2 and
 #: m8 (f1-f5: +3.9..+4.25); it renders a true mel of slt at 166 / 210 Hz 0.27 st high / 0.2 st low (its F0 leans
 #: to the range it learned). 0.3 brings slt, m2 and m3 inside +-0.06 of 1.26x at +-4 st and keeps f1-f5 there.
+#: A property of the vocoder: re-measure it with ``python -m tts_triton.evaluate.pitch`` when that changes.
 VOCODER_LAG = 0.3
 #: Amplitude above which the limiter bends the waveform (below it, the gain is exact).
 LIMIT_KNEE = 0.9
