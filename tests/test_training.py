@@ -268,6 +268,21 @@ def test_gta_corpus_holds_teacher_forced_mels(corpus: Path, tiny_init: Path, tmp
     assert segment[0].shape == (8, ckpt.config.n_mels) and segment[1].shape == (8 * audio.HOP_LENGTH,)
 
 
+@needs_espeak
+def test_gta_of_some_voices_keeps_the_others_mels(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
+    original = Corpus(corpus)
+    voice = original.split("train")[0].voice
+    n = gta.write_gta(corpus, load_checkpoint(tiny_init), tmp_path / "gta", ["train"], batch_size=4, voices=[voice])
+    carried = Corpus(tmp_path / "gta")
+    assert carried.summary["gta"]["voices"] == [voice]
+    assert n == sum(e.voice == voice for e in original.split("train")) < len(original.split("train"))
+    for before, after in zip(original.entries, carried.entries, strict=True):
+        changed = not np.array_equal(carried.mel(after), original.mel(before))
+        assert changed == (before.split == "train" and before.voice == voice), before.id
+    with pytest.raises(ValueError, match="of the voices nobody"):
+        gta.write_gta(corpus, load_checkpoint(tiny_init), tmp_path / "none", ["train"], voices=["nobody"])
+
+
 def test_vocoder_validation_measures_against_the_recorded_audio(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
     """On a teacher-forced corpus a generator that gives back the recorded audio scores ~0, though the
     corpus's mels (an untrained model's predictions) are far from that audio's mels."""

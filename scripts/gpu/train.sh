@@ -21,7 +21,8 @@
 #   training time), FRAMES_PER_STEP (decoder r of a fresh model, 3), ACOUSTIC_ARGS / VOCODER_ARGS (more flags),
 #   PARTS ("acoustic vocoder": the trainers to run; a part left out keeps its weights from $WORK or
 #   INIT_CHECKPOINT), VOCODER_GPUS (1), VOCODER_MELS (ground-truth, or gta: the vocoder trains on INIT_CHECKPOINT's teacher-forced mels, made once
-#   into $WORK/corpus-gta by tts_triton.training.gta).
+#   into $WORK/corpus-gta by tts_triton.training.gta), GTA_ARGS (more flags of that, e.g. "--voices slt": only the
+#   natural voice's mels teacher-forced; delete $WORK/corpus-gta to remake it with other flags).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 total=${1:?usage: scripts/gpu/train.sh TOTAL_SECONDS [INIT_CHECKPOINT]}
@@ -71,8 +72,9 @@ if [[ ${VOCODER_MELS:-ground-truth} == gta ]]; then
   vocoder_corpus=$WORK/corpus-gta
   if [[ ! -f $vocoder_corpus/dataset.json ]]; then
     say "teacher-forced mels of ${init:?VOCODER_MELS=gta needs INIT_CHECKPOINT} for the vocoder"
+    # shellcheck disable=SC2086  # the extra flags are meant to split
     CUDA_VISIBLE_DEVICES=${v_gpu%%,*} "$PYTHON" -m tts_triton.training.gta --data "$corpus" --out "$vocoder_corpus" \
-      --checkpoint "$init" --batch-size 128
+      --checkpoint "$init" --batch-size 128 ${GTA_ARGS:-}
   fi
 fi
 

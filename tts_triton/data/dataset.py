@@ -10,6 +10,7 @@ epoch (with ``persistent_workers=False`` so that DataLoader workers see it).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,14 +86,18 @@ class AcousticDataset(torch.utils.data.Dataset):
     ``id``, ``ids`` (int64 ``[T]``), ``mel`` (float32 ``[F, N_MELS]``), ``ref_id`` and ``ref_mel``
     (another utterance of the same voice and emotion in the same split, drawn per epoch; the item
     itself only when it is the pair's sole utterance), ``voice``, ``emotion`` (names) and
-    ``voice_index``, ``emotion_index`` (positions in :data:`CORPUS_VOICES` / :data:`EMOTIONS`).
+    ``voice_index``, ``emotion_index`` (positions in :data:`CORPUS_VOICES` / :data:`EMOTIONS`). With ``voices``,
+    only the utterances of those voices.
     """
 
-    def __init__(self, root: str | Path | Corpus, split: str, seed: int = 0) -> None:
+    def __init__(self, root: str | Path | Corpus, split: str, seed: int = 0,
+                 voices: Sequence[str] | None = None) -> None:
         self.corpus = root if isinstance(root, Corpus) else Corpus(root)
-        self.entries = self.corpus.split(split)
+        # a voice filter keeps whole (voice, emotion) groups, so references stay within the items
+        self.entries = [e for e in self.corpus.split(split) if voices is None or e.voice in voices]
         if not self.entries:
-            raise ValueError(f"{self.corpus.root} has no {split!r} utterances")
+            raise ValueError(f"{self.corpus.root} has no {split!r} utterances"
+                             + (f" of the voices {', '.join(voices)}" if voices is not None else ""))
         self.seed, self.epoch = seed, 0
         groups: dict[tuple[str, str], list[int]] = {}
         self._position = []  # of each item within its (voice, emotion) group
