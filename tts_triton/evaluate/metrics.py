@@ -53,7 +53,7 @@ class Features:
         return self.mcep[self.loud]
 
 
-def _world() -> tuple[Any, Any]:
+def world() -> tuple[Any, Any]:
     """(pyworld, pysptk), imported without the warning that both give about the deprecated pkg_resources."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -68,7 +68,7 @@ def features(samples: np.ndarray, sample_rate: int = audio.SAMPLE_RATE) -> Featu
 
     A frame is loud when its envelope energy is within :data:`ENERGY_FLOOR_DB` of the loudest frame's.
     """
-    pyworld, pysptk = _world()
+    pyworld, pysptk = world()
     x = np.asarray(samples, dtype=np.float64)
     f0, times = pyworld.harvest(x, sample_rate, f0_floor=F0_FLOOR_HZ, f0_ceil=F0_CEIL_HZ,
                                 frame_period=FRAME_PERIOD_MS)

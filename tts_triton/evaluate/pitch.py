@@ -8,7 +8,7 @@ Every voice of the bank (neutral emotion) says the first ``--sentences`` held-ou
 control (:func:`~tts_triton.serving.controls.shift_pitch`) at every shift and through the vocoder, whole (the
 one-shot equal of the streamed audio). Per voice and shift:
 
-- **ratio**: median F0 of all its sentences shifted / unshifted, F0 by :func:`median_f0` (what
+- **ratio**: median F0 of all its sentences shifted / unshifted, by :func:`median_f0` (what
   ``tests/test_controls.py`` asserts on); it passes at +-4 st when within :data:`TOLERANCE` of 2 ** (4 / 12),
   the downward ratio inverted as the test does;
 - **ceiling** (+-4 st): the unshifted audio resynthesized by WORLD at F0 x 2 ** (s / 12) with its own envelope and
@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import shlex
 import sys
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,8 @@ import numpy as np
 
 from tts_triton import audio
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
+from tts_triton.evaluate.metrics import world
+from tts_triton.serving.controls import VOCODER_LAG, frequency_warp, shift_pitch
 
 #: harvest's F0 search range for the pitch checks (Hz): the measurement ``tests/test_controls.py`` uses.
 F0_RANGE_HZ = (60.0, 700.0)
@@ -50,23 +51,17 @@ DEFAULT_SENTENCES = 4
 CHECKED = (4.0, -4.0)
 
 
-def _pyworld() -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # pyworld imports the deprecated pkg_resources
-        import pyworld
-    return pyworld
+def _harvest(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """WORLD harvest over :data:`F0_RANGE_HZ` of float audio at SAMPLE_RATE: (F0 in Hz, 0 unvoiced; frame times)."""
+    pyworld, _ = world()
+    return pyworld.harvest(np.asarray(samples, np.float64), audio.SAMPLE_RATE, f0_floor=F0_RANGE_HZ[0],
+                           f0_ceil=F0_RANGE_HZ[1])
 
 
-def f0_contour(samples: np.ndarray) -> np.ndarray:
-    """WORLD harvest F0 (Hz, 0 unvoiced, 5 ms frames) in :data:`F0_RANGE_HZ` of float audio at SAMPLE_RATE."""
-    f0, _ = _pyworld().harvest(np.asarray(samples, np.float64), audio.SAMPLE_RATE, f0_floor=F0_RANGE_HZ[0],
-                               f0_ceil=F0_RANGE_HZ[1])
-    return f0
-
-
-def median_f0(samples: np.ndarray) -> float:
-    """Median of :func:`f0_contour` over voiced frames."""
-    f0 = f0_contour(samples)
+def median_f0(*clips: np.ndarray) -> float:
+    """Median F0 (Hz) over the voiced 5 ms frames of all ``clips`` (float audio at SAMPLE_RATE), each harvested
+    on its own."""
+    f0 = np.concatenate([_harvest(c)[0] for c in clips])
     return float(np.median(f0[f0 > 0]))
 
 
@@ -75,15 +70,14 @@ def passes(semitones: float, ratio: float) -> bool:
     return abs((ratio if semitones > 0 else 1.0 / ratio) - 2.0 ** (abs(semitones) / 12.0)) <= TOLERANCE
 
 
-def resynthesized(samples: np.ndarray, ratios: Sequence[float]) -> list[np.ndarray]:
-    """``samples`` by WORLD with F0 times each of ``ratios``, envelope and aperiodicity kept."""
-    pyworld = _pyworld()
+def resynthesized(samples: np.ndarray, ratio: float) -> np.ndarray:
+    """``samples`` by WORLD with F0 times ``ratio``, envelope and aperiodicity kept."""
+    pyworld, _ = world()
     x = np.asarray(samples, np.float64)
-    f0, times = pyworld.harvest(x, audio.SAMPLE_RATE, f0_floor=F0_RANGE_HZ[0], f0_ceil=F0_RANGE_HZ[1])
+    f0, times = _harvest(x)
     envelope = pyworld.cheaptrick(x, f0, times, audio.SAMPLE_RATE)
     aperiodicity = pyworld.d4c(x, f0, times, audio.SAMPLE_RATE)
-    return [pyworld.synthesize(f0 * r, envelope, aperiodicity, audio.SAMPLE_RATE).astype(np.float32)
-            for r in ratios]
+    return pyworld.synthesize(f0 * ratio, envelope, aperiodicity, audio.SAMPLE_RATE).astype(np.float32)
 
 
 def envelope_distance(fa: Any, b: np.ndarray) -> float:
@@ -109,23 +103,21 @@ class VoiceResult:
 
 
 def measure(ckpt: Any, bank: Any, voices: Sequence[str], sentences: int,
-            shifts: Sequence[float] = DEFAULT_SHIFTS, lag: float | None = None,
+            shifts: Sequence[float] = DEFAULT_SHIFTS, lag: float = VOCODER_LAG,
             checked: Sequence[float] = CHECKED) -> list[VoiceResult]:
-    """:class:`VoiceResult` per voice (see the module's docstring); ``lag`` overrides
-    :data:`~tts_triton.serving.controls.VOCODER_LAG`; ceiling and envelope for the shifts in ``checked``."""
+    """:class:`VoiceResult` per voice (see the module's docstring), shifts moved ``lag`` semitones further (as
+    :func:`~tts_triton.serving.controls.shift_pitch` does); ceiling and envelope for the shifts in ``checked``."""
     import torch  # the model extra
 
     from tts_triton import contract
     from tts_triton.config import STREAMING
     from tts_triton.evaluate.metrics import features
     from tts_triton.serving.backends import TorchBackend
-    from tts_triton.serving.controls import VOCODER_LAG, frequency_warp, shift_pitch
-
-    lag = VOCODER_LAG if lag is None else lag
     from tts_triton.serving.pipeline import Pipeline
     from tts_triton.text import text_to_sequences
 
     backend = TorchBackend(ckpt.stages(), ckpt.config)
+    pipeline = Pipeline(backend, ckpt.config, STREAMING)
     vocoder = backend.stages[contract.VOCODER]
 
     def vocode(mel: np.ndarray) -> np.ndarray:
@@ -133,29 +125,26 @@ def measure(ckpt: Any, bank: Any, voices: Sequence[str], sentences: int,
             (samples,) = vocoder(torch.from_numpy(np.ascontiguousarray(mel, np.float32))[None])
         return samples[0].numpy()
 
-    def pooled(clips: Sequence[np.ndarray]) -> float:
-        f0 = np.concatenate([f0_contour(c) for c in clips])
-        return float(np.median(f0[f0 > 0]))
-
     results = []
     for n, voice in enumerate(voices):
         print(f"[{n + 1}/{len(voices)}] {voice} ...", file=sys.stderr, flush=True)
         style = bank.style(voice, "neutral")
-        mels = [asyncio.run(Pipeline(backend, ckpt.config, STREAMING).synthesize(
-            text_to_sequences(text, STREAMING.max_tokens), style))[1] for text in HELDOUT_SENTENCES[:sentences]]
+        mels = [asyncio.run(pipeline.synthesize(text_to_sequences(text, STREAMING.max_tokens), style))[1]
+                for text in HELDOUT_SENTENCES[:sentences]]
         plain = [vocode(m) for m in mels]
-        result = VoiceResult(voice, pooled(plain))
+        result = VoiceResult(voice, median_f0(*plain))
         plain_features = [features(p) for p in plain] if any(s in checked for s in shifts) else []
         for s in shifts:
             shifted = [vocode(shift_pitch(m, s, lag)) for m in mels]
-            result.ratio[s] = pooled(shifted) / result.base_hz
+            result.ratio[s] = median_f0(*shifted) / result.base_hz
             if s not in checked:
                 continue
-            ideal = [vocode(audio.mel_spectrogram(resynthesized(p, [2.0 ** (s / 12.0)])[0])) for p in plain]
-            result.ceiling[s] = pooled(ideal) / result.base_hz
+            ideal = [vocode(audio.mel_spectrogram(resynthesized(p, 2.0 ** (s / 12.0)))) for p in plain]
+            result.ceiling[s] = median_f0(*ideal) / result.base_hz
             result.ideal_db[s] = float(np.mean([envelope_distance(f, x) for f, x in zip(plain_features, ideal,
                                                                                          strict=True)]))
-            moved = [vocode(m @ frequency_warp(2.0 ** (s / 12.0), m.shape[1]).T.astype(np.float32)) for m in mels]
+            warp = frequency_warp(2.0 ** (s / 12.0), ckpt.config.n_mels).T.astype(np.float32)
+            moved = [vocode(m @ warp) for m in mels]
             result.envelope_db[s] = float(np.mean([envelope_distance(f, x) for f, x in zip(plain_features, shifted,
                                                                                              strict=True)]))
             result.moved_db[s] = float(np.mean([envelope_distance(f, x) for f, x in zip(plain_features, moved,
@@ -211,17 +200,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [v for v in voices if v not in bank.voices]
     if unknown:
         parser.error(f"--voices: {', '.join(unknown)} not in the bank ({', '.join(bank.voices)})")
-    from tts_triton.serving.controls import VOCODER_LAG
-
-    lag_used = VOCODER_LAG if args.lag is None else args.lag
-    rows = table(measure(ckpt, bank, voices, args.sentences, shifts, args.lag, () if args.quick else CHECKED), shifts)
+    lag = VOCODER_LAG if args.lag is None else args.lag
+    rows = table(measure(ckpt, bank, voices, args.sentences, shifts, lag, () if args.quick else CHECKED), shifts)
     print("\n".join(rows))
     command = shlex.join(["python", "-m", "tts_triton.evaluate.pitch", *(sys.argv[1:] if argv is None else argv)])
     text = [
         "# Pitch control per voice", "",
         f"Checkpoint {ckpt.name} `{fingerprint(ckpt)[:16]}`, voice bank {source} (default voice "
         f"{bank.default_voice}); neutral emotion, the first {args.sentences} held-out sentences; vocoder lag "
-        f"{lag_used:g} st; written by", "",
+        f"{lag:g} st; written by", "",
         f"    OMP_NUM_THREADS=1 {command}", "",
         "Achieved median-F0 ratio (shifted / unshifted, WORLD harvest "
         f"{F0_RANGE_HZ[0]:.0f}-{F0_RANGE_HZ[1]:.0f} Hz over all the voice's sentences); in brackets the ceiling: "
