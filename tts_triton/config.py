@@ -195,8 +195,8 @@ class StreamingConfig:
     """
 
     chunk_frames: tuple[int, ...] = (12, 24, 48, 72)
-    #: 12 frames each side reproduce one-shot vocoding of the default voice at >= 44 dB SNR (16: 51 dB,
-    #: 8: 27 dB; ``scripts/vocoder_context.py``, docs/vocoder_context.md). 12 + a first chunk of 12 is
+    #: 12 frames each side reproduce one-shot vocoding of the default checkpoint at >= 33.7 dB SNR (bound 30;
+    #: 16: 52 dB, 8: 33.5 dB; ``scripts/vocoder_context.py``, docs/vocoder_context.md). 12 + a first chunk of 12 is
     #: exactly one decoder call (K * r = 24 frames), so the first audio needs no second call; 16 would
     #: need two.
     left_context: int = 12
