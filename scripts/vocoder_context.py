@@ -39,13 +39,13 @@ CASES = (("m1", "sad"), ("m8", "neutral"), ("f2", "happy"), ("f5", "surprised"),
 
 
 def streamed(pipeline: Pipeline, mel: np.ndarray, left: int, right: int, step: int,
-             chunks: tuple[int, ...] = STREAMING.chunk_frames) -> np.ndarray:
-    """The stream of ``mel`` vocoded in ``chunks`` (the last size repeats) while frames arrive ``step`` at a
-    time, each chunk with ``left`` and ``right`` frames of context."""
-    longest = left + right + max(chunks)  # windows stay multiples of the smallest one
+             sizes: tuple[int, ...] = STREAMING.chunk_frames) -> np.ndarray:
+    """The stream of ``mel`` vocoded in chunks of ``sizes`` frames (the last size repeats) while frames arrive
+    ``step`` at a time, each chunk with ``left`` and ``right`` frames of context."""
+    longest = left + right + max(sizes)  # windows stay multiples of the smallest one
     unit = STREAMING.vocoder_frames[0]
     frames = tuple(range(unit, longest + unit, unit)) if longest > STREAMING.vocoder_frames[-1] else None
-    planner = ChunkPlanner(dataclasses.replace(STREAMING, chunk_frames=chunks, left_context=left, right_context=right,
+    planner = ChunkPlanner(dataclasses.replace(STREAMING, chunk_frames=sizes, left_context=left, right_context=right,
                                                vocoder_frames=frames or STREAMING.vocoder_frames))
     chunks = []
     for available in range(step, len(mel) + step, step):

@@ -39,6 +39,7 @@ from tts_triton import audio
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 from tts_triton.evaluate.metrics import world
 from tts_triton.serving.controls import VOCODER_LAG, frequency_warp, shift_pitch
+from tts_triton.tables import markdown_table
 
 #: harvest's F0 search range for the pitch checks (Hz): the measurement ``tests/test_controls.py`` uses.
 F0_RANGE_HZ = (60.0, 700.0)
@@ -80,15 +81,19 @@ def resynthesized(samples: np.ndarray, ratio: float) -> np.ndarray:
     return pyworld.synthesize(f0 * ratio, envelope, aperiodicity, audio.SAMPLE_RATE).astype(np.float32)
 
 
-def envelope_distance(fa: Any, b: np.ndarray) -> float:
-    """Mean mel-cepstral distance (dB) of WORLD's envelope between :func:`~tts_triton.evaluate.metrics.features`
-    ``fa`` and equally timed audio ``b``, frame by frame, over frames loud in both."""
+def envelope_distance(references: Sequence[Any], clips: Sequence[np.ndarray]) -> float:
+    """Mean mel-cepstral distance (dB) of WORLD's envelope between each of ``references``
+    (:func:`~tts_triton.evaluate.metrics.features`) and its equally timed clip, frame by frame over frames loud in
+    both, averaged over the pairs."""
     from tts_triton.evaluate.metrics import MCD_SCALE, features
 
-    fb = features(b)
-    n = min(len(fa.mcep), len(fb.mcep))
-    loud = fa.loud[:n] & fb.loud[:n]
-    return float(MCD_SCALE * np.sqrt(((fa.mcep[:n][loud] - fb.mcep[:n][loud]) ** 2).sum(1)).mean())
+    def one(fa: Any, b: np.ndarray) -> float:
+        fb = features(b)
+        n = min(len(fa.mcep), len(fb.mcep))
+        loud = fa.loud[:n] & fb.loud[:n]
+        return float(MCD_SCALE * np.sqrt(((fa.mcep[:n][loud] - fb.mcep[:n][loud]) ** 2).sum(1)).mean())
+
+    return float(np.mean([one(fa, b) for fa, b in zip(references, clips, strict=True)]))
 
 
 @dataclass
@@ -141,33 +146,29 @@ def measure(ckpt: Any, bank: Any, voices: Sequence[str], sentences: int,
                 continue
             ideal = [vocode(audio.mel_spectrogram(resynthesized(p, 2.0 ** (s / 12.0)))) for p in plain]
             result.ceiling[s] = median_f0(*ideal) / result.base_hz
-            result.ideal_db[s] = float(np.mean([envelope_distance(f, x) for f, x in zip(plain_features, ideal,
-                                                                                         strict=True)]))
             warp = frequency_warp(2.0 ** (s / 12.0), ckpt.config.n_mels).T.astype(np.float32)
-            moved = [vocode(m @ warp) for m in mels]
-            result.envelope_db[s] = float(np.mean([envelope_distance(f, x) for f, x in zip(plain_features, shifted,
-                                                                                             strict=True)]))
-            result.moved_db[s] = float(np.mean([envelope_distance(f, x) for f, x in zip(plain_features, moved,
-                                                                                          strict=True)]))
+            result.ideal_db[s] = envelope_distance(plain_features, ideal)
+            result.envelope_db[s] = envelope_distance(plain_features, shifted)
+            result.moved_db[s] = envelope_distance(plain_features, [vocode(m @ warp) for m in mels])
         results.append(result)
     return results
 
 
-def table(results: Sequence[VoiceResult], shifts: Sequence[float] = DEFAULT_SHIFTS) -> list[str]:
-    """Markdown rows: voice, base F0, the ratio per shift (ceiling beside the checked ones), envelope distances."""
+def table(results: Sequence[VoiceResult], shifts: Sequence[float] = DEFAULT_SHIFTS) -> str:
+    """Markdown table: voice, base F0, the ratio per shift (ceiling beside the checked ones), envelope distances."""
     checked = [s for s in shifts if results and s in results[0].ceiling]
     head = ["voice", "F0 Hz", *(f"{s:+g} st" + (" (ceiling)" if s in checked else "") for s in shifts),
             *(f"envelope dB {s:+g} (ceiling, moved)" for s in checked), "+-4 st"]
     target = ["target", "", *(f"{2.0 ** (s / 12.0):.3f}" for s in shifts), *("" for _ in checked),
               f"+-{TOLERANCE}"]
-    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), "| " + " | ".join(target) + " |"]
+    rows = [target]
     for r in results:
         cells = [r.voice, f"{r.base_hz:.0f}"]
         cells += [f"{r.ratio[s]:.3f}" + (f" ({r.ceiling[s]:.3f})" if s in r.ceiling else "") for s in shifts]
         cells += [f"{r.envelope_db[s]:.1f} ({r.ideal_db[s]:.1f}, {r.moved_db[s]:.1f})" for s in checked]
         cells.append("pass" if all(passes(s, r.ratio[s]) for s in CHECKED if s in r.ratio) else "FAIL")
-        rows.append("| " + " | ".join(cells) + " |")
-    return rows
+        rows.append(cells)
+    return markdown_table(head, rows, left=len(head))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -201,8 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"--voices: {', '.join(unknown)} not in the bank ({', '.join(bank.voices)})")
     lag = VOCODER_LAG if args.lag is None else args.lag
-    rows = table(measure(ckpt, bank, voices, args.sentences, shifts, lag, () if args.quick else CHECKED), shifts)
-    print("\n".join(rows))
+    report = table(measure(ckpt, bank, voices, args.sentences, shifts, lag, () if args.quick else CHECKED), shifts)
+    print(report)
     command = shlex.join(["python", "-m", "tts_triton.evaluate.pitch", *(sys.argv[1:] if argv is None else argv)])
     text = [
         "# Pitch control per voice", "",
@@ -217,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "the same for the ceiling's audio (envelope kept exactly: what the pitch change alone costs the measure) and "
         "with the whole log-mel warped (formants moved). +-4 st passes when both ratios are within "
         f"{TOLERANCE} of 2 ** (4 / 12) (the downward one inverted), as tests/test_controls.py asserts.", "",
-        *rows, ""]
+        report, ""]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / REPORT_FILE).write_text("\n".join(text))
     print(f"report -> {args.out / REPORT_FILE}", file=sys.stderr)
