@@ -38,7 +38,8 @@ from tts_triton.client import (
 )
 from tts_triton.client.errors import ServerBusyError, classify_error, translate_error, translated_errors
 from tts_triton.client.request import INPUTS, chunk_from_result, is_final_response, parse_url
-from tts_triton.core.contract import STOP_PARAMETER
+from tts_triton.core.contract import EMOTION, STOP_PARAMETER, TEXT, VOICE
+from tts_triton.errors import BUSY, FAILED, INVALID_INPUT, TIMED_OUT, mark
 
 NUMPY_DTYPES = {"bytes": np.object_, "float32": np.float32, "int32": np.int32}
 SR = 22050
@@ -154,16 +155,21 @@ def test_parse_url() -> None:
         ("decoder failed", "StatusCode.INTERNAL", TTSError),
         ("VOICE: 'x' is unknown", "StatusCode.INTERNAL", TTSError),  # a status is not second-guessed by text
         ("Deadline Exceeded", "500", TTSError),
-        # stream errors: the message alone (real Triton 2.51 texts)
-        ("invalid input VOICE: unknown voice 'zed'", None, InvalidInputError),
+        # the server's mark decides, with a status or without (a stream error)
+        (mark(INVALID_INPUT, "VOICE: unknown voice 'zed'", VOICE), None, InvalidInputError),
+        (mark(INVALID_INPUT, "VOICE: unknown voice 'zed'", VOICE), "StatusCode.INVALID_ARGUMENT", InvalidInputError),
+        (mark(BUSY, "server busy: limit of 2"), None, ServerBusyError),
+        (mark(BUSY, "server busy: limit of 2"), "StatusCode.UNAVAILABLE", ServerBusyError),
+        (mark(TIMED_OUT, "synthesis stopped at its time limit of 1 s"), "StatusCode.UNAVAILABLE", TTSTimeoutError),
+        (mark(FAILED, "synthesis failed: RuntimeError: x"), None, TTSError),
+        ("server busy: limit of 2", None, TTSError),  # unmarked prose decides nothing
+        ("invalid input VOICE: unknown voice 'zed'", None, TTSError),
+        # Triton's own stream errors: no mark, no status (real Triton 2.51 texts)
         ("[request id: <id_unknown>] inference input 'TEXT' data-type is 'INT32', but model 'tts' expects 'BYTES'",
          None, InvalidInputError),
-        ("REFERENCE_SAMPLE_RATE must be positive", None, InvalidInputError),
-        ("Invalid argument: empty", None, InvalidInputError),
         ("Request for unknown model: 'tts' is not found", None, ServerUnavailableError),
         ("Request for unknown model: 'tts' has no available versions", None, ServerUnavailableError),
         ("Stream removed (Deadline Exceeded)", None, TTSTimeoutError),
-        ("the text could not be read", None, TTSError),  # lower-case "text" is not an input name
         ("CUDA out of memory", None, TTSError),
     ],
 )
@@ -189,9 +195,10 @@ def test_translate_error_keeps_server_message_and_status() -> None:
     assert (error.message, error.status) == (message, "INVALID_ARGUMENT")
     assert str(error) == f"[INVALID_ARGUMENT] {message}"
 
-    stream_error = translate_error(InferenceServerException("invalid input TEXT: empty text"))
+    stream_error = translate_error(InferenceServerException(mark(INVALID_INPUT, "TEXT: empty text", TEXT)))
     assert type(stream_error) is InvalidInputError and stream_error.status is None
-    assert str(stream_error) == "invalid input TEXT: empty text"
+    assert str(stream_error) == "TEXT: empty text", "the mark is not part of the message"
+    assert (stream_error.kind, stream_error.input_name) == (INVALID_INPUT.name, TEXT)
 
     timeout = translate_error(FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded"))
     assert type(timeout) is TTSTimeoutError and isinstance(timeout, TimeoutError)
@@ -414,14 +421,14 @@ def test_a_stop_left_unanswered_falls_back_to_a_cancel(scripted: type[ScriptedGr
 
 def test_stream_error_message_is_typed_and_waits_for_its_final(scripted: type[ScriptedGrpcClient]) -> None:
     first = (infer_response(audio=np.zeros(10, np.float32), final=False), None)
-    error = (None, InferenceServerException("invalid input EMOTION: unknown emotion 'x'"))
+    error = (None, InferenceServerException(mark(INVALID_INPUT, "EMOTION: unknown emotion 'x'", EMOTION)))
     scripted.script = [first, error, (infer_response(final=True), None)]
     with TTSClient("localhost:1") as client:
         chunks = client.stream("hi", emotion="x")
         assert next(chunks).index == 0
         with pytest.raises(InvalidInputError, match="EMOTION") as info:
             next(chunks)
-        assert info.value.message == "invalid input EMOTION: unknown emotion 'x'" and info.value.status is None
+        assert info.value.message == "EMOTION: unknown emotion 'x'" and info.value.status is None
         assert scripted.instances[1].stops == [False] and len(scripted.instances[1].requests) == 1  # no stop sent
 
 
@@ -436,7 +443,8 @@ def test_unavailable_before_any_audio_is_retried_busy_and_started_ones_are_not(
         scripted.next_scripts = [refused] * 3
         with pytest.raises(ServerUnavailableError):
             client.synthesize("hi")
-        busy = [(None, InferenceServerException("server busy: tts already runs 16 requests ... limit of 32"))]
+        refusal = mark(BUSY, "server busy: tts already runs 16 requests ... limit of 32")
+        busy = [(None, InferenceServerException(refusal))]
         scripted.next_scripts = [busy]
         sent = len(scripted.instances[1].requests)
         with pytest.raises(ServerBusyError, match="limit of 32"):

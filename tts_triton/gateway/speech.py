@@ -27,6 +27,7 @@ from tts_triton.client import (
     TTSTimeoutError,
 )
 from tts_triton.core.contract import EMOTION, SPEED, TEXT, VOICE
+from tts_triton.errors import BUSY, FAILED, INVALID_INPUT, KINDS, TIMED_OUT
 
 from .encoders import FORMATS, new_encoder
 from .errors import ApiError
@@ -42,18 +43,19 @@ _PARAMS = {TEXT: "input", VOICE: "voice", EMOTION: "instructions", SPEED: "speed
 
 
 def api_error_for(error: TTSError) -> ApiError:
-    """The HTTP error for a failed Triton request (no traceback, the server's message as it came)."""
+    """The HTTP error for a failed Triton request (no traceback, the server's message as it came): the status
+    and code of its error kind (:data:`tts_triton.errors.KINDS`), or of its class when Triton itself failed it."""
     if isinstance(error, InvalidInputError):
-        param = next((p for name, p in _PARAMS.items() if name in error.message), None)
-        return ApiError(400, error.message, param=param)
+        return ApiError(INVALID_INPUT.http, error.message, param=_PARAMS.get(error.input_name or ""))
     if isinstance(error, ServerBusyError):  # Triton's own admission limit: not started, worth retrying soon
-        return ApiError(503, f"the speech model is busy: {error.message}", code="model_busy",
+        return ApiError(BUSY.http, f"the speech model is busy: {error.message}", code=BUSY.code,
                         headers={"Retry-After": str(BUSY_RETRY_AFTER_S)})
     if isinstance(error, ServerUnavailableError):
         return ApiError(503, f"the speech model is unavailable: {error.message}", code="model_unavailable")
     if isinstance(error, TTSTimeoutError):
-        return ApiError(504, f"synthesis timed out: {error.message}", code="timeout")
-    return ApiError(500, f"synthesis failed: {error.message}", code="synthesis_failed")
+        return ApiError(TIMED_OUT.http, f"synthesis timed out: {error.message}", code=TIMED_OUT.code)
+    kind = KINDS.get(error.kind or "", FAILED)
+    return ApiError(kind.http, f"synthesis failed: {error.message}", code=kind.code)
 
 
 async def first_chunk(chunks: AsyncGenerator[AudioChunk, None]) -> AudioChunk:

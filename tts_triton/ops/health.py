@@ -8,8 +8,9 @@ model's config and :mod:`tts_triton.core.shapes`), through ``tts_offline`` and t
 visible (same host or container), looks for each Python model's stub processes. Each model is then:
 
 - ``ok``: it answered within ``timeout``;
-- ``slow``: no answer within ``timeout``, or refused as overloaded (RESOURCE_EXHAUSTED, UNAVAILABLE
-  "busy"): a loaded server, which readiness may shed but nothing must restart;
+- ``slow``: no answer within ``timeout``, refused as overloaded (RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED), or
+  an error whose kind reads so (:data:`tts_triton.errors.KINDS`: busy, timed out): a loaded server, which
+  readiness may shed but nothing must restart;
 - ``dead``: it answered with any other error (``Stub process 'vocoder_0_0' is not healthy``, unknown
   model, server gone), or a stub instance of it no longer exists (a dead BLS stub never answers at all).
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import sys
 import threading
 import time
@@ -43,6 +43,7 @@ from tts_triton.core import contract
 from tts_triton.core.config import ModelConfig
 from tts_triton.core.endpoints import DEFAULT_GRPC_URL
 from tts_triton.core.shapes import axis_values
+from tts_triton.errors import read_mark
 from tts_triton.ops.triton_server import port_holders
 from tts_triton.serving.request_shapes import RequestShapes
 
@@ -58,8 +59,8 @@ OK, SLOW, DEAD = "ok", "slow", "dead"
 #: readiness probe fails and the liveness probe passes (the models are being unloaded on purpose).
 DRAIN_MARK_ENV = "TTS_TRITON_DRAIN_MARK"
 DEFAULT_DRAIN_MARK = "/tmp/tts-triton-draining"
-#: Error text of an overloaded server: admission control's refusals and gRPC's own deadline.
-_OVERLOADED = re.compile(r"RESOURCE_EXHAUSTED|DEADLINE_EXCEEDED|Deadline Exceeded|server busy|too many", re.I)
+#: gRPC statuses of an overloaded server: a refusal for load, gRPC's own deadline.
+_OVERLOADED = frozenset({"RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED"})
 _STUB = "triton_python_backend_stub"
 
 
@@ -111,12 +112,16 @@ class HealthReport:
 
 
 def classify_error(err: BaseException) -> str:
-    """``SLOW`` for a timeout or an overload refusal, ``DEAD`` for any other error."""
+    """``SLOW`` for a timeout, an overload status or an error whose kind is read as slow (the server's mark),
+    ``DEAD`` for any other error."""
     if isinstance(err, TimeoutError):
         return SLOW
-    status = err.status() if hasattr(err, "status") and callable(err.status) else ""
+    status = err.status() if hasattr(err, "status") and callable(err.status) else None
+    if status is not None and status.removeprefix("StatusCode.") in _OVERLOADED:
+        return SLOW
     message = err.message() if hasattr(err, "message") and callable(err.message) else str(err)
-    return SLOW if _OVERLOADED.search(f"{status} {message}") else DEAD
+    kind = read_mark(message or "").kind
+    return SLOW if kind is not None and kind.health == SLOW else DEAD
 
 
 def missing_stubs(server_pid: int, configs: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
