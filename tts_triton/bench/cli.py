@@ -159,7 +159,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-every", type=float, default=5.0,
                    help="seconds between GPU memory samples during the soak (default %(default)s)")
     p.add_argument("--goals", type=Path,
-                   help="a goals file (TOML or JSON; example: docs/bench/goals.toml) to judge this run against")
+                   help="a goals file (TOML or JSON; example: docs/bench-goals.toml) to judge this run against")
     p.add_argument("--reference", type=Path,
                    help="the bench.json of an earlier run whose best aggregate this run's is compared with (the "
                         "goal scale_vs_reference)")
