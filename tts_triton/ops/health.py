@@ -188,7 +188,7 @@ def _infer_inputs(arrays: dict[str, np.ndarray]) -> list[grpcclient.InferInput]:
 
 
 def _text() -> list[grpcclient.InferInput]:
-    return _infer_inputs({"TEXT": np.array([HEALTH_TEXT.encode()], dtype=np.object_)})
+    return _infer_inputs({contract.TEXT: np.array([HEALTH_TEXT.encode()], dtype=np.object_)})
 
 
 def _check_network(client: grpcclient.InferenceServerClient, model: str, timeout: float) -> None:
@@ -198,7 +198,7 @@ def _check_network(client: grpcclient.InferenceServerClient, model: str, timeout
 
 def _check_offline(client: grpcclient.InferenceServerClient, model: str, timeout: float) -> None:
     result = client.infer(model, _text(), client_timeout=timeout)
-    if result.as_numpy("AUDIO").size == 0:
+    if result.as_numpy(contract.AUDIO).size == 0:
         raise RuntimeError("no audio")
 
 
