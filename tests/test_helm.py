@@ -189,7 +189,7 @@ def test_render_autoscaling_and_servicemonitor():
     metric = hpa["spec"]["metrics"][0]
     assert metric["type"] == "Pods"
     assert metric["pods"]["metric"]["name"] == "tts_streams_in_flight"
-    assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": "16"}
+    assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": "32"}
     assert "replicas" not in _one(docs, "Deployment")["spec"]  # the HPA owns the replica count
     monitor = _one(docs, "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"

@@ -1,0 +1,252 @@
+"""Three Triton servers behind one gateway and one ``TTSClient`` (the client library's balancer), on loopback.
+
+One module-scoped fleet serves every test here: the session's ``server`` plus two ``tts-triton serve``
+processes of the same repository. In order: 60 streams at concurrency 6 through the gateway spread over all
+three, the same through ``TTSClient`` and through ``tts-triton loadtest``; then, with the gateway and the
+client both under load, one server's tritonserver is SIGKILLed (no request started a second or more after it
+died fails) and another ``serve`` is sent SIGTERM (it drains: no request fails); the session's server, the
+survivor, then takes all further load.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import csv
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import openai
+import pytest
+import tritonclient.grpc as grpcclient
+from conftest import pick_ports
+from test_cli import tts_triton
+from test_faults import wait_until
+
+from tts_triton.client import TTSClient, TTSError
+from tts_triton.contract import TTS
+from tts_triton.gateway import GatewayConfig
+from tts_triton.gateway.metrics import ENDPOINT_METRICS
+from tts_triton.gateway.server import BackgroundGateway
+from tts_triton.server import TritonServer, free_port
+
+TEXT = "Hello there."
+STREAMS, CONCURRENCY = 60, 6
+#: Seconds a `serve` gets to drain on SIGTERM (the test's streams take well under a second each).
+DRAIN_GRACE_S = 30
+
+
+@dataclass
+class Serve:
+    """A ``tts-triton serve`` process of ``repository`` on free loopback ports."""
+
+    repository: Path
+    log: Path
+    ports: object = field(default_factory=pick_ports)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def grpc_url(self) -> str:
+        return f"127.0.0.1:{self.ports.grpc}"  # type: ignore[attr-defined]
+
+    def start(self) -> None:
+        p = self.ports
+        command = [sys.executable, "-m", "tts_triton.cli", "serve", "--no-build", "--model-repository",
+                   str(self.repository), "--http-port", str(p.http), "--grpc-port", str(p.grpc),  # type: ignore
+                   "--metrics-port", str(p.metrics), "--health-interval", "0",  # type: ignore[attr-defined]
+                   "--drain-grace", str(DRAIN_GRACE_S), "--exit-with-parent"]
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def ready(self) -> bool:
+        assert self.proc is not None and self.proc.poll() is None, self.log.read_text()
+        return "ready:" in self.log.read_text()
+
+    def triton_pid(self) -> int:
+        """The tritonserver child of serve."""
+        assert self.proc is not None
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+        (pid,) = [int(c) for c in children if "tritonserver" in Path(f"/proc/{c}/cmdline").read_text()]
+        return pid
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(DRAIN_GRACE_S + 15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """gRPC addresses of three servers: the session's (never stopped here: the survivor) and two ``serve``s."""
+
+    urls: list[str]
+    serves: list[Serve]
+
+
+@pytest.fixture(scope="module")
+def fleet(server: TritonServer, model_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    folder = tmp_path_factory.mktemp("fleet")
+    extra = [Serve(model_repository, folder / f"serve-{i}.log") for i in range(2)]
+    try:
+        for member in extra:
+            member.start()
+        wait_until(lambda: all(m.ready() for m in extra), 180, "two more servers ready")
+        yield Fleet([server.grpc_url, *(m.grpc_url for m in extra)], extra)
+    finally:
+        for member in extra:
+            member.stop()
+
+
+def served(url: str) -> int:
+    """Requests ``tts`` at ``url`` has executed (succeeded or failed) since it started."""
+    with grpcclient.InferenceServerClient(url) as client:
+        stats = client.get_inference_statistics(TTS).model_stats[0].inference_stats
+    return stats.success.count + stats.fail.count
+
+
+def counts(urls: list[str]) -> list[int]:
+    return [served(url) for url in urls]
+
+
+@pytest.fixture(scope="module")
+def gateway_client(fleet: Fleet) -> Iterator[tuple[openai.OpenAI, BackgroundGateway]]:
+    with BackgroundGateway(GatewayConfig(triton_endpoints=tuple(fleet.urls)), port=free_port()) as running:
+        yield openai.OpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0, timeout=120), running
+
+
+def via_gateway(client: openai.OpenAI) -> None:
+    audio = client.audio.speech.create(model="tts-1", voice="alloy", input=TEXT, response_format="pcm")
+    assert len(audio.content) > 1000
+
+
+def via_client(client: TTSClient) -> None:
+    assert client.synthesize(TEXT).audio.size > 1000
+
+
+def spread(urls: list[str], send: Callable[[], None]) -> list[int]:
+    """Send STREAMS requests, CONCURRENCY at a time; the requests each server executed meanwhile."""
+    before = counts(urls)
+    with concurrent.futures.ThreadPoolExecutor(CONCURRENCY) as pool:
+        list(pool.map(lambda _: send(), range(STREAMS)))
+    return [a - b for a, b in zip(counts(urls), before, strict=True)]
+
+
+def test_the_gateway_spreads_streams_over_three_servers(fleet: Fleet, gateway_client: tuple) -> None:
+    client, running = gateway_client
+    per_server = spread(fleet.urls, lambda: via_gateway(client))
+    print(f"gateway, {STREAMS} streams at concurrency {CONCURRENCY}: {per_server} per server")
+    assert sum(per_server) == STREAMS and min(per_server) >= 12, per_server
+    import httpx
+
+    page = httpx.get(f"{running.url}/metrics").text
+    for url in fleet.urls:
+        assert f'{ENDPOINT_METRICS["started"]}_total{{endpoint="{url}"}}' in page
+        assert f'{ENDPOINT_METRICS["in_flight"]}{{endpoint="{url}"}} 0.0' in page
+    assert httpx.get(f"{running.url}/readyz").status_code == 200
+
+
+def test_the_client_spreads_streams_over_three_servers(fleet: Fleet) -> None:
+    with TTSClient(fleet.urls, timeout=60) as client:
+        per_server = spread(fleet.urls, lambda: via_client(client))
+        started = {s.address: s.started for s in client.balancer.snapshot()}
+    print(f"TTSClient, {STREAMS} streams at concurrency {CONCURRENCY}: {per_server} per server")
+    assert sum(per_server) == STREAMS and min(per_server) >= 12, per_server
+    assert [started[url] for url in fleet.urls] == per_server
+
+
+def test_loadtest_spreads_its_users_over_three_servers(fleet: Fleet, tmp_path: Path) -> None:
+    out = tmp_path / "loadtest"
+    before = counts(fleet.urls)
+    run = tts_triton("loadtest", "--users", str(CONCURRENCY), "--spawn-rate", str(CONCURRENCY), "--duration", "5s",
+                     "--stop-timeout", "30", "--url", ",".join(fleet.urls[:2]), "--url", f"grpc://{fleet.urls[2]}",
+                     "--out", str(out), timeout=180)
+    assert run.returncode == 0, run.stdout + run.stderr
+    per_server = [a - b for a, b in zip(counts(fleet.urls), before, strict=True)]
+    with (out / "requests.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    print(f"loadtest, {len(rows)} streams of {CONCURRENCY} users: {per_server} per server")
+    assert rows and all(not row["error"] for row in rows)
+    assert sum(per_server) == len(rows) and min(per_server) >= len(rows) // 6, per_server
+
+
+class Load:
+    """Requests sent back to back by ``threads`` threads through ``send`` until stopped: (start, error) each."""
+
+    def __init__(self, send: Callable[[], None], threads: int) -> None:
+        self.send, self.results = send, []  # type: list[tuple[float, str | None]]
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            start = time.monotonic()
+            try:
+                self.send()
+                error = None
+            except (TTSError, openai.OpenAIError, AssertionError) as err:
+                error = f"{type(err).__name__}: {err}"
+            self.results.append((start, error))
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(120)
+
+    def after(self, moment: float) -> list[tuple[float, str | None]]:
+        return [r for r in self.results if r[0] >= moment]
+
+
+def test_a_killed_server_loses_no_request_started_a_second_later(fleet: Fleet, gateway_client: tuple) -> None:
+    doomed = fleet.serves[0]
+    with TTSClient(fleet.urls, timeout=60) as client:
+        loads = {"gateway": Load(lambda: via_gateway(gateway_client[0]), 3),
+                 "client": Load(lambda: via_client(client), 3)}
+        time.sleep(2.0)
+        subprocess.run(["kill", "-KILL", str(doomed.triton_pid())], check=True)
+        died = time.monotonic()
+        time.sleep(4.0)
+        for load in loads.values():
+            load.stop()
+    for name, load in loads.items():
+        late = load.after(died + 1.0)
+        early_failures = [r for r in load.results if r[1] and r[0] < died + 1.0]
+        print(f"SIGKILL, {name}: {len(load.results)} requests, {len(early_failures)} failed around the kill "
+              f"(started < 1 s after it), {len(late)} started >= 1 s after it, failed: "
+              f"{[r[1] for r in late if r[1]]}")
+        assert len(late) >= 3 and not [r for r in late if r[1]], late
+
+
+def test_a_draining_server_loses_no_request_and_the_survivor_takes_the_rest(fleet: Fleet,
+                                                                             gateway_client: tuple) -> None:
+    leaving = fleet.serves[1]
+    survivor = fleet.urls[0]
+    with TTSClient(fleet.urls, timeout=60) as client:
+        loads = {"gateway": Load(lambda: via_gateway(gateway_client[0]), 3),
+                 "client": Load(lambda: via_client(client), 3)}
+        time.sleep(1.5)
+        assert leaving.proc is not None
+        leaving.proc.send_signal(signal.SIGTERM)
+        leaving.proc.wait(DRAIN_GRACE_S + 15)
+        for load in loads.values():
+            load.stop()
+        assert leaving.proc.returncode == 0, leaving.log.read_text()
+        for name, load in loads.items():
+            failed = [r[1] for r in load.results if r[1]]
+            print(f"SIGTERM (drain), {name}: {len(load.results)} requests, failed: {failed}")
+            assert len(load.results) >= 3 and not failed
+        before = served(survivor)
+        for _ in range(6):
+            via_gateway(gateway_client[0])
+            via_client(client)
+    assert served(survivor) - before == 12
