@@ -51,7 +51,8 @@ class PodCurve:
 
     @classmethod
     def from_reports(cls, paths: list[Path]) -> PodCurve:
-        """The ``Results`` rows of ``tts-triton bench`` reports (a later report's level replaces an earlier's)."""
+        """The served rows of ``tts-triton bench`` reports' ``Results`` (a later report's level replaces an
+        earlier's)."""
         rows: dict[int, tuple[float, float, float]] = {}
         for path in paths:
             lines = path.read_text().splitlines()
@@ -61,6 +62,8 @@ class PodCurve:
                 if not line.startswith("|"):
                     break
                 cells = dict(zip(names, (c.strip() for c in line.strip("|").split("|")), strict=True))
+                if not cells["runtime"].startswith("triton"):
+                    continue  # the eager baseline's rows
                 value = {key: float(re.sub(r"[,\s]", "", cells[key])) for key in
                          ("concurrency", "first chunk p50 ms", "p99 ms", "audio s / s")}
                 rows[int(value["concurrency"])] = (value["first chunk p50 ms"], value["p99 ms"], value["audio s / s"])
