@@ -1,19 +1,18 @@
 """Three Triton servers behind one gateway and one ``TTSClient`` (the client library's balancer), on loopback.
 
-One module-scoped fleet serves every test here: the session's ``server`` plus two ``tts-triton serve``
-processes of the same repository sharing a Redis (the utterance cache). In order: the two fresh servers' first
-request against their tenth (warmed up before ready: within 2x, cache off and on); 60 streams at concurrency 6
-through the gateway spread over all three, the same through ``TTSClient`` and through ``tts-triton loadtest``;
-then, with the gateway and the client both under load, one server's tritonserver is SIGKILLed (no request
-started a second or more after it died fails) and another ``serve`` is sent SIGTERM (it drains: no request
-fails); the session's server, the survivor, then takes all further load.
+One module-scoped fleet serves every test here: the session's ``server`` plus two ``tts-triton serve`` processes
+of the same repository, warmed up before ready. As it starts, the first ``serve``'s first requests are timed
+(cache off, then first cache hits; Redis is then taken away). Then: 60 streams at concurrency 6 through the
+gateway spread over all three, the same through ``TTSClient``, and ``tts-triton loadtest`` over the three; with
+the gateway and the client both under load, one server's tritonserver is SIGKILLed (no request started a
+second or more after it died fails), and another ``serve`` is sent SIGTERM (it drains: no request fails); the
+session's server, the survivor, then takes all further load.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import csv
-import itertools
 import os
 import signal
 import subprocess
@@ -43,8 +42,7 @@ from tts_triton.gateway.server import BackgroundGateway
 from tts_triton.server import TritonServer, free_port
 
 TEXT = "Hello there."
-_NUMBERS = itertools.count(1)
-FIRST_TEXT = "Is it ready yet?"
+FIRST_TEXT, HIT_TEXT = "Is it ready yet?", "Good morning!"
 STREAMS, CONCURRENCY = 60, 6
 #: Seconds a `serve` gets to drain on SIGTERM (the test's streams take well under a second each).
 DRAIN_GRACE_S = 30
@@ -100,23 +98,39 @@ class Serve:
 
 @dataclass(frozen=True)
 class Fleet:
-    """gRPC addresses of three servers: the session's (never stopped here: the survivor) and two ``serve``s."""
+    """gRPC addresses of three servers: the session's (never stopped here: the survivor) and two ``serve``s; and the
+    first-chunk seconds of the first ``serve``'s first requests (:func:`first_requests`)."""
 
     urls: list[str]
     serves: list[Serve]
+    first_requests: dict[str, list[float]]
+
+
+def first_requests(url: str) -> dict[str, list[float]]:
+    """First chunk of one text ten times in a row on a server that served nothing but its warm-up, with the cache
+    off (the request parameter: every request synthesized); then of another text, stored by one request, ten
+    times as hits: its first hit against its tenth."""
+    off = first_chunks(url, FIRST_TEXT, 10, cache=False)
+    first_chunks(url, HIT_TEXT, 1)  # its audio into Redis
+    time.sleep(0.5)  # the write runs after the stream's end
+    return {"cache off": off, "cache on, hits": first_chunks(url, HIT_TEXT, 10)}
 
 
 @pytest.fixture(scope="module")
 def fleet(server: TritonServer, model_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    """The first ``serve`` has a Redis, measured as it starts and then taken away (its cache then misses at once,
+    as a failing Redis does): from then on the three servers do the same work for the same text."""
     folder = tmp_path_factory.mktemp("fleet")
     with LocalRedis(folder) as redis:
-        extra = [Serve(model_repository, folder / f"serve-{i}.log", {ENV_PREFIX + "REDIS_URL": redis.url})
-                 for i in range(2)]
+        extra = [Serve(model_repository, folder / "serve-0.log", {ENV_PREFIX + "REDIS_URL": redis.url}),
+                 Serve(model_repository, folder / "serve-1.log", {})]
         try:
             for member in extra:
                 member.start()
             wait_until(lambda: all(m.ready() for m in extra), 180, "two more servers ready")
-            yield Fleet([server.grpc_url, *(m.grpc_url for m in extra)], extra)
+            measured = first_requests(extra[0].grpc_url)
+            redis.kill()
+            yield Fleet([server.grpc_url, *(m.grpc_url for m in extra)], extra, measured)
         finally:
             for member in extra:
                 member.stop()
@@ -139,19 +153,13 @@ def gateway_client(fleet: Fleet) -> Iterator[tuple[openai.OpenAI, BackgroundGate
         yield openai.OpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0, timeout=120), running
 
 
-def new_text() -> str:
-    """TEXT made unique: two of the servers share an utterance cache, and hits would make them faster than the
-    third (least outstanding then rightly sends them more)."""
-    return f"{TEXT} {next(_NUMBERS)}."
-
-
 def via_gateway(client: openai.OpenAI) -> None:
-    audio = client.audio.speech.create(model="tts-1", voice="alloy", input=new_text(), response_format="pcm")
+    audio = client.audio.speech.create(model="tts-1", voice="alloy", input=TEXT, response_format="pcm")
     assert len(audio.content) > 0
 
 
 def via_client(client: TTSClient) -> None:
-    assert client.synthesize(new_text()).audio.size > 0
+    assert client.synthesize(TEXT).audio.size > 0
 
 
 def spread(urls: list[str], send: Callable[[], None]) -> list[int]:
@@ -163,15 +171,8 @@ def spread(urls: list[str], send: Callable[[], None]) -> list[int]:
 
 
 def test_a_fresh_servers_first_request_is_within_twice_its_tenth(fleet: Fleet) -> None:
-    """First chunk of one text ten times in a row on a server that served nothing but its warm-up: with the cache
-    off (every request synthesized), and on (a second fresh server, every request a hit on what the first stored),
-    against the tenth (or the warm median, when the tenth was lucky)."""
-    fresh, joining = (s.grpc_url for s in fleet.serves)
-    off = first_chunks(fresh, FIRST_TEXT, 10, cache=False)
-    first_chunks(fresh, FIRST_TEXT, 1)  # its audio into Redis
-    time.sleep(0.5)  # the write runs after the stream's end
-    on = first_chunks(joining, FIRST_TEXT, 10)
-    for label, seconds in (("cache off", off), ("cache on, hits", on)):
+    """Against the tenth, or the median of the warm ones when the tenth was lucky (2 shared cores are noisy)."""
+    for label, seconds in fleet.first_requests.items():
         warm = max(seconds[-1], float(np.median(seconds[1:])))
         print(f"fresh server, {label}: first chunk of request 1 {seconds[0] * 1000:.1f} ms, 10: "
               f"{seconds[-1] * 1000:.1f} ms, median of 2-10: {np.median(seconds[1:]) * 1000:.1f} ms")
@@ -204,16 +205,17 @@ def test_the_client_spreads_streams_over_three_servers(fleet: Fleet) -> None:
 def test_loadtest_spreads_its_users_over_three_servers(fleet: Fleet, tmp_path: Path) -> None:
     out = tmp_path / "loadtest"
     before = counts(fleet.urls)
-    run = tts_triton("loadtest", "--users", str(CONCURRENCY), "--spawn-rate", str(CONCURRENCY), "--duration", "5s",
-                     "--stop-timeout", "30", "--url", ",".join(fleet.urls[:2]), "--url", f"grpc://{fleet.urls[2]}",
-                     "--repeat-ratio", "0", "--out", str(out), timeout=180)  # no repeats: no cache hits
+    run = tts_triton("loadtest", "--users", str(CONCURRENCY), "--spawn-rate", str(CONCURRENCY), "--duration", "3s",
+                     "--stop-timeout", "60", "--url", ",".join(fleet.urls[:2]), "--url", f"grpc://{fleet.urls[2]}",
+                     "--out", str(out), timeout=180)
     assert run.returncode == 0, run.stdout + run.stderr
     per_server = [a - b for a, b in zip(counts(fleet.urls), before, strict=True)]
     with (out / "requests.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     print(f"loadtest, {len(rows)} streams of {CONCURRENCY} users: {per_server} per server")
     assert rows and all(not row["error"] for row in rows)
-    assert sum(per_server) == len(rows) and min(per_server) >= len(rows) // 6, per_server
+    # the users share the process's client: its streams in flight, CONCURRENCY at first, spread evenly
+    assert sum(per_server) == len(rows) >= CONCURRENCY and min(per_server) >= max(1, len(rows) // 6), per_server
 
 
 class Load:
