@@ -33,6 +33,7 @@ import logging
 import os
 import random
 import sys
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -80,10 +81,16 @@ def _voice_bank(host: str, timeout: float) -> VoiceCatalog:
         return client.voices()
 
 
-@functools.cache
+_CLIENTS: dict[tuple[str, float], TTSClient] = {}
+_CLIENTS_LOCK = threading.Lock()  # users start side by side, and making a client lets other greenlets run
+
+
 def _shared_client(host: str, timeout: float) -> TTSClient:
     """The process's client (thread- and greenlet-safe): one balancer sees every user's streams."""
-    return TTSClient(host, timeout=timeout)
+    with _CLIENTS_LOCK:
+        if (host, timeout) not in _CLIENTS:
+            _CLIENTS[host, timeout] = TTSClient(host, timeout=timeout)
+        return _CLIENTS[host, timeout]
 
 
 class TTSStreamUser(User):
