@@ -133,7 +133,8 @@ class _Settings:
 
 
 class TTSClient(_Settings, Closing):
-    """Blocking gRPC client of ``tts``; ``url`` is ``host:port`` or ``grpc://host:port``.
+    """Blocking gRPC client of ``tts``; ``url`` is ``host:port``, ``grpc://host:port`` or ``dns:///NAME:PORT``, or
+    several of them (a sequence, or comma-separated), balanced by :attr:`balancer` (see the module docstring).
 
     ``timeout`` (seconds, None for no limit) bounds every call; a method's own ``timeout`` overrides
     it. ``stall_timeout`` (seconds, None for none) bounds the wait for each response of a stream, ``retries``

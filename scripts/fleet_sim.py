@@ -216,7 +216,6 @@ def _plot(rows: list[tuple], args: argparse.Namespace, path: Path) -> None:
         gateways = next(r[1] for r in rows if r[0] == pods)
         ax.set_title(f"{pods} pods, {gateways} gateways")
         ax.set_xlabel("offered streams per pod (mean)")
-        ax.set_yscale("log")
         ax.grid(alpha=0.3)
     np.atleast_1d(axes)[0].set_ylabel("first chunk p99 (ms)")
     np.atleast_1d(axes)[0].legend()

@@ -35,6 +35,7 @@ from tts_triton.bench.first_request import first_chunks
 from tts_triton.cache.local import LocalRedis
 from tts_triton.cache.settings import ENV_PREFIX
 from tts_triton.client import TTSClient, TTSError
+from tts_triton.client.balancer import resolve
 from tts_triton.contract import TTS
 from tts_triton.gateway import GatewayConfig
 from tts_triton.gateway.metrics import ENDPOINT_METRICS
@@ -205,7 +206,7 @@ def test_the_client_spreads_streams_over_three_servers(fleet: Fleet) -> None:
 def test_loadtest_spreads_its_users_over_three_servers(fleet: Fleet, tmp_path: Path) -> None:
     out = tmp_path / "loadtest"
     before = counts(fleet.urls)
-    run = tts_triton("loadtest", "--users", str(CONCURRENCY), "--spawn-rate", str(CONCURRENCY), "--duration", "3s",
+    run = tts_triton("loadtest", "--users", str(CONCURRENCY), "--spawn-rate", str(CONCURRENCY), "--duration", "6s",
                      "--stop-timeout", "60", "--url", ",".join(fleet.urls[:2]), "--url", f"grpc://{fleet.urls[2]}",
                      "--out", str(out), timeout=180)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -290,3 +291,14 @@ def test_a_draining_server_loses_no_request_and_the_survivor_takes_the_rest(flee
             via_gateway(gateway_client[0])
             via_client(client)
     assert served(survivor) - before == 12
+
+
+def test_a_dns_name_stands_for_each_of_its_addresses(server: TritonServer) -> None:
+    """``dns:///localhost:PORT``: every address of the name (127.0.0.1, and ::1 where the resolver gives it, on which
+    nothing listens: then ejected, and the request sent again to the other)."""
+    port = server.grpc_url.rsplit(":", 1)[1]
+    assert f"127.0.0.1:{port}" in resolve(f"localhost:{port}")
+    with TTSClient(f"dns:///localhost:{port}", timeout=60) as client:
+        for _ in range(3):
+            via_client(client)
+        assert {s.address for s in client.balancer.snapshot()} == set(resolve(f"localhost:{port}"))

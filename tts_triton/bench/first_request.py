@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("runs/first-request"), help="folder for the report")
     parser.add_argument("--requests", type=int, default=10, help="requests of the text per server (default 10)")
     parser.add_argument("--no-warm-up", action="store_true", help="servers ready as soon as Triton says so")
-    parser.add_argument("--model-repository", type=Path, help="repository to serve (default: the default one)")
+    parser.add_argument("--model-repository", type=Path,
+                        help="a built repository to serve as it is (default: the default one, built if needed)")
     args = parser.parse_args(argv)
     if args.requests < 2:
         parser.error("--requests must be at least 2")
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     from tts_triton.paths import default_model_repository
     from tts_triton.tables import text_table
 
-    repository = ensure_repository(args.model_repository or default_model_repository())
+    repository = args.model_repository or ensure_repository(default_model_repository())
     args.out.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         redis = stack.enter_context(LocalRedis(args.out))
