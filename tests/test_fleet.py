@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import numpy as np
 import openai
 import pytest
@@ -185,8 +186,6 @@ def test_the_gateway_spreads_streams_over_three_servers(fleet: Fleet, gateway_cl
     per_server = spread(fleet.urls, lambda: via_gateway(client))
     print(f"gateway, {STREAMS} streams at concurrency {CONCURRENCY}: {per_server} per server")
     assert sum(per_server) == STREAMS and min(per_server) >= 12, per_server
-    import httpx
-
     page = httpx.get(f"{running.url}/metrics").text
     for url in fleet.urls:
         assert f'{ENDPOINT_METRICS["started"]}_total{{endpoint="{url}"}}' in page
@@ -291,6 +290,13 @@ def test_a_draining_server_loses_no_request_and_the_survivor_takes_the_rest(flee
             via_gateway(gateway_client[0])
             via_client(client)
     assert served(survivor) - before == 12
+    gateway = gateway_client[1].url
+    assert httpx.get(f"{gateway}/readyz").status_code == 200  # one endpoint of three is enough
+    page = httpx.get(f"{gateway}/metrics").text
+    for url, up in zip(fleet.urls, (1, 0, 0), strict=True):
+        assert f'{ENDPOINT_METRICS["usable"]}{{endpoint="{url}"}} {up:.1f}' in page
+    ejections = f'{ENDPOINT_METRICS["ejections"]}_total{{endpoint="{fleet.urls[2]}"}} '
+    assert float(page.split(ejections, 1)[1].split()[0]) >= 1
 
 
 def test_a_dns_name_stands_for_each_of_its_addresses(server: TritonServer) -> None:
