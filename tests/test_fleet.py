@@ -262,8 +262,8 @@ def test_a_killed_server_loses_no_request_started_a_second_later(fleet: Fleet, g
         late = load.after(died + 1.0)
         early_failures = [r for r in load.results if r[1] and r[0] < died + 1.0]
         print(f"SIGKILL, {name}: {len(load.results)} requests, {len(early_failures)} failed around the kill "
-              f"(started < 1 s after it), {len(late)} started >= 1 s after it, failed: "
-              f"{[r[1] for r in late if r[1]]}")
+              f"(started < 1 s after it: {[r[1] for r in early_failures]}), {len(late)} started >= 1 s after it, "
+              f"failed: {[r[1] for r in late if r[1]]}")
         assert len(late) >= 3 and not [r for r in late if r[1]], late
 
 
