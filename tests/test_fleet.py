@@ -28,7 +28,7 @@ import numpy as np
 import openai
 import pytest
 import tritonclient.grpc as grpcclient
-from conftest import pick_ports
+from conftest import TritonPorts, pick_ports
 from test_cli import tts_triton
 from test_faults import wait_until
 
@@ -46,7 +46,7 @@ from tts_triton.server import TritonServer, free_port
 TEXT = "Hello there."
 FIRST_TEXT, HIT_TEXT = "Is it ready yet?", "Good morning!"
 STREAMS, CONCURRENCY = 60, 6
-#: Seconds a `serve` gets to drain on SIGTERM (the test's streams take well under a second each).
+#: Seconds a `serve` gets to drain on SIGTERM (the test's streams take about a second each here).
 DRAIN_GRACE_S = 30
 
 
@@ -57,18 +57,18 @@ class Serve:
     repository: Path
     log: Path
     environment: dict[str, str]
-    ports: object = field(default_factory=pick_ports)
+    ports: TritonPorts = field(default_factory=pick_ports)
     proc: subprocess.Popen[bytes] | None = None
 
     @property
     def grpc_url(self) -> str:
-        return f"127.0.0.1:{self.ports.grpc}"  # type: ignore[attr-defined]
+        return f"127.0.0.1:{self.ports.grpc}"
 
     def start(self) -> None:
         p = self.ports
         command = [sys.executable, "-m", "tts_triton.cli", "serve", "--no-build", "--model-repository",
-                   str(self.repository), "--http-port", str(p.http), "--grpc-port", str(p.grpc),  # type: ignore
-                   "--metrics-port", str(p.metrics), "--health-interval", "0",  # type: ignore[attr-defined]
+                   str(self.repository), "--http-port", str(p.http), "--grpc-port", str(p.grpc),
+                   "--metrics-port", str(p.metrics), "--health-interval", "0",
                    "--drain-grace", str(DRAIN_GRACE_S), "--exit-with-parent"]
         with open(self.log, "w") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
