@@ -43,8 +43,8 @@ import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as grpcclient_aio
 from tritonclient.utils import InferenceServerException
 
-from tts_triton.contract import TTS
-from tts_triton.endpoints import DEFAULT_GRPC_URL
+from tts_triton.core.contract import TTS
+from tts_triton.core.endpoints import DEFAULT_GRPC_URL
 
 from .balancer import Balancer, Endpoint
 from .closing import Closing

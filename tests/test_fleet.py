@@ -33,15 +33,15 @@ from test_cli import tts_triton
 from test_faults import wait_until
 
 from tts_triton.bench.first_request import first_chunks
-from tts_triton.cache.local import LocalRedis
 from tts_triton.cache.settings import ENV_PREFIX
 from tts_triton.client import TTSClient, TTSError
 from tts_triton.client.balancer import resolve
-from tts_triton.contract import TTS
+from tts_triton.core.contract import TTS
 from tts_triton.gateway import GatewayConfig
 from tts_triton.gateway.metrics import ENDPOINT_METRICS
 from tts_triton.gateway.server import BackgroundGateway
-from tts_triton.server import TritonServer, free_port
+from tts_triton.ops.local_redis import LocalRedis
+from tts_triton.ops.triton_server import TritonServer, free_port
 
 TEXT = "Hello there."
 FIRST_TEXT, HIT_TEXT = "Is it ready yet?", "Good morning!"

@@ -29,7 +29,7 @@ from typing import Any
 import tritonclient.grpc as grpcclient
 
 from tts_triton.client.request import build_request, is_final_response, new_request_id
-from tts_triton.contract import TTS
+from tts_triton.core.contract import TTS
 
 __all__ = ["TEXT", "first_chunks", "main"]
 
@@ -84,12 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.requests < 2:
         parser.error("--requests must be at least 2")
 
-    from tts_triton.build import ensure_repository
-    from tts_triton.cache.local import LocalRedis
     from tts_triton.cache.settings import ENV_PREFIX
-    from tts_triton.embedded import embedded_server
-    from tts_triton.paths import default_model_repository
-    from tts_triton.tables import text_table
+    from tts_triton.core.paths import default_model_repository
+    from tts_triton.export.build import ensure_repository
+    from tts_triton.jobs.tables import text_table
+    from tts_triton.ops.embedded import embedded_server
+    from tts_triton.ops.local_redis import LocalRedis
 
     repository = args.model_repository or ensure_repository(default_model_repository())
     args.out.mkdir(parents=True, exist_ok=True)
