@@ -36,8 +36,9 @@ from tts_triton.client import (
     load_reference_audio,
     save_wav,
 )
+from tts_triton.client.balancer import parse_targets
 from tts_triton.client.errors import ServerBusyError, classify_error, translate_error, translated_errors
-from tts_triton.client.request import INPUTS, chunk_from_result, is_final_response, parse_url
+from tts_triton.client.request import INPUTS, chunk_from_result, is_final_response
 from tts_triton.core.contract import EMOTION, STOP_PARAMETER, TEXT, VOICE
 from tts_triton.errors import BUSY, FAILED, INVALID_INPUT, TIMED_OUT, mark
 
@@ -130,10 +131,15 @@ def test_clients_validate_eagerly_without_connecting() -> None:
     client.close()
 
 
-def test_parse_url() -> None:
-    assert parse_url("localhost:8001", "grpc") == "localhost:8001"
-    assert parse_url("grpc://tts.example:9001/", "grpc") == "tts.example:9001"
-    assert parse_url("http://h:8000", "http") == "h:8000"
+def test_parse_targets() -> None:
+    assert parse_targets("localhost:8001") == ("localhost:8001",)
+    assert parse_targets("grpc://tts.example:9001/") == ("tts.example:9001",)
+    assert parse_targets("http://h:8000", "http") == ("h:8000",)
+    assert parse_targets(["a:1,grpc://b:2", " dns:///tts-grpc.ns.svc:8001 ", "a:1"]) == (
+        "a:1", "b:2", "dns:///tts-grpc.ns.svc:8001")
+    for bad in ("localhost", "a:1,http://b:2", "dns:///name", ","):
+        with pytest.raises(ValueError):
+            parse_targets(bad)
     with pytest.raises(ValueError, match="http://"):
         HttpTTSClient("grpc://h:8001")
 
@@ -384,7 +390,7 @@ def test_stream_completes_gracefully_and_reuses_the_stream_client(scripted: type
     chunks = list(client.stream("hi", voice="alice"))
     assert [c.index for c in chunks] == [0, 1, 2] and [c.audio[0] for c in chunks] == [0, 1, 2]
     assert all(0 <= a.elapsed <= b.elapsed for a, b in zip(chunks, chunks[1:], strict=False))
-    stream_client = scripted.instances[1]  # [0] serves unary calls
+    stream_client = scripted.instances[0]  # the unary calls' client is made on first use
     model, inputs, kwargs = stream_client.requests[0]
     assert model == "tts" and {i.name() for i in inputs} == {"TEXT", "VOICE"}
     assert kwargs["enable_empty_final_response"] is True
@@ -392,7 +398,7 @@ def test_stream_completes_gracefully_and_reuses_the_stream_client(scripted: type
     assert stream_client.stream_timeout == 7.0 + 2 * grpc_client.STOP_WAIT_S and stream_client.stops == [False]
     synthesis = client.synthesize("again", timeout=2.0)
     assert synthesis.chunks == 3 and synthesis.audio.shape == (300,)
-    assert len(scripted.instances) == 2 and stream_client.stream_timeout == 2.0 + 2 * grpc_client.STOP_WAIT_S
+    assert len(scripted.instances) == 1 and stream_client.stream_timeout == 2.0 + 2 * grpc_client.STOP_WAIT_S
     client.close()
     assert all(c.closed for c in scripted.instances)
     with pytest.raises(TTSError, match="closed"):
@@ -405,7 +411,7 @@ def test_closing_the_stream_early_stops_it_in_band(scripted: type[ScriptedGrpcCl
         for chunk in client.stream("hi"):
             assert chunk.index == 0
             break
-        stream_client = scripted.instances[1]
+        stream_client = scripted.instances[0]
         (_, _, first), (model, stop_inputs, stop) = stream_client.requests
         assert model == "tts" and [i.name() for i in stop_inputs] == ["TEXT"]
         assert stop["parameters"] == {STOP_PARAMETER: first["request_id"]} and stop["enable_empty_final_response"]
@@ -416,7 +422,7 @@ def test_a_stop_left_unanswered_falls_back_to_a_cancel(scripted: type[ScriptedGr
     scripted.script, scripted.answers_stops = three_chunks_then_final()[:2], False
     with TTSClient("localhost:1") as client, contextlib.closing(client.stream("hi")) as chunks:
         next(chunks)
-    assert scripted.instances[1].stops == [True]
+    assert scripted.instances[0].stops == [True]
 
 
 def test_stream_error_message_is_typed_and_waits_for_its_final(scripted: type[ScriptedGrpcClient]) -> None:
@@ -429,7 +435,7 @@ def test_stream_error_message_is_typed_and_waits_for_its_final(scripted: type[Sc
         with pytest.raises(InvalidInputError, match="EMOTION") as info:
             next(chunks)
         assert info.value.message == "EMOTION: unknown emotion 'x'" and info.value.status is None
-        assert scripted.instances[1].stops == [False] and len(scripted.instances[1].requests) == 1  # no stop sent
+        assert scripted.instances[0].stops == [False] and len(scripted.instances[0].requests) == 1  # no stop sent
 
 
 def test_unavailable_before_any_audio_is_retried_busy_and_started_ones_are_not(
@@ -439,23 +445,23 @@ def test_unavailable_before_any_audio_is_retried_busy_and_started_ones_are_not(
     scripted.script = three_chunks_then_final()
     with TTSClient("localhost:1", retries=2) as client:
         assert client.synthesize("hi").chunks == 3
-        assert len(scripted.instances[1].requests) == 3
+        assert len(scripted.instances[0].requests) == 3
         scripted.next_scripts = [refused] * 3
         with pytest.raises(ServerUnavailableError):
             client.synthesize("hi")
         refusal = mark(BUSY, "server busy: tts already runs 16 requests ... limit of 32")
         busy = [(None, InferenceServerException(refusal))]
         scripted.next_scripts = [busy]
-        sent = len(scripted.instances[1].requests)
+        sent = len(scripted.instances[0].requests)
         with pytest.raises(ServerBusyError, match="limit of 32"):
             client.synthesize("hi")
-        assert len(scripted.instances[1].requests) == sent + 1
+        assert len(scripted.instances[0].requests) == sent + 1
         cut = [three_chunks_then_final()[0], refused[0]]
         scripted.next_scripts = [cut]
-        sent = len(scripted.instances[1].requests)
+        sent = len(scripted.instances[0].requests)
         with pytest.raises(ServerUnavailableError):
             list(client.stream("hi"))
-        assert len(scripted.instances[1].requests) == sent + 1, "a request that produced audio is never resent"
+        assert len(scripted.instances[0].requests) == sent + 1, "a request that produced audio is never resent"
 
 
 def test_a_stalled_stream_ends_with_a_timeout_error(scripted: type[ScriptedGrpcClient]) -> None:
@@ -463,7 +469,7 @@ def test_a_stalled_stream_ends_with_a_timeout_error(scripted: type[ScriptedGrpcC
     with TTSClient("localhost:1", stall_timeout=0.05) as client:
         with pytest.raises(TTSTimeoutError, match="stall_timeout"):
             list(client.stream("hi"))
-        assert scripted.instances[1].stops == [True]
+        assert scripted.instances[0].stops == [True]
     scripted.script = three_chunks_then_final()[:1]
     with TTSClient("localhost:1", timeout=0.05, stall_timeout=None) as client:
         with pytest.raises(TTSTimeoutError, match="within its timeout"):

@@ -184,7 +184,7 @@ def test_a_disconnecting_client_stops_decoding_within_a_second(gateway: Backgrou
 
 
 def test_keys_and_the_stream_limit(server: TritonServer) -> None:
-    config = GatewayConfig(triton_url=server.grpc_url, api_keys=frozenset({KEY}), max_streams=1)
+    config = GatewayConfig(triton_endpoints=(server.grpc_url,), api_keys=frozenset({KEY}), max_streams=1)
     with BackgroundGateway(config, port=free_port()) as limited:
         anonymous = openai.OpenAI(base_url=f"{limited.url}/v1", api_key="wrong", max_retries=0)
         with pytest.raises(openai.AuthenticationError):
@@ -227,7 +227,7 @@ def test_triton_down_is_503_and_the_gateway_recovers(make_triton: Callable[..., 
                                                      model_repository: Path) -> None:
     server = make_triton(model_repository)
     server.start()
-    with BackgroundGateway(GatewayConfig(triton_url=server.grpc_url), port=free_port()) as running:
+    with BackgroundGateway(GatewayConfig(triton_endpoints=(server.grpc_url,)), port=free_port()) as running:
         api = openai.OpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0, timeout=60)
         assert api.audio.speech.create(model="tts-1", voice="alloy", input="Hello.").content
         server.stop()

@@ -102,8 +102,8 @@ def _transport_hint(err: Exception, args: argparse.Namespace) -> str:
     """A one-line reason for a failed request, with what to do about it."""
     from tts_triton.client import ServerUnavailableError
 
-    url = args.url or (DEFAULT_HTTP_URL if args.http else DEFAULT_GRPC_URL)
-    if not args.http and _answers_http(url):
+    url = ",".join(args.url) if args.url else (DEFAULT_HTTP_URL if args.http else DEFAULT_GRPC_URL)
+    if not args.http and _answers_http(url.split(",")[0]):
         return (f"{url} is Triton's HTTP port, not its gRPC port: use the gRPC port "
                 f"({GRPC_PORT} by default), or add --http")
     if isinstance(err, ServerUnavailableError):
@@ -173,7 +173,7 @@ def _say(args: argparse.Namespace) -> int:
     except failures as err:
         return _fail(_transport_hint(err, args))
     except ValueError as err:  # the client's URL check: "expected a grpc:// URL or host:port, got ..."
-        return _fail(f"--url {args.url}: {err}" + ("" if args.http else "; for HTTP add --http"))
+        return _fail(f"--url {','.join(args.url or [])}: {err}" + ("" if args.http else "; for HTTP add --http"))
     except OSError as err:  # the output file could not be written
         return _fail(f"-o {args.output}: {err.strerror or err}")
     try:
@@ -225,7 +225,8 @@ def _voices(args: argparse.Namespace) -> int:
 
 def loadtest_command(args: argparse.Namespace, out: Path) -> list[str]:
     """The headless Locust command line of ``tts-triton loadtest``, run with this interpreter."""
-    locustfile, host = ("gateway_locustfile.py", args.gateway) if args.gateway else ("locustfile.py", args.url)
+    locustfile, host = (("gateway_locustfile.py", args.gateway) if args.gateway
+                        else ("locustfile.py", ",".join(args.url or [f"grpc://{DEFAULT_GRPC_URL}"])))
     return [sys.executable, "-m", "locust", "-f", str(LOADTEST_DIR / locustfile), "--headless",
             "--users", str(args.users), "--spawn-rate", str(args.spawn_rate), "--run-time", args.duration,
             "--host", host, "--stop-timeout", str(args.stop_timeout), "--csv", str(out / "locust"),
@@ -240,7 +241,7 @@ def _loadtest(args: argparse.Namespace) -> int:
     env = {**os.environ, "TTS_RESULTS_DIR": str(out)}
     if args.repeat_ratio is not None:  # the locustfile's texts (tts_triton.bench.workload)
         env["TTS_REPEAT_RATIO"] = str(args.repeat_ratio)
-    target = args.gateway or args.url
+    target = args.gateway or ",".join(args.url or [f"grpc://{DEFAULT_GRPC_URL}"])
     print(f"==> locust: {args.users} users, {args.spawn_rate}/s, {args.duration} against {target} -> {out}", flush=True)
     status = subprocess.run(loadtest_command(args, out), env=env, check=False).returncode
     report = subprocess.run([sys.executable, str(LOADTEST_DIR / "report.py"), str(out)], check=False).returncode
@@ -263,10 +264,16 @@ def _gateway(args: argparse.Namespace) -> int:
         return _fail(str(err))
     if problem := auth_problem(args.host, keys, allow_anonymous=args.allow_anonymous):
         return _fail(problem)
-    config = GatewayConfig(triton_url=args.triton_url, api_keys=keys, max_streams=args.max_streams,
+    from tts_triton.client.balancer import parse_targets
+
+    try:
+        endpoints = parse_targets(args.triton_url or [DEFAULT_GRPC_URL])
+    except ValueError as err:
+        return _fail(f"--triton-url: {err}")
+    config = GatewayConfig(triton_endpoints=endpoints, api_keys=keys, max_streams=args.max_streams,
                            max_input_chars=args.max_input_chars, request_timeout_s=args.timeout,
                            voice_map=voice_map)
-    print(f"gateway: http://{args.host}:{args.port}/v1/audio/speech -> Triton {args.triton_url} "
+    print(f"gateway: http://{args.host}:{args.port}/v1/audio/speech -> Triton {', '.join(endpoints)} "
           f"(API keys: {len(keys) or 'off'}, at most {args.max_streams} streams)", flush=True)
     serve(config, host=args.host, port=args.port, log_level=args.log_level)
     return 0
@@ -279,7 +286,10 @@ def _gateway_parser(sub: argparse._SubParsersAction) -> None:
                                    "a running Triton's streaming tts model over one gRPC channel.")
     g.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s: loopback only)")
     g.add_argument("--port", type=int, default=8080, help="HTTP port (default %(default)s)")
-    g.add_argument("--triton-url", default=DEFAULT_GRPC_URL, help="Triton's gRPC address (default %(default)s)")
+    g.add_argument("--triton-url", action="append", metavar="ENDPOINT",
+                   help=f"Triton's gRPC address, host:port or dns:///NAME:PORT (every address of NAME, re-resolved); "
+                        f"repeat it or give a comma-separated list for several servers: each stream goes to the one "
+                        f"with the fewest in flight (default {DEFAULT_GRPC_URL})")
     g.add_argument("--api-keys-file", type=Path,
                    help="file of API keys, one per line (also read: $TTS_GATEWAY_API_KEYS, comma-separated)")
     g.add_argument("--allow-anonymous", action="store_true",
@@ -367,7 +377,10 @@ def _client_parsers(sub: argparse._SubParsersAction) -> None:
     y.add_argument("--voice", help="preset voice (default: the server's; `tts-triton voices` lists them)")
     y.add_argument("--emotion", help="neutral, happy, sad, angry or surprised (default: the server's)")
     y.add_argument("--reference", type=Path, help="audio file whose style to copy (instead of --voice/--emotion)")
-    y.add_argument("--url", help=f"server address (default {DEFAULT_GRPC_URL}, or {DEFAULT_HTTP_URL} with --http)")
+    y.add_argument("--url", action="append", metavar="ENDPOINT",
+                   help=f"server address (default {DEFAULT_GRPC_URL}, or {DEFAULT_HTTP_URL} with --http); repeat it "
+                        "or give a comma-separated list for several servers (dns:///NAME:PORT: every address of NAME): "
+                        "the request goes to one of them and, failing before any audio, once to another")
     y.add_argument("--http", action="store_true", help="use HTTP and tts_offline instead of the gRPC stream")
     y.add_argument("--timeout", type=float, default=120.0, help="seconds allowed (default %(default)s)")
     y.add_argument("--speed", type=float, help="speaking rate, 0.5-2 (1: as trained)")
@@ -388,7 +401,10 @@ def _client_parsers(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("loadtest", help="Locust load test of a running server, with a report",
                        description="Run loadtest/locustfile.py headless with this interpreter against a running "
                                    "server, then draw report.png (loadtest/README.md).")
-    t.add_argument("--url", default=f"grpc://{DEFAULT_GRPC_URL}", help="server (default %(default)s)")
+    t.add_argument("--url", action="append", metavar="ENDPOINT",
+                   help=f"server (default grpc://{DEFAULT_GRPC_URL}); repeat it or give a comma-separated list to "
+                        "spread the users' streams over several servers (least outstanding streams per Locust "
+                        "process)")
     t.add_argument("--gateway", metavar="URL",
                    help="load-test the OpenAI-compatible gateway at URL (e.g. http://localhost:8080) instead of gRPC "
                         "(loadtest/gateway_locustfile.py)")

@@ -1,7 +1,9 @@
 """The gateway's ASGI app (Starlette): routes, error handling and the shared Triton client.
 
 Routes: ``POST /v1/audio/speech`` (OpenAI's), ``GET /v1/audio/voices``, ``GET /healthz`` (the process),
-``GET /readyz`` (Triton reachable and ``tts`` ready), ``GET /metrics`` (Prometheus). Every error, unexpected
+``GET /readyz`` (at least one Triton endpoint reachable with ``tts`` ready), ``GET /metrics`` (Prometheus, per
+Triton endpoint too). The Triton endpoints are balanced by the client library (least outstanding streams,
+ejection and probing, a retry elsewhere before any audio: :mod:`tts_triton.client.balancer`). Every error, unexpected
 ones included, is answered in OpenAI's shape (:mod:`.errors`), never with a traceback.
 """
 
@@ -42,9 +44,10 @@ READY_TIMEOUT_S = 2.0
 
 @dataclass(frozen=True)
 class GatewayConfig:
-    """What one gateway serves and its limits. ``api_keys`` empty: no key is asked for."""
+    """What one gateway serves and its limits. ``triton_endpoints``: Triton's gRPC addresses, each ``host:port`` or
+    ``dns:///NAME:PORT`` (comma-separated lists allowed). ``api_keys`` empty: no key is asked for."""
 
-    triton_url: str = DEFAULT_GRPC_URL
+    triton_endpoints: tuple[str, ...] = (DEFAULT_GRPC_URL,)
     api_keys: frozenset[str] = frozenset()
     max_streams: int = 64
     #: OpenAI's own limit on ``input``.
@@ -62,9 +65,9 @@ class _State:
 
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
-        self.client = AsyncTTSClient(config.triton_url, timeout=config.request_timeout_s)
+        self.client = AsyncTTSClient(config.triton_endpoints, timeout=config.request_timeout_s)
         self.limiter = StreamLimiter(config.max_streams, config.retry_after_s)
-        self.metrics = GatewayMetrics()
+        self.metrics = GatewayMetrics(self.client.balancer)
         self._bank: tuple[float, VoiceCatalog] | None = None
 
     async def bank(self) -> VoiceCatalog:
@@ -119,8 +122,8 @@ def create_app(config: GatewayConfig | None = None) -> Starlette:
     async def readyz(_: Request) -> Response:
         if await state.client.is_ready(timeout=READY_TIMEOUT_S):
             return JSONResponse({"status": "ready"})
-        return JSONResponse(error_body(503, f"Triton at {state.config.triton_url} is unreachable or its "
-                                            f"{state.client.model!r} model is not ready", code="not_ready"),
+        return JSONResponse(error_body(503, f"no Triton endpoint of {state.client.url} is reachable with its "
+                                            f"{state.client.model!r} model ready", code="not_ready"),
                             status_code=503)
 
     async def metrics(_: Request) -> Response:

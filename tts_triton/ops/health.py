@@ -15,6 +15,11 @@ visible (same host or container), looks for each Python model's stub processes. 
   model, server gone), or a stub instance of it no longer exists (a dead BLS stub never answers at all).
 
 Liveness and self-healing act on ``dead`` only; readiness wants every model ``ok`` and no drain marker.
+
+:func:`warm_up` runs the same requests, several side by side, until every model answered ok: a fresh server's
+first calls (the BLS's first network calls, its cache connection, each network's first run) are paid by it, not
+by the first users. ``tts-triton serve`` (:class:`~tts_triton.ops.triton_server.TritonServer` with ``warm_up``)
+reports ready only after it, and the Helm chart's startup probe is ``--probe startup`` (a warm-up).
 Used by ``tts-triton serve`` (:mod:`tts_triton.ops.supervisor` reloads a dead model) and by the Helm chart's
 probes::
 
@@ -48,7 +53,7 @@ from tts_triton.ops.triton_server import port_holders
 from tts_triton.serving.request_shapes import RequestShapes
 
 __all__ = ["DEAD", "DRAIN_MARK_ENV", "HEALTH_TEXT", "OK", "SLOW", "HealthReport", "ModelHealth", "check_health",
-           "classify_error", "draining", "main", "missing_stubs", "smallest_inputs"]
+           "classify_error", "draining", "main", "missing_stubs", "smallest_inputs", "warm_up"]
 
 #: What the BLS checks speak: one short sentence.
 HEALTH_TEXT = "Hi."
@@ -291,20 +296,41 @@ def check_health(url: str, *, timeout: float = 10.0, models: Sequence[str] = CHE
     return HealthReport(tuple(results))
 
 
+def warm_up(url: str, *, timeout: float = 60.0, models: Sequence[str] = CHECKED_MODELS) -> HealthReport:
+    """Warm a server up: :func:`check_health`'s requests (TEXT :data:`HEALTH_TEXT`, cache included where the server
+    has one) sent as many times side by side as the most instances any of ``models`` has, so that each instance is
+    likely to get one (Triton picks the instance); then once more, all together, to confirm. Returns that last
+    report (``ok`` when every model answered within ``timeout``)."""
+    try:
+        with grpcclient.InferenceServerClient(url) as client:
+            rounds = max(sum(g.get("count", 1) for g in client.get_model_config(m, as_json=True,
+                                                                                client_timeout=timeout)
+                             ["config"].get("instance_group", [{}])) for m in models)
+    except Exception:  # an unreachable server: the check below says so
+        rounds = 1
+    if rounds > 1:
+        with ThreadPoolExecutor(rounds) as pool:
+            list(pool.map(lambda _: check_health(url, timeout=timeout, models=models),
+                          range(rounds)))
+    return check_health(url, timeout=timeout, models=models)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m tts_triton.ops.health``: exit status 0 when the probe passes, 1 otherwise."""
     parser = argparse.ArgumentParser(prog="python -m tts_triton.ops.health", description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default=DEFAULT_GRPC_URL, help="gRPC endpoint, host:port")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds each model may take")
-    parser.add_argument("--probe", choices=("full", "liveness", "readiness"), default="full",
+    parser.add_argument("--probe", choices=("full", "liveness", "readiness", "startup"), default="full",
                         help="full: every model ok; liveness: no model dead (slow is alive; passes while "
-                             "draining); readiness: every model ok and not draining (default %(default)s)")
+                             "draining); readiness: every model ok and not draining; startup: warm the server "
+                             "up (warm_up), then every model ok (default %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="print only failures")
     args = parser.parse_args(argv)
-    if args.probe != "full" and draining():
+    if args.probe in ("liveness", "readiness") and draining():
         print("draining", file=sys.stdout if args.probe == "liveness" else sys.stderr)
         return 0 if args.probe == "liveness" else 1
-    report = check_health(args.url, timeout=args.timeout)
+    check = warm_up if args.probe == "startup" else check_health
+    report = check(args.url, timeout=args.timeout)
     passed = report.alive if args.probe == "liveness" else report.ok
     if not args.quiet or not passed:
         print(report.summary(), file=sys.stdout if passed else sys.stderr)
