@@ -29,6 +29,7 @@ from .limits import StreamLimiter, check_key
 from .metrics import GatewayMetrics
 from .schema import STREAM_FORMATS, SpeechRequest, parse_speech_request
 from .speech import AudioStreamResponse, SpeechStream, api_error_for, first_chunk, media_type
+from .stream_input import SessionHub, SessionLimits, stream_input_routes
 from .voices import VoiceMap
 
 __all__ = ["GatewayConfig", "create_app"]
@@ -55,6 +56,8 @@ class GatewayConfig:
     request_timeout_s: float = 300.0
     retry_after_s: int = 1
     voice_map: VoiceMap = field(default_factory=VoiceMap)
+    #: Limits of the ElevenLabs-compatible input-streaming WebSockets (:mod:`.stream_input`).
+    sessions: SessionLimits = field(default_factory=SessionLimits)
 
 
 class _State:
@@ -132,10 +135,12 @@ def create_app(config: GatewayConfig | None = None) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        *stream_input_routes(),
     ]
     handlers = {ApiError: _api_error, HTTPException: _http_error, Exception: _unexpected_error}
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
     app.state.gateway = state
+    app.state.sessions = SessionHub(state.config.sessions, state.metrics.registry)
     return app
 
 
