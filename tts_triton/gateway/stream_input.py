@@ -44,7 +44,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from tts_triton.client import AudioChunk, InvalidInputError, TTSError
+from tts_triton.client import AudioChunk, InvalidInputError, ServerBusyError, TTSError
 from tts_triton.contract import CONTROLS, SPEED
 from tts_triton.text.incremental import DEFAULT_SCHEDULE, Piece, TextCutter
 
@@ -64,6 +64,8 @@ CLOSE_OK, CLOSE_POLICY, CLOSE_TOO_BIG, CLOSE_ERROR, CLOSE_LATER = 1000, 1008, 10
 MAX_INACTIVITY_TIMEOUT_S = 180
 #: The bounds ElevenLabs puts on each ``chunk_length_schedule`` entry; the last value repeats.
 SCHEDULE_RANGE = (5, 500)
+#: Waits before resending a piece Triton refused as busy (4.75 s in all).
+BUSY_BACKOFF_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 1.6)
 _FIRST_AUDIO_BUCKETS = (0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0)
 
 
@@ -219,19 +221,32 @@ class _Context:
             self.jobs.put_nowait(job)
 
     async def _synthesize(self, job: _Job) -> None:
+        """Stream one piece from Triton into ``job.events``. A refusal for Triton's own stream limit (before any
+        audio) is retried after each of :data:`BUSY_BACKOFF_S`: a busy moment delays a piece, it does not
+        end the utterance."""
         state = self.session.state
         async with self.ahead:
             state.metrics.in_flight.inc()
-            chunks = state.client.stream(job.piece.text, voice=self.session.voice, speed=self.speed,
-                                         return_words=True)
             try:
-                async for chunk in chunks:
-                    job.events.put_nowait(chunk)
-                job.events.put_nowait(None)
-            except TTSError as e:
-                job.events.put_nowait(e)
+                for delay in (*BUSY_BACKOFF_S, None):
+                    chunks = state.client.stream(job.piece.text, voice=self.session.voice, speed=self.speed,
+                                                 return_words=True)
+                    try:
+                        async for chunk in chunks:
+                            job.events.put_nowait(chunk)
+                        job.events.put_nowait(None)
+                        return
+                    except ServerBusyError as e:
+                        if delay is None or not job.events.empty():
+                            job.events.put_nowait(e)
+                            return
+                    except TTSError as e:
+                        job.events.put_nowait(e)
+                        return
+                    finally:
+                        await chunks.aclose()
+                    await asyncio.sleep(delay)
             finally:
-                await chunks.aclose()
                 state.metrics.in_flight.dec()
 
     async def _send_all(self) -> None:
