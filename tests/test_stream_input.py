@@ -269,3 +269,17 @@ def test_closing_the_socket_stops_decoding(secure: BackgroundGateway, server: Tr
         samples.append((time.perf_counter() - left, _decoder_calls(server)))
     growth = [t for (t, n), (_, prev) in zip(samples[1:], samples, strict=False) if n > prev]
     assert not growth or max(growth) < 0.5, f"decoder calls still growing {max(growth):.2f} s after the close"
+
+
+def test_an_idle_buffer_is_synthesized_without_waiting_for_the_end(secure: BackgroundGateway,
+                                                                   trusting: ssl.SSLContext) -> None:
+    idle_flush_s = SessionLimits().idle_flush_s
+    with connect(ws_url(secure), ssl=trusting, additional_headers={"xi-api-key": KEY}) as socket:
+        socket.send(json.dumps({"text": " "}))
+        socket.send(json.dumps({"text": "The weather today is mild and"}))  # no sentence end: it waits
+        sent = time.perf_counter()
+        first = json.loads(socket.recv(timeout=30))
+        waited = time.perf_counter() - sent
+        assert first.get("audio") and idle_flush_s <= waited < idle_flush_s + 5, waited
+        socket.send(json.dumps({"text": ""}))
+        assert receive_all(socket)[-1] == {"isFinal": True}

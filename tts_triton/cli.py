@@ -599,7 +599,10 @@ def parser() -> argparse.ArgumentParser:
                                "against direct gRPC side by side (options: tts-triton bench-gateway --help).",
                    add_help=False)
     sub.add_parser("bench-stream", help="text streamed in at an LLM's pace: first audio, sessions, cut prosody "
-                                        "(tts-triton bench-stream --help)", add_help=False)
+                                        "(tts-triton bench-stream --help)",
+                   description="Stream text into a gateway's stream-input sockets at an LLM's pace and measure the "
+                               "first audio after a sentence's end at several numbers of sessions, and what cutting "
+                               "costs in prosody (options: tts-triton bench-stream --help).", add_help=False)
     return p
 
 

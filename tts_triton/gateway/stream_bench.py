@@ -131,7 +131,7 @@ def _tables(result: dict, args: argparse.Namespace) -> tuple[list[str], list[lis
                  "-" if r["p95_s"] is None else f"{r['p95_s'] * 1000:.0f}", str(r["failures"])]
                 for r in result.get("latency", [])]
     pro_head = ["seam after", "pause whole (ms)", "pause cut (ms)"]
-    pro_rows = [[repr(s["after"]), f"{s['whole_gap_s'] * 1000:.0f}", f"{s['cut_gap_s'] * 1000:.0f}"]
+    pro_rows = [[repr(s["after"]), f"{round(s['whole_gap_s'] * 1000):d}", f"{round(s['cut_gap_s'] * 1000):d}"]
                 for s in result.get("prosody", {}).get("seams", [])]
     if "prosody" in result:
         p = result["prosody"]
