@@ -50,9 +50,15 @@ def test_jemalloc_goes_first_and_the_callers_settings_win() -> None:
     assert "MALLOC_CONF" not in memory.allocator_environment("jemalloc", {"MALLOC_CONF": "narenas:1"})
 
 
+def test_an_allocator_unpacked_outside_the_system_folders_is_found_on_ld_library_path(tmp_path: Path) -> None:
+    (tmp_path / "libjemalloc.so.2").write_bytes(b"")  # found by name: the GPU host's unpacked libjemalloc2
+    env = memory.allocator_environment("jemalloc", {"LD_LIBRARY_PATH": f"/nonexistent:{tmp_path}"})
+    assert env["LD_PRELOAD"] == str(tmp_path / "libjemalloc.so.2")
+
+
 def test_a_missing_allocator_falls_back_to_glibc_and_says_so(monkeypatch: pytest.MonkeyPatch,
                                                               caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(memory, "find_library", lambda name: None)
+    monkeypatch.setattr(memory, "find_library", lambda name, library_path="": None)
     with caplog.at_level(logging.WARNING, logger="tts_triton.memory"):
         assert memory.allocator_environment("jemalloc", {}) == {}
     assert "libjemalloc2" in caplog.text and "glibc" in caplog.text

@@ -74,10 +74,12 @@ def configured(env: Mapping[str, str]) -> tuple[str, int]:
     return env.get(ALLOCATOR_ENV, DEFAULT_ALLOCATOR), int(value)
 
 
-def find_library(name: str) -> Path | None:
-    """The shared library ``name`` in the system's library folders, or None."""
+def find_library(name: str, library_path: str = "") -> Path | None:
+    """The shared library ``name`` in the folders of ``library_path`` (``LD_LIBRARY_PATH``'s form: the GPU host's
+    unpacked Debian packages, scripts/gpu/espeak-env.sh), then in the system's library folders, or None."""
     multiarch = sysconfig.get_config_var("MULTIARCH") or ""
-    folders = [f"/usr/lib/{multiarch}", f"/lib/{multiarch}", "/usr/lib64", "/usr/lib", "/usr/local/lib"]
+    folders = [*filter(None, library_path.split(":")),
+               f"/usr/lib/{multiarch}", f"/lib/{multiarch}", "/usr/lib64", "/usr/lib", "/usr/local/lib"]
     return next((Path(d) / name for d in folders if (Path(d) / name).is_file()), None)
 
 
@@ -90,7 +92,7 @@ def allocator_environment(allocator: str, env: Mapping[str, str]) -> dict[str, s
     if allocator not in ALLOCATORS:
         raise ValueError(f"the allocator ({ALLOCATOR_ENV}) must be one of {[*ALLOCATORS, GLIBC]}, not {allocator!r}")
     library, settings = ALLOCATORS[allocator]
-    path = find_library(library)
+    path = find_library(library, env.get("LD_LIBRARY_PATH", ""))
     if path is None:
         log.warning("%s not found (Debian/Ubuntu package %s): tritonserver runs with glibc's malloc, which keeps "
                     "memory of large requests", library, "libjemalloc2" if allocator == "jemalloc"
