@@ -260,8 +260,11 @@ def test_closing_the_socket_stops_decoding(secure: BackgroundGateway, server: Tr
     with connect(ws_url(secure), ssl=trusting, additional_headers={"xi-api-key": KEY}) as socket:
         socket.send(json.dumps({"text": " "}))
         socket.send(json.dumps({"text": text, "flush": True}))
-        for _ in range(3):  # the first pieces' audio: synthesis is under way
+        for _ in range(3):  # the first pieces' audio
             assert json.loads(socket.recv(timeout=60)).get("audio") is not None
+        before = _decoder_calls(server)
+        time.sleep(0.3)
+        assert _decoder_calls(server) > before  # synthesis is under way
     left = time.perf_counter()  # the socket is closed here
     samples = [(0.0, _decoder_calls(server))]
     while time.perf_counter() - left < 2.0:
