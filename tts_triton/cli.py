@@ -410,7 +410,7 @@ def _gateway(args: argparse.Namespace) -> int:
     from tts_triton.gateway import GatewayConfig, serve
     from tts_triton.gateway.limits import auth_problem, load_api_keys
     from tts_triton.gateway.server import TlsFiles
-    from tts_triton.gateway.stream_input import SessionLimits
+    from tts_triton.gateway.sessions import SessionLimits
     from tts_triton.gateway.voices import load_voice_map
 
     try:

@@ -1,7 +1,8 @@
 """The gateway's ASGI app (Starlette): routes, error handling and the shared Triton client.
 
 Routes: ``POST /v1/audio/speech`` (OpenAI's), ``GET /v1/audio/voices``, ``GET /healthz`` (the process),
-``GET /readyz`` (Triton reachable and ``tts`` ready), ``GET /metrics`` (Prometheus). Every error, unexpected
+``GET /readyz`` (Triton reachable and ``tts`` ready), ``GET /metrics`` (Prometheus), and ElevenLabs'
+input-streaming WebSockets (:mod:`.stream_input`). Every HTTP error, unexpected
 ones included, is answered in OpenAI's shape (:mod:`.errors`), never with a traceback.
 """
 
@@ -28,8 +29,9 @@ from .errors import ApiError, error_body
 from .limits import StreamLimiter, check_key
 from .metrics import GatewayMetrics
 from .schema import STREAM_FORMATS, SpeechRequest, parse_speech_request
+from .sessions import SessionHub, SessionLimits
 from .speech import AudioStreamResponse, SpeechStream, api_error_for, first_chunk, media_type
-from .stream_input import SessionHub, SessionLimits, stream_input_routes
+from .stream_input import stream_input_routes
 from .voices import VoiceMap
 
 __all__ = ["GatewayConfig", "create_app"]

@@ -40,116 +40,39 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from tts_triton.client import AudioChunk, InvalidInputError, ServerBusyError, TTSError
-from tts_triton.contract import CONTROLS, SPEED
-from tts_triton.text.incremental import DEFAULT_SCHEDULE, Piece, TextCutter
+from tts_triton.text.incremental import Piece, TextCutter
 
 from .alignment import AlignedAudio, PieceAligner
 from .encoders import Encoder, OutputFormat
 from .errors import ApiError
 from .limits import key_allowed
+from .sessions import SessionHub
 from .stream_formats import DEFAULT_OUTPUT_FORMAT, new_stream_encoder, stream_format
+from .stream_messages import (
+    CLOSE_ERROR,
+    CLOSE_LATER,
+    CLOSE_OK,
+    CLOSE_POLICY,
+    CLOSE_TOO_BIG,
+    MAX_INACTIVITY_TIMEOUT_S,
+    SessionError,
+    describe,
+    optional_str,
+    parse_message,
+    schedule,
+    speed,
+)
 
-__all__ = ["SessionHub", "SessionLimits", "stream_input_routes"]
+__all__ = ["stream_input_routes"]
 
 log = logging.getLogger("tts_triton.gateway.sessions")
 
-#: WebSocket close codes (RFC 6455): normal, policy violation, message too big, internal error, try again later.
-CLOSE_OK, CLOSE_POLICY, CLOSE_TOO_BIG, CLOSE_ERROR, CLOSE_LATER = 1000, 1008, 1009, 1011, 1013
-#: ElevenLabs' bounds of ``inactivity_timeout`` (seconds).
-MAX_INACTIVITY_TIMEOUT_S = 180
-#: The bounds ElevenLabs puts on each ``chunk_length_schedule`` entry; the last value repeats.
-SCHEDULE_RANGE = (5, 500)
 #: Waits before resending a piece Triton refused as busy (4.75 s in all).
 BUSY_BACKOFF_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 1.6)
-_FIRST_AUDIO_BUCKETS = (0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0)
-
-
-@dataclass(frozen=True)
-class SessionLimits:
-    """Limits of the input-streaming sockets (a session: one socket)."""
-
-    max_sessions: int = 64
-    #: Sessions one API key may hold at once (anonymous gateways: only ``max_sessions``).
-    max_sessions_per_key: int = 16
-    #: Contexts open at once on one multi-stream-input socket (ElevenLabs' own limit).
-    max_contexts: int = 5
-    #: Characters a context may hold uncut.
-    max_buffered_chars: int = 4096
-    #: Seconds a session may last.
-    max_session_s: float = 600.0
-    #: Seconds without a message before the session is ended (ElevenLabs' default; ``?inactivity_timeout=``).
-    inactivity_timeout_s: float = 20.0
-    #: Seconds without new text before a buffered, incomplete piece is synthesized anyway.
-    idle_flush_s: float = 1.0
-    #: Pieces of one context synthesized at once (the one streaming and the next).
-    max_pieces_ahead: int = 2
-
-
-class SessionError(Exception):
-    """Ends a session with an error message and a close ``code``."""
-
-    def __init__(self, code: int, error: str, message: str) -> None:
-        super().__init__(message)
-        self.code, self.error, self.message = code, error, message
-
-
-class SessionMetrics:
-    """Per-session metrics in the gateway's registry."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.sessions = Counter("tts_gateway_sessions", "Input-streaming sessions by endpoint and outcome.",
-                                ["endpoint", "outcome"], registry=registry)
-        self.active = Gauge("tts_gateway_sessions_active", "Input-streaming sessions open now.", registry=registry)
-        self.first_audio = Histogram("tts_gateway_session_first_audio_seconds",
-                                     "Seconds from a session's first piece being cut to its first audio sent.",
-                                     buckets=_FIRST_AUDIO_BUCKETS, registry=registry)
-        self.pieces = Counter("tts_gateway_session_pieces", "Pieces cut from streamed text, by what cut them.",
-                              ["reason"], registry=registry)
-        self.characters = Counter("tts_gateway_session_characters", "Characters of text received by sessions.",
-                                  registry=registry)
-        self.audio = Counter("tts_gateway_session_audio_seconds", "Seconds of audio sent by sessions.",
-                             registry=registry)
-        self.duration = Histogram("tts_gateway_session_seconds", "Seconds a session lasted.",
-                                  buckets=(1, 5, 15, 30, 60, 120, 300, 600), registry=registry)
-
-
-class SessionHub:
-    """Admission (sessions in all and per key) and metrics of one gateway's sessions."""
-
-    def __init__(self, limits: SessionLimits, registry: CollectorRegistry) -> None:
-        self.limits = limits
-        self.metrics = SessionMetrics(registry)
-        self.active = 0
-        self._per_key: dict[str, int] = {}
-
-    def admit(self, key: str | None) -> Callable[[], None]:
-        """Take a session slot (the release function) or raise a 1013 naming the limit."""
-        limits = self.limits
-        if self.active >= limits.max_sessions:
-            raise SessionError(CLOSE_LATER, "too_many_sessions",
-                               f"this gateway is at its limit of {limits.max_sessions} sessions; retry shortly")
-        if key is not None and self._per_key.get(key, 0) >= limits.max_sessions_per_key:
-            raise SessionError(CLOSE_LATER, "too_many_sessions",
-                               f"this API key is at its limit of {limits.max_sessions_per_key} sessions")
-        self.active += 1
-        self.metrics.active.inc()
-        if key is not None:
-            self._per_key[key] = self._per_key.get(key, 0) + 1
-
-        def release() -> None:
-            self.active -= 1
-            self.metrics.active.dec()
-            if key is not None:
-                self._per_key[key] -= 1
-                if not self._per_key[key]:
-                    del self._per_key[key]
-
-        return release
 
 
 @dataclass
@@ -452,7 +375,7 @@ class _Session:
                 await self.websocket.close(CLOSE_OK)
                 return
             last_message = time.perf_counter()
-            if self._handle(_parse(item)):
+            if self._handle(parse_message(item)):
                 last_text = last_message
 
     def _handle(self, message: dict[str, Any]) -> bool:
@@ -460,7 +383,7 @@ class _Session:
         if not self._authorized:
             key = message.get("xi_api_key") or message.get("authorization")
             self._check_keys([key] if isinstance(key, str) and key else [], final=True)
-        context_id = _optional_str(message, "context_id") if self.multi else None
+        context_id = optional_str(message, "context_id") if self.multi else None
         if self.multi and message.get("close_socket") is True:
             self._finish_all()
             return False
@@ -474,7 +397,7 @@ class _Session:
             return False
         text = message.get("text")
         if not isinstance(text, str) and (text is not None or not (self.multi and "flush" in message)):
-            raise SessionError(CLOSE_POLICY, "invalid_message", f"text: expected a string, got {_describe(text)}")
+            raise SessionError(CLOSE_POLICY, "invalid_message", f"text: expected a string, got {describe(text)}")
         if context is None:
             if self.multi and not text:
                 return False  # a keep-alive, or a flush of a context that holds nothing
@@ -493,7 +416,7 @@ class _Session:
         if len(self.contexts) >= self.limits.max_contexts:
             raise SessionError(CLOSE_POLICY, "too_many_contexts",
                                f"{len(self.contexts)} contexts are open; the limit is {self.limits.max_contexts}")
-        context = _Context(self, context_id, _speed(message), _schedule(message))
+        context = _Context(self, context_id, speed(message), schedule(message))
         self.contexts[context_id] = context
         return context
 
@@ -543,58 +466,6 @@ class _Session:
 
 #: The inbox's marker for "every context has finished".
 _DONE = object()
-
-
-def _parse(raw: str | bytes | None) -> dict[str, Any]:
-    try:
-        message = json.loads(raw) if raw is not None else None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise SessionError(CLOSE_POLICY, "invalid_message", f"a message is not JSON: {e}") from None
-    if not isinstance(message, dict):
-        raise SessionError(CLOSE_POLICY, "invalid_message", f"a message must be a JSON object, got "
-                                                            f"{_describe(message)}")
-    return message
-
-
-def _describe(value: Any) -> str:
-    return "nothing" if value is None else f"{type(value).__name__} {json.dumps(value)[:40]}"
-
-
-def _optional_str(message: dict[str, Any], name: str) -> str | None:
-    value = message.get(name)
-    if value is not None and not isinstance(value, str):
-        raise SessionError(CLOSE_POLICY, "invalid_message", f"{name}: expected a string, got {_describe(value)}")
-    return value
-
-
-def _speed(message: dict[str, Any]) -> float | None:
-    """``voice_settings.speed`` within the model's range (None: as trained); other settings are ignored."""
-    settings = message.get("voice_settings")
-    if settings is None:
-        return None
-    if not isinstance(settings, dict):
-        raise SessionError(CLOSE_POLICY, "invalid_message",
-                           f"voice_settings: expected an object, got {_describe(settings)}")
-    speed, control = settings.get("speed"), CONTROLS[SPEED]
-    if speed is None:
-        return None
-    if isinstance(speed, bool) or not isinstance(speed, int | float) or not control.low <= speed <= control.high:
-        raise SessionError(CLOSE_POLICY, "invalid_message", f"voice_settings.speed: expected a number in "
-                                                            f"{control.low:g}-{control.high:g}, got {_describe(speed)}")
-    return None if speed == control.neutral else float(speed)
-
-
-def _schedule(message: dict[str, Any]) -> tuple[int, ...]:
-    config = message.get("generation_config")
-    schedule = config.get("chunk_length_schedule") if isinstance(config, dict) else None
-    if schedule is None:
-        return DEFAULT_SCHEDULE
-    low, high = SCHEDULE_RANGE
-    if not isinstance(schedule, list) or not schedule or not all(
-            isinstance(n, int) and not isinstance(n, bool) and low <= n <= high for n in schedule):
-        raise SessionError(CLOSE_POLICY, "invalid_message", f"generation_config.chunk_length_schedule: expected a "
-                                                            f"list of {low}-{high}, got {_describe(schedule)}")
-    return tuple(schedule)
 
 
 async def _stream_input(websocket: WebSocket) -> None:
