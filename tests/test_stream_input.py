@@ -34,6 +34,8 @@ from tts_triton.gateway.voices import VoiceMap
 from tts_triton.server import TritonServer, free_port
 
 KEY = "xi-test-key"
+#: The SDK's own handling of a closed socket reads this deprecated attribute of websockets.
+SDK_WARNING = "ignore:ConnectionClosed.code is deprecated:DeprecationWarning"
 #: What an LLM might say, cut as its tokenizer would (words with their leading space, punctuation apart).
 PARAGRAPH = ("The weather today is mild and bright. A light breeze comes from the west, and the clouds stay high. "
              "Later this evening, the temperature drops to about twelve degrees. Tomorrow brings rain.")
@@ -91,6 +93,7 @@ def one_shot_seconds(server: TritonServer, text: str) -> float:
         return client.synthesize(text, voice=VoiceMap().voice("alloy", client.voices())).duration
 
 
+@pytest.mark.filterwarnings(SDK_WARNING)
 def test_the_sdk_streams_text_in_and_audio_out_over_tls(secure: BackgroundGateway, server: TritonServer,
                                                         tls: TlsFiles, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SSL_CERT_FILE", str(tls.certfile))  # the SDK's default TLS context trusts the test's CA
@@ -230,6 +233,7 @@ def test_tls_files_go_together(tmp_path: Path) -> None:
     assert main(["gateway", "--ssl-certfile", str(tmp_path / "cert.pem")]) == 1
 
 
+@pytest.mark.filterwarnings(SDK_WARNING)
 def test_the_readme_example_runs(secure: BackgroundGateway, tls: TlsFiles, monkeypatch: pytest.MonkeyPatch,
                                  capsys: pytest.CaptureFixture[str]) -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
