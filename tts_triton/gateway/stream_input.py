@@ -186,8 +186,12 @@ class _Context:
         except SessionError as e:
             self.session.inbox.put_nowait(e)
             return
-        except Exception:  # the socket is gone: the reader reports the disconnect
-            log.debug("sending stopped", exc_info=True)
+        except (WebSocketDisconnect, OSError, RuntimeError):  # the socket is gone: the reader reports it
+            return
+        except Exception as e:  # a bug: the session ends with an internal error, never hangs
+            log.exception("unexpected error sending a %s session's audio", self.session.endpoint)
+            self.session.inbox.put_nowait(SessionError(CLOSE_ERROR, "internal_error",
+                                                       f"internal error ({type(e).__name__})"))
             return
         finally:
             if current is not None and current.task is not None:
