@@ -142,14 +142,14 @@ def test_alignment_covers_the_text_in_order(secure: BackgroundGateway,
     assert messages[-1] == {"isFinal": True} and all(m.get("isFinal") is None for m in messages[:-1])
     chars = [c for m in messages[:-1] if m["alignment"] for c in m["alignment"]["chars"]]
     assert "".join(chars) == sent  # every character sent, the first message's space included, in order
-    clock, last = 0.0, -1.0
-    for m in messages[:-1]:  # times count from each message's own audio: a client sums them as Pipecat does
-        seconds = len(base64.b64decode(m["audio"])) / 2 / 24_000
+    clock, starts = 0.0, []  # Pipecat's arithmetic: each block counts from where the previous one ended
+    for m in messages[:-1]:
         if m["alignment"]:
-            starts = [clock + t / 1000 for t in m["alignment"]["charStartTimesMs"]]
-            assert starts[0] >= last - 0.02 and starts == sorted(starts)
-            last = starts[-1]
-        clock += seconds
+            times = m["alignment"]["charStartTimesMs"]
+            starts += [clock + t / 1000 for t in times]
+            clock += (times[-1] + m["alignment"]["charDurationsMs"][-1]) / 1000
+    audio_s = sum(len(base64.b64decode(m["audio"])) for m in messages[:-1]) / 2 / 24_000
+    assert starts == sorted(starts) and abs(clock - audio_s) < 0.05, (clock, audio_s)
     spoken = " ".join("".join(m["normalizedAlignment"]["chars"]) for m in messages if m.get("normalizedAlignment"))
     assert "twelve" in spoken and "degrees" in spoken
 

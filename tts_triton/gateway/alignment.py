@@ -1,13 +1,13 @@
-"""The server's word timestamps as ElevenLabs' character alignment, one audio message at a time.
+"""The server's word timestamps as ElevenLabs' character alignment, block by block.
 
-A piece's audio is sent in messages that end at word ends: audio is held until a word that ends in it is
-reported (the server reports each word with the chunk that completes it), then sent up to that word's end,
-with ``alignment`` for the piece's characters up to that word's last one (the characters between words:
-spaces, punctuation, fill the silence between them) and ``normalizedAlignment`` for the words as spoken
-(``$5`` -> "five dollars "). Times are milliseconds from the start of the message's own audio, so that a
-client summing each message's last ``start + duration`` (Pipecat does) tracks the stream's clock. The last
-message of a piece carries the rest of its characters and audio. Every character of the piece's source is
-in exactly one message, in order.
+Audio leaves as soon as it comes; the server reports each word with the chunk that completes it, often a
+chunk or two after the word's audio. So each audio message carries the alignment of the words completed with
+its chunk: ``alignment`` for the piece's characters up to the last such word (characters between words,
+spaces and punctuation, fill the silence between them), ``normalizedAlignment`` for the words as spoken
+(``$5`` -> "five dollars "). Times are milliseconds from the end of the previous block (the first block of
+a stream: from the start of its audio), so that a client adding each block's last ``start + duration`` to a
+running clock (Pipecat does) keeps the stream's clock: a piece's last block runs to the end of its audio.
+Every character of the piece's source is in exactly one block, in order.
 """
 
 from __future__ import annotations
@@ -21,10 +21,6 @@ from tts_triton.client import Word
 
 __all__ = ["AlignedAudio", "PieceAligner"]
 
-#: Seconds of audio held at most while no word ends in it (a long word, or a server without word timestamps).
-MAX_HOLD_S = 1.0
-
-
 @dataclass
 class AlignedAudio:
     """One message's audio (model rate) and its ``alignment`` / ``normalizedAlignment`` (None: no characters)."""
@@ -33,9 +29,9 @@ class AlignedAudio:
     alignment: dict[str, list[Any]] | None = None
     normalized: dict[str, list[Any]] | None = None
 
-    def then(self, later: AlignedAudio, rate: int) -> AlignedAudio:
-        """This message and ``later`` as one (``later``'s times shifted by this one's audio)."""
-        shift = round(self.audio.size / rate * 1000)
+    def then(self, later: AlignedAudio) -> AlignedAudio:
+        """This message and ``later`` as one (``later``'s times shifted by this block's extent)."""
+        shift = _extent(self.alignment)
         return AlignedAudio(np.concatenate([self.audio, later.audio]), _joined(self.alignment, later.alignment, shift),
                             _joined(self.normalized, later.normalized, shift))
 
@@ -64,65 +60,46 @@ class _Timeline:
 
 
 class PieceAligner:
-    """Splits one piece's audio into messages at word ends. ``source``: the piece's characters; ``offset``:
-    where they start in the text the server was sent (word spans index that text)."""
+    """One piece's audio chunks as messages with alignment blocks. ``source``: the piece's characters;
+    ``offset``: where they start in the text the server was sent (word spans index that text)."""
 
     def __init__(self, source: str, offset: int) -> None:
         self.source, self.offset = source, offset
-        self.rate = 0
-        self._audio: list[np.ndarray] = []
-        self._held = 0  # samples in _audio
-        self._sent = 0  # samples of the piece already in messages
-        self._cursor = 0  # characters of source already in messages
-        self._time = 0.0  # seconds: where the characters sent so far end
-        self._words: list[Word] = []
+        self._audio_s = 0.0  # seconds of the piece's audio so far
+        self._cursor = 0  # characters of source already in blocks
+        self._time = 0.0  # seconds: where the blocks so far end
 
-    def add(self, audio: np.ndarray, rate: int, words: tuple[Word, ...]) -> list[AlignedAudio]:
-        """A chunk of the piece's audio and the words it completes; the messages now ready."""
-        self.rate = rate
-        if audio.size:
-            self._audio.append(audio)
-            self._held += audio.size
-        self._words += words
-        if self._words:
-            upto = min(round(self._words[-1].end * rate) - self._sent, self._held)
-            return [self._message(upto, self._take_words(), last=False)]
-        if self._held > MAX_HOLD_S * rate:
-            return [self._message(self._held, [], last=False)]
-        return []
+    def add(self, audio: np.ndarray, rate: int, words: tuple[Word, ...]) -> AlignedAudio:
+        """A chunk of the piece's audio and the words it completes, as one message."""
+        self._audio_s += audio.size / rate
+        return AlignedAudio(audio, *self._block(list(words), last=False))
 
-    def finish(self) -> list[AlignedAudio]:
-        """The rest of the audio with the rest of the characters (none if nothing is left)."""
-        if not self._held and self._cursor >= len(self.source):
-            return []
-        return [self._message(self._held, self._take_words(), last=True)]
+    def finish(self) -> AlignedAudio:
+        """The piece's last characters, up to the end of its audio (a message without audio)."""
+        return AlignedAudio(np.zeros(0, np.float32), *self._block([], last=True))
 
-    def _take_words(self) -> list[Word]:
-        words, self._words = self._words, []
-        return words
-
-    def _message(self, samples: int, words: list[Word], *, last: bool) -> AlignedAudio:
-        samples = max(samples, 0)
-        joined = np.concatenate(self._audio) if self._audio else np.zeros(0, np.float32)
-        audio, rest = joined[:samples], joined[samples:]
-        self._audio, self._held = ([rest] if rest.size else []), rest.size
-        origin = self._sent / self.rate if self.rate else 0.0
-        end_s = (self._sent + samples) / self.rate if self.rate else 0.0
-        self._sent += samples
+    def _block(self, words: list[Word], *, last: bool) -> tuple[dict[str, list[Any]] | None, ...]:
+        origin = self._time
         original, spoken = _Timeline(), _Timeline()
         for group in _groups(words):
             first, last_word = group[0], group[-1]
             lo = min(max(first.text_start - self.offset, self._cursor), len(self.source))
             hi = min(max(last_word.text_end - self.offset, lo), len(self.source))
-            original.add(self.source[self._cursor:lo], self._time, first.start, origin)
-            original.add(self.source[lo:hi], first.start, last_word.end, origin)
+            original.add(self.source[self._cursor:lo], self._time, max(first.start, self._time), origin)
+            original.add(self.source[lo:hi], max(first.start, self._time), max(last_word.end, self._time), origin)
             for word in group:
-                spoken.add(word.word + " ", word.start, word.end, origin)
+                spoken.add(word.word + " ", max(word.start, self._time), max(word.end, self._time), origin)
             self._cursor, self._time = hi, max(self._time, last_word.end)
         if last:
-            original.add(self.source[self._cursor:], self._time, max(end_s, self._time), origin)
-            self._cursor, self._time = len(self.source), max(end_s, self._time)
-        return AlignedAudio(audio, original.body(), spoken.body())
+            end = max(self._audio_s, self._time)
+            original.add(self.source[self._cursor:], self._time, end, origin)
+            self._cursor, self._time = len(self.source), end
+        return original.body(), spoken.body()
+
+
+def _extent(alignment: dict[str, list[Any]] | None) -> int:
+    """Milliseconds a block spans: its last character's start plus duration."""
+    return alignment["charStartTimesMs"][-1] + alignment["charDurationsMs"][-1] if alignment else 0
 
 
 def _joined(first: dict[str, list[Any]] | None, second: dict[str, list[Any]] | None,

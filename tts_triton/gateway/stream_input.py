@@ -207,10 +207,9 @@ class _Context:
             if isinstance(event, TTSError):
                 raise SessionError(CLOSE_ERROR, "synthesis_failed", f"synthesis failed: {event.message}")
             assert isinstance(event, AudioChunk)
-            for message in aligner.add(event.audio, event.sample_rate, event.words):
-                await self._send_audio(message, aligner.rate, job)
-        for message in aligner.finish():
-            await self._send_audio(message, aligner.rate, job)
+            await self._send_audio(aligner.add(event.audio, event.sample_rate, event.words), event.sample_rate, job)
+        if self._rate:
+            await self._send_audio(aligner.finish(), self._rate, job)
         self.stats.pieces += 1
 
     async def _send_audio(self, message: AlignedAudio, rate: int, job: _Job) -> None:
@@ -219,7 +218,7 @@ class _Context:
         if self.encoder is None:
             self.encoder, self._rate = new_stream_encoder(self.session.output_format, rate), rate
         if self._held is not None:
-            message = self._held.then(message, rate)
+            message = self._held.then(message)
             self._held = None
         data = self.encoder.encode(message.audio)
         if not data:
