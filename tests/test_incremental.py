@@ -47,6 +47,7 @@ def test_clauses_and_words_are_cut_only_past_the_schedule() -> None:
     pieces = cut(text, schedule=(40,))
     assert [p.reason for p in pieces] == ["clause", "clause", "flush"]
     assert pieces[0].source == "First we went out to the market, "
+    assert pieces[0].text == "First we went out to the market"  # the model stops after "." or nothing, not ","
     words = cut("one two three four five six seven eight nine ten eleven twelve", schedule=(10,))
     assert words[0].reason == "word" and all(p.source.endswith(" ") for p in words[:-1])
     assert sources("Short, and sweet, but not cut", schedule=(120,)) == ["Short, and sweet, but not cut"]

@@ -8,9 +8,9 @@ Latency (``--gateway``): at each ``--sessions`` level, that many stream-input se
 ``--text`` token by token at ``--tokens-per-s``; per session, the seconds from sending the first sentence's
 last token to receiving its first audio. The report names the most sessions whose p95 stays within
 ``--target-s``. Prosody (``--triton``): the same text synthesized whole and as the pieces the gateway cuts it
-into (:class:`~tts_triton.text.incremental.TextCutter`, fed the same tokens); total durations, and at each
-cut the pause between the words around it, whole against cut. Prints tables; writes ``report.md`` and
-``report.json`` under ``--out``.
+into (:class:`~tts_triton.text.incremental.TextCutter`, fed the same tokens and ``--schedule``); total durations,
+and at each cut the pause between the words around it, whole against cut. Prints tables; writes ``report.md``
+and ``report.json`` under ``--out``.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ async def _session(args: argparse.Namespace, url: str, context: ssl.SSLContext |
                     first.set_result(time.perf_counter())
 
         reader = asyncio.ensure_future(receive())
-        await socket.send(json.dumps({"text": " ", "generation_config": {"chunk_length_schedule": [50]}}))
+        await socket.send(json.dumps({"text": " ", "generation_config": {"chunk_length_schedule": args.schedule}}))
         for token in tokens(args.text):
             await socket.send(json.dumps({"text": token}))
             if sent_end is None and token.strip() in (".", "!", "?"):
@@ -104,7 +104,7 @@ def _gaps(result: Synthesis, spans: list[tuple[int, int]]) -> list[float]:
 
 
 async def _prosody(args: argparse.Namespace) -> dict:
-    cutter, pieces = TextCutter(), []
+    cutter, pieces = TextCutter(args.schedule), []
     for token in [" ", *tokens(args.text)]:
         pieces += cutter.feed(token)
     pieces += cutter.flush()
@@ -151,6 +151,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--triton-voice", default=None, help="Triton preset for the prosody run (default: the server's)")
     p.add_argument("--sessions", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 16],
                    help="concurrent sessions, comma-separated levels (default 1,4,16)")
+    p.add_argument("--schedule", type=lambda s: [int(x) for x in s.split(",")], default=[50],
+                   help="chunk_length_schedule, comma-separated (default 50, what the elevenlabs SDK sends)")
     p.add_argument("--tokens-per-s", type=float, default=16.0, help="pace of the text (default %(default)s)")
     p.add_argument("--target-s", type=float, default=0.5, help="p95 latency target (default %(default)s)")
     p.add_argument("--text", default=TEXT, help="the paragraph to stream")

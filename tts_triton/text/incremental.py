@@ -39,6 +39,7 @@ CONTEXT_WORDS = 4
 _SENTENCE_CUT = re.compile(r"[.!?…]+[\"'”’)\]]*\s+")
 _CLAUSE_CUT = re.compile(r"(?:[,;:]|\s[-–—])[\"'”’)\]]*\s+")
 _WORD_CUT = re.compile(r"\s+")
+_TRAILING_CLAUSE_MARK = re.compile(r"\s*[,;:\-–—][\"'”’)\]]*\s*$")
 _SPEAK = re.compile(r"<speak(?![\w-])")
 _SSML_START = re.compile(r"\s*<speak(?![\w-])[^>]*>")
 _TAG = re.compile(r"<(/?)([A-Za-z][\w:-]*)[^>]*?(/?)>")
@@ -59,7 +60,11 @@ class Piece:
 
     @property
     def text(self) -> str:
-        return f"{SPEAK_OPEN}{self.source}{SPEAK_CLOSE}" if self.ssml else self.source
+        """What to synthesize. A clause mark a plain piece ends with is left out: the model ends an utterance
+        only after sentence-final punctuation or none (the shipped voice never stopped after a final comma)."""
+        if self.ssml:
+            return f"{SPEAK_OPEN}{self.source}{SPEAK_CLOSE}"
+        return _TRAILING_CLAUSE_MARK.sub("", self.source) if self.reason == "clause" else self.source
 
     @property
     def text_offset(self) -> int:
