@@ -47,9 +47,9 @@ from tts_triton.bench.stats import (
     summarize,
 )
 from tts_triton.bench.workload import SENTENCES, RequestRecord, Workload
-from tts_triton.embedded import EmbeddedServer, bundle_install
-from tts_triton.server import TritonNotFoundError
-from tts_triton.tables import markdown_table, text_table
+from tts_triton.jobs.tables import markdown_table, text_table
+from tts_triton.ops.embedded import EmbeddedServer, bundle_install
+from tts_triton.ops.triton_server import TritonNotFoundError
 
 
 @pytest.mark.parametrize("q", [0, 10, 50, 90, 99, 100])
@@ -539,7 +539,7 @@ def test_load_level_sends_the_workloads_texts_and_marks_repeats() -> None:
 def test_progress_line_rate_limits_and_always_prints_the_end() -> None:
     import io
 
-    from tts_triton.progress import ProgressLine
+    from tts_triton.jobs.progress import ProgressLine
 
     time = SimpleNamespace(now=0.0)
     stream = io.StringIO()

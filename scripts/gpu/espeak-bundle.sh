@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Download the corpus teachers, espeak-ng and flite, and every shared library they load as Debian packages, and
-# libjemalloc2 (tritonserver's allocator, tts_triton.memory, found there on LD_LIBRARY_PATH), for a host that has
+# libjemalloc2 (tritonserver's allocator, tts_triton.ops.memory, found there on LD_LIBRARY_PATH), for a host that has
 # none of them and no network (the GPU host). scripts/gpu/espeak-env.sh unpacks them there.
 #
 # Usage, from the project root on a Debian/Ubuntu machine with espeak-ng and flite installed:

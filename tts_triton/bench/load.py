@@ -11,7 +11,7 @@ from typing import Any
 
 from tts_triton.bench.stats import LevelResult, MemorySample, flatten_stats
 from tts_triton.bench.workload import RequestRecord, Workload
-from tts_triton.progress import ProgressLine
+from tts_triton.jobs.progress import ProgressLine
 
 __all__ = ["MIN_MEASURED", "LoadLevel", "one_stream", "run_soak", "wait_idle", "warm_up"]
 
@@ -48,7 +48,7 @@ async def one_stream(client: Any, record: RequestRecord, t0: float, workload: Wo
 
 class ControlledClient:
     """A streaming client whose every ``stream(text)`` carries the same speech controls (``speed=``, ``pitch=``,
-    ``volume=``; see :data:`~tts_triton.contract.CONTROLS`)."""
+    ``volume=``; see :data:`~tts_triton.core.contract.CONTROLS`)."""
 
     def __init__(self, client: Any, **controls: float) -> None:
         self.client = client

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tts_triton.bench.stats import LevelSummary
-from tts_triton.figures import pyplot, save_figure
+from tts_triton.jobs.figures import pyplot, save_figure
 
 __all__ = ["plot"]
 

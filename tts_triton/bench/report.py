@@ -23,7 +23,7 @@ from tts_triton.bench.stats import (
     ratio,
     summarize,
 )
-from tts_triton.tables import markdown_table
+from tts_triton.jobs.tables import markdown_table
 
 __all__ = [
     "LEVEL_HEADERS",
