@@ -31,7 +31,7 @@ from tts_triton.gateway import GatewayConfig
 from tts_triton.gateway.server import BackgroundGateway, TlsFiles
 from tts_triton.gateway.sessions import SessionLimits
 from tts_triton.gateway.voices import VoiceMap
-from tts_triton.server import TritonServer, free_port
+from tts_triton.ops.triton_server import TritonServer, free_port
 
 KEY = "xi-test-key"
 #: The SDK's own handling of a closed socket reads this deprecated attribute of websockets.
@@ -248,7 +248,7 @@ def test_the_readme_example_runs(secure: BackgroundGateway, tls: TlsFiles, monke
 def _decoder_calls(server: TritonServer) -> int:
     import tritonclient.grpc as grpcclient
 
-    from tts_triton.contract import DECODER
+    from tts_triton.core.contract import DECODER
 
     with grpcclient.InferenceServerClient(server.grpc_url) as stats:
         return int(stats.get_inference_statistics(DECODER, as_json=True)["model_stats"][0]["inference_count"])

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from tts_triton.client import AsyncTTSClient, Synthesis
-from tts_triton.tables import markdown_table, text_table
+from tts_triton.jobs.tables import markdown_table, text_table
 from tts_triton.text.incremental import TextCutter
 
 #: A paragraph such as an assistant says, several sentences with clauses, a number and an abbreviation.

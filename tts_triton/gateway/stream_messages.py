@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tts_triton.contract import CONTROLS, SPEED
+from tts_triton.core.contract import CONTROLS, SPEED
 from tts_triton.text.incremental import DEFAULT_SCHEDULE
 
 __all__ = ["CLOSE_ERROR", "CLOSE_LATER", "CLOSE_OK", "CLOSE_POLICY", "CLOSE_TOO_BIG", "MAX_INACTIVITY_TIMEOUT_S",
