@@ -8,6 +8,7 @@
   tts-triton loadtest --users 16 --spawn-rate 4 --duration 1m
   tts-triton gateway [--port 8080]         OpenAI-compatible /v1/audio/speech in front of a running server
   tts-triton bench-gateway --out DIR       the gateway's first byte and throughput against direct gRPC
+  tts-triton bench-stream --out DIR        streamed text in (stream-input): first audio, sessions, cut prosody
 
 The model repository defaults to ~/.cache/tts-triton/model_repository ($XDG_CACHE_HOME), whatever the
 working directory. Each command has its own --help.
@@ -255,6 +256,8 @@ def _loadtest(args: argparse.Namespace) -> int:
 def _gateway(args: argparse.Namespace) -> int:
     from tts_triton.gateway import GatewayConfig, serve
     from tts_triton.gateway.limits import auth_problem, load_api_keys
+    from tts_triton.gateway.server import TlsFiles
+    from tts_triton.gateway.sessions import SessionLimits
     from tts_triton.gateway.voices import load_voice_map
 
     try:
@@ -270,20 +273,33 @@ def _gateway(args: argparse.Namespace) -> int:
         endpoints = parse_targets(args.triton_url or [DEFAULT_GRPC_URL])
     except ValueError as err:
         return _fail(f"--triton-url: {err}")
+    if (args.ssl_certfile is None) != (args.ssl_keyfile is None):
+        return _fail("--ssl-certfile and --ssl-keyfile go together")
+    for path in (args.ssl_certfile, args.ssl_keyfile):
+        if path is not None and not path.is_file():
+            return _fail(f"{path}: no such file")
+    tls = TlsFiles(args.ssl_certfile, args.ssl_keyfile) if args.ssl_certfile else None
+    sessions = SessionLimits(max_sessions=args.max_sessions, max_sessions_per_key=args.max_sessions_per_key,
+                             max_session_s=args.max_session_seconds)
     config = GatewayConfig(triton_endpoints=endpoints, api_keys=keys, max_streams=args.max_streams,
                            max_input_chars=args.max_input_chars, request_timeout_s=args.timeout,
-                           voice_map=voice_map)
-    print(f"gateway: http://{args.host}:{args.port}/v1/audio/speech -> Triton {', '.join(endpoints)} "
-          f"(API keys: {len(keys) or 'off'}, at most {args.max_streams} streams)", flush=True)
-    serve(config, host=args.host, port=args.port, log_level=args.log_level)
+                           voice_map=voice_map, sessions=sessions)
+    scheme = "https" if tls else "http"
+    print(f"gateway: {scheme}://{args.host}:{args.port}/v1/audio/speech and {'wss' if tls else 'ws'}://"
+          f"{args.host}:{args.port}/v1/text-to-speech/{{voice_id}}/stream-input -> Triton {', '.join(endpoints)} "
+          f"(API keys: {len(keys) or 'off'}, at most {args.max_streams} streams, {args.max_sessions} sessions)",
+          flush=True)
+    serve(config, host=args.host, port=args.port, log_level=args.log_level, tls=tls)
     return 0
 
 
 def _gateway_parser(sub: argparse._SubParsersAction) -> None:
     g = sub.add_parser("gateway", help="OpenAI-compatible speech API (/v1/audio/speech) in front of Triton",
                        description="Serve OpenAI's POST /v1/audio/speech (mp3, opus, aac, flac, wav, pcm; "
-                                   "streamed) plus /v1/audio/voices, /healthz, /readyz and /metrics, talking to "
-                                   "a running Triton's streaming tts model over one gRPC channel.")
+                                   "streamed), ElevenLabs' input-streaming WebSockets (/v1/text-to-speech/"
+                                   "{voice_id}/stream-input and multi-stream-input) plus /v1/audio/voices, /healthz, "
+                                   "/readyz and /metrics, talking to the streaming tts model of one or more "
+                                   "running Tritons over gRPC.")
     g.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s: loopback only)")
     g.add_argument("--port", type=int, default=8080, help="HTTP port (default %(default)s)")
     g.add_argument("--triton-url", action="append", metavar="ENDPOINT",
@@ -301,6 +317,15 @@ def _gateway_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--timeout", type=float, default=300.0, help="seconds one synthesis may take (default %(default)s)")
     g.add_argument("--voice-map", type=Path,
                    help="JSON object of OpenAI voice name -> preset, over the built-in table")
+    g.add_argument("--ssl-certfile", type=Path, help="PEM certificate: serve https:// and wss:// (with --ssl-keyfile)")
+    g.add_argument("--ssl-keyfile", type=Path, help="PEM private key of --ssl-certfile")
+    g.add_argument("--max-sessions", type=int, default=64,
+                   help="concurrent input-streaming WebSocket sessions; more are closed at once with code 1013 "
+                        "(default %(default)s)")
+    g.add_argument("--max-sessions-per-key", type=int, default=16,
+                   help="concurrent sessions of one API key (default %(default)s)")
+    g.add_argument("--max-session-seconds", type=float, default=600.0,
+                   help="longest session; longer is closed with code 1008 (default %(default)s)")
     g.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                    help="uvicorn's log level (default %(default)s)")
     g.set_defaults(func=_gateway)
@@ -435,6 +460,11 @@ def parser() -> argparse.ArgumentParser:
                    description="Start Triton and a gateway, measure the gateway's first byte and throughput "
                                "against direct gRPC side by side (options: tts-triton bench-gateway --help).",
                    add_help=False)
+    sub.add_parser("bench-stream", help="text streamed in at an LLM's pace: first audio, sessions, cut prosody "
+                                        "(tts-triton bench-stream --help)",
+                   description="Stream text into a gateway's stream-input sockets at an LLM's pace and measure the "
+                               "first audio after a sentence's end at several numbers of sessions, and what cutting "
+                               "costs in prosody (options: tts-triton bench-stream --help).", add_help=False)
     return p
 
 
@@ -449,6 +479,10 @@ def main(argv: list[str] | None = None) -> int:
         from tts_triton.gateway.bench import main as bench_gateway_main
 
         return bench_gateway_main(argv[1:])
+    if argv[:1] == ["bench-stream"]:  # parses its own options too
+        from tts_triton.gateway.stream_bench import main as bench_stream_main
+
+        return bench_stream_main(argv[1:])
     args = parser().parse_args(argv)
     try:
         return args.func(args)

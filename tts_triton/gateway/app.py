@@ -2,8 +2,9 @@
 
 Routes: ``POST /v1/audio/speech`` (OpenAI's), ``GET /v1/audio/voices``, ``GET /healthz`` (the process),
 ``GET /readyz`` (at least one Triton endpoint reachable with ``tts`` ready), ``GET /metrics`` (Prometheus, per
-Triton endpoint too). The Triton endpoints are balanced by the client library (least outstanding streams,
-ejection and probing, a retry elsewhere before any audio: :mod:`tts_triton.client.balancer`). Every error, unexpected
+Triton endpoint too), and ElevenLabs' input-streaming WebSockets (:mod:`.stream_input`). The Triton endpoints are
+balanced by the client library (least outstanding streams, ejection and probing, a retry elsewhere before any
+audio: :mod:`tts_triton.client.balancer`). Every HTTP error, unexpected
 ones included, is answered in OpenAI's shape (:mod:`.errors`), never with a traceback.
 """
 
@@ -30,7 +31,9 @@ from .errors import ApiError, error_body
 from .limits import StreamLimiter, check_key
 from .metrics import GatewayMetrics
 from .schema import STREAM_FORMATS, SpeechRequest, parse_speech_request
+from .sessions import SessionHub, SessionLimits
 from .speech import AudioStreamResponse, SpeechStream, api_error_for, first_chunk, media_type
+from .stream_input import stream_input_routes
 from .voices import VoiceMap
 
 __all__ = ["GatewayConfig", "create_app"]
@@ -58,6 +61,8 @@ class GatewayConfig:
     request_timeout_s: float = 300.0
     retry_after_s: int = 1
     voice_map: VoiceMap = field(default_factory=VoiceMap)
+    #: Limits of the ElevenLabs-compatible input-streaming WebSockets (:mod:`.stream_input`).
+    sessions: SessionLimits = field(default_factory=SessionLimits)
 
 
 class _State:
@@ -135,10 +140,12 @@ def create_app(config: GatewayConfig | None = None) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        *stream_input_routes(),
     ]
     handlers = {ApiError: _api_error, HTTPException: _http_error, Exception: _unexpected_error}
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
     app.state.gateway = state
+    app.state.sessions = SessionHub(state.config.sessions, state.metrics.registry)
     return app
 
 

@@ -1,27 +1,43 @@
-"""Running the gateway: uvicorn serving :func:`~.app.create_app` (``tts-triton gateway``)."""
+"""Running the gateway: uvicorn serving :func:`~.app.create_app` (``tts-triton gateway``), over TLS when given a
+certificate and its key (``wss://`` is what ElevenLabs' SDK connects to)."""
 
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import uvicorn
 
 from .app import GatewayConfig, create_app
 
-__all__ = ["BackgroundGateway", "serve", "uvicorn_config"]
+__all__ = ["BackgroundGateway", "TlsFiles", "serve", "uvicorn_config"]
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """A PEM certificate (chain) and its private key: the gateway then serves https:// and wss://."""
+
+    certfile: Path
+    keyfile: Path
 
 
 def uvicorn_config(config: GatewayConfig, *, host: str = "127.0.0.1", port: int = 8080,
-                   log_level: str = "info") -> uvicorn.Config:
-    """uvicorn's settings for one gateway process (one event loop: one shared Triton channel)."""
+                   log_level: str = "info", tls: TlsFiles | None = None) -> uvicorn.Config:
+    """uvicorn's settings for one gateway process (one event loop: one shared Triton channel). WebSocket
+    messages are bounded like request bodies; uvicorn pings each socket (its default, every 20 s)."""
     return uvicorn.Config(create_app(config), host=host, port=port, log_level=log_level, access_log=False,
-                          lifespan="on", timeout_graceful_shutdown=10)
+                          lifespan="on", timeout_graceful_shutdown=10,
+                          ws_max_size=config.max_body_bytes,
+                          ssl_certfile=None if tls is None else str(tls.certfile),
+                          ssl_keyfile=None if tls is None else str(tls.keyfile))
 
 
-def serve(config: GatewayConfig, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info") -> None:
+def serve(config: GatewayConfig, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info",
+          tls: TlsFiles | None = None) -> None:
     """Serve until SIGINT/SIGTERM (uvicorn's handlers: streams in flight get 10 s to finish)."""
-    uvicorn.Server(uvicorn_config(config, host=host, port=port, log_level=log_level)).run()
+    uvicorn.Server(uvicorn_config(config, host=host, port=port, log_level=log_level, tls=tls)).run()
 
 
 class BackgroundGateway:
@@ -30,9 +46,10 @@ class BackgroundGateway:
     ``start`` returns once the port accepts connections; ``stop`` lets streams in flight end and joins.
     """
 
-    def __init__(self, config: GatewayConfig, *, host: str = "127.0.0.1", port: int) -> None:
-        self.url = f"http://{host}:{port}"
-        self._server = uvicorn.Server(uvicorn_config(config, host=host, port=port, log_level="warning"))
+    def __init__(self, config: GatewayConfig, *, host: str = "127.0.0.1", port: int,
+                 tls: TlsFiles | None = None) -> None:
+        self.url = f"{'http' if tls is None else 'https'}://{host}:{port}"
+        self._server = uvicorn.Server(uvicorn_config(config, host=host, port=port, log_level="warning", tls=tls))
         self._thread = threading.Thread(target=self._server.run, name=f"gateway-{port}", daemon=True)
 
     def start(self, timeout: float = 30.0) -> BackgroundGateway:
