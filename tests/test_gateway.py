@@ -20,7 +20,7 @@ import tritonclient.grpc as grpcclient
 from tts_triton.client import HttpTTSClient, TTSClient
 from tts_triton.contract import DECODER
 from tts_triton.gateway import GatewayConfig
-from tts_triton.gateway.encoders import FORMATS, PCM_RATE
+from tts_triton.gateway.encoders import FORMATS, OUTPUT_RATE
 from tts_triton.gateway.server import BackgroundGateway
 from tts_triton.gateway.voices import VoiceMap
 from tts_triton.server import TritonServer, free_port
@@ -51,7 +51,7 @@ def offline_duration(server: TritonServer) -> float:
 def decode(data: bytes, response_format: str) -> tuple[np.ndarray, int]:
     """Samples and rate: raw int16 for pcm, PyAV (FFmpeg) for AAC, soundfile (libsndfile) for the rest."""
     if response_format == "pcm":
-        return np.frombuffer(data, "<i2").astype(np.float32) / 32768, PCM_RATE
+        return np.frombuffer(data, "<i2").astype(np.float32) / 32768, OUTPUT_RATE
     if response_format == "aac":
         with av.open(io.BytesIO(data)) as container:
             frames = [f.to_ndarray().reshape(-1) for f in container.decode(audio=0)]
@@ -123,7 +123,7 @@ def test_speed_reaches_the_model_and_its_range_is_named(client: openai.OpenAI) -
     with pytest.raises(openai.BadRequestError, match="speed: 3 is outside this model's range 0.5-2"):
         client.audio.speech.create(model="tts-1", voice="alloy", input="Hello.", speed=3.0)
     seconds = {speed: decode(client.audio.speech.create(model="tts-1", voice="alloy", input=TEXT, speed=speed,
-                                                        response_format="pcm").content, "pcm")[0].shape[0] / PCM_RATE
+                                                        response_format="pcm").content, "pcm")[0].shape[0] / OUTPUT_RATE
                for speed in (1.0, 2.0)}
     assert seconds[2.0] < 0.75 * seconds[1.0], seconds
 
@@ -168,7 +168,7 @@ def test_a_disconnecting_client_stops_decoding_within_a_second(gateway: Backgrou
         received = 0
         for part in response.iter_bytes():
             received += len(part)
-            if received > 2 * PCM_RATE:  # one second of the ~6 s in: the stream is well under way
+            if received > 2 * OUTPUT_RATE:  # one second of the ~6 s in: the stream is well under way
                 break
         before = _decoder_calls(server)
     left = time.perf_counter()  # the connection is closed here
