@@ -419,7 +419,9 @@ def _gateway(args: argparse.Namespace) -> int:
         return _fail(problem)
     config = GatewayConfig(triton_url=args.triton_url, api_keys=keys, max_streams=args.max_streams,
                            max_input_chars=args.max_input_chars, request_timeout_s=args.timeout,
-                           voice_map=voice_map)
+                           voice_map=voice_map, header_timeout_s=args.header_timeout,
+                           body_timeout_s=args.body_timeout, keep_alive_s=args.keep_alive,
+                           max_connections=args.max_connections)
     print(f"gateway: http://{args.host}:{args.port}/v1/audio/speech -> Triton {args.triton_url} "
           f"(API keys: {len(keys) or 'off'}, at most {args.max_streams} streams)", flush=True)
     serve(config, host=args.host, port=args.port, log_level=args.log_level)
@@ -443,6 +445,15 @@ def _gateway_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--max-input-chars", type=int, default=4096,
                    help="longest `input`; longer is 413 (default %(default)s, OpenAI's limit)")
     g.add_argument("--timeout", type=float, default=300.0, help="seconds one synthesis may take (default %(default)s)")
+    g.add_argument("--header-timeout", type=float, default=10.0,
+                   help="seconds a request's head may take to arrive; then 408 and close (default %(default)s)")
+    g.add_argument("--body-timeout", type=float, default=10.0,
+                   help="seconds a request's body may take after its head; then 408 and close (default %(default)s)")
+    g.add_argument("--keep-alive", type=float, default=5.0,
+                   help="seconds an idle kept-alive connection stays open (default %(default)s; behind a proxy, "
+                        "more than the proxy's own upstream keep-alive)")
+    g.add_argument("--max-connections", type=int, default=8192,
+                   help="connections open at once; one more is answered 503 with Retry-After (default %(default)s)")
     g.add_argument("--voice-map", type=Path,
                    help="JSON object of OpenAI voice name -> preset, over the built-in table")
     g.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),

@@ -145,7 +145,11 @@ def create_app(config: GatewayConfig | None = None) -> Starlette:
         return JSONResponse({**_model_list(), "models": [{"id": m, "name": m} for m in MODELS]})
 
     async def openapi(_: Request) -> Response:
-        return JSONResponse(document)
+        try:
+            bank = await state.bank()
+        except ApiError:  # Triton cannot say now: any voice name
+            return JSONResponse(openapi_document(state.config))
+        return JSONResponse(openapi_document(state.config, [*bank.voices, *state.config.voice_map.openai_voices]))
 
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -170,7 +174,6 @@ def create_app(config: GatewayConfig | None = None) -> Starlette:
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
-    document = openapi_document(state.config)
     handlers = {ApiError: _api_error, HTTPException: _http_error, Exception: _unexpected_error}
     middleware = [Middleware(BodyDeadline, seconds=state.config.body_timeout_s, metrics=state.metrics)]
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan, middleware=middleware)

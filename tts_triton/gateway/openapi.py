@@ -1,7 +1,9 @@
 """``GET /openapi.json``: the gateway's HTTP API as an OpenAPI 3.1 document, built from the same definitions the
-handlers use (the body's fields and ranges, the formats, the limits of this gateway's config), so that the
-document and the implementation cannot drift apart; the tests fuzz the real gateway against it (schemathesis).
-The WebSocket route is not described (OpenAPI has no WebSocket operations).
+handlers use (the body's fields and ranges, the formats, the limits of this gateway's config, the voices of the
+server's voice bank when Triton can say), so that the document and the implementation cannot drift apart; the
+tests fuzz the real gateway against it (schemathesis). What it cannot say: which texts have something to speak
+(a text of punctuation alone is a 400 naming ``input``). The WebSocket route is not described (OpenAPI has no
+WebSocket operations).
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _speech_request(max_input_chars: int) -> dict[str, Any]:
+def _speech_request(max_input_chars: int, voices: list[str] | None) -> dict[str, Any]:
     low, high = OPENAI_SPEED_RANGE
+    name = {"type": "string", "minLength": 1, "examples": sorted(OPENAI_VOICES)} if voices is None else {"enum": voices}
     return {
         "type": "object",
         "required": ["model", "input", "voice"],
@@ -47,12 +50,11 @@ def _speech_request(max_input_chars: int) -> dict[str, Any]:
         "properties": {
             "model": {"type": "string", "minLength": 1, "examples": list(MODELS),
                       "description": "Any name: there is one model."},
-            "input": {"type": "string", "minLength": 1, "maxLength": max_input_chars,
+            "input": {"type": "string", "minLength": 1, "maxLength": max_input_chars, "pattern": r"\S",
                       "description": "The text to speak (not only white space)."},
             "voice": {"oneOf": [
-                {"type": "string", "minLength": 1, "examples": sorted(OPENAI_VOICES)},
-                {"type": "object", "required": ["id"], "additionalProperties": False,
-                 "properties": {"id": {"type": "string", "minLength": 1}}},
+                name,
+                {"type": "object", "required": ["id"], "additionalProperties": False, "properties": {"id": name}},
             ], "description": "A server voice, or an OpenAI voice name mapped to one (GET /v1/audio/voices)."},
             "instructions": {"type": ["string", "null"],
                              "description": "Phrases mapped to emotion, rate, pitch and volume."},
@@ -63,10 +65,12 @@ def _speech_request(max_input_chars: int) -> dict[str, Any]:
     }
 
 
-def openapi_document(config: GatewayConfig) -> dict[str, Any]:
-    """The OpenAPI document of a gateway serving ``config``."""
+def openapi_document(config: GatewayConfig, voices: list[str] | None = None) -> dict[str, Any]:
+    """The OpenAPI document of a gateway serving ``config``; ``voice`` names one of ``voices`` (None: any name)."""
     audio = {FORMATS[f].media_type: {"schema": {"type": "string", "format": "binary"}} for f in available_formats()}
-    audio["text/event-stream"] = {"schema": {"type": "string"}}
+    # Each event of the SSE stream: a JSON object (speech.audio.delta, speech.audio.done or error) as its data.
+    audio["text/event-stream"] = {"schema": {"type": "object", "required": ["data"], "properties": {
+        "data": {"type": "string", "contentMediaType": "application/json"}}}}
     keyed = {"security": [{"bearer": []}]} if config.api_keys else {}
     auth_errors = (401,) if config.api_keys else ()
     listing = {"type": "object", "required": ["object", "data"], "properties": {
@@ -112,7 +116,7 @@ def openapi_document(config: GatewayConfig) -> dict[str, Any]:
         },
         "components": {
             "schemas": {
-                "SpeechRequest": _speech_request(config.max_input_chars),
+                "SpeechRequest": _speech_request(config.max_input_chars, voices),
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {
                     "type": "object", "required": ["message", "type", "param", "code"],
                     "properties": {"message": {"type": "string"}, "type": {"type": "string"},
