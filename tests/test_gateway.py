@@ -30,6 +30,8 @@ from tts_triton.server import TritonServer, free_port
 SENTENCE = "The quick brown fox jumps over the lazy dog while the cat watches from the old wooden fence."
 #: About 3 s of audio: an encoder's padding (MP3, AAC: under 0.1 s) stays well below 5 % of it.
 TEXT = " ".join([SENTENCE] * 12)
+#: About 1 s of audio: enough to measure speeds and levels on.
+SHORT_TEXT = " ".join([SENTENCE] * 4)
 #: About 6 s of audio, decoded in several seconds here: a stream with a distinct start and end.
 LONG_TEXT = " ".join([SENTENCE] * 24)
 KEY = "sk-test-key"
@@ -126,7 +128,7 @@ def _seconds(client: openai.OpenAI, **request: object) -> float:
 
 def test_openai_s_whole_speed_range_with_durations_in_order(client: openai.OpenAI) -> None:
     """0.25 and 4: the model's rate control at its limit (0.5, 2) times the gateway's time-stretch (0.5, 2)."""
-    seconds = {speed: _seconds(client, input=TEXT, speed=speed) for speed in (0.25, 1.0, 4.0)}
+    seconds = {speed: _seconds(client, input=SHORT_TEXT, speed=speed) for speed in (0.25, 1.0, 4.0)}
     assert seconds[0.25] > seconds[1.0] > seconds[4.0]
     assert 3.4 < seconds[0.25] / seconds[1.0] < 4.6 and 3.4 < seconds[1.0] / seconds[4.0] < 4.6, seconds
 
@@ -148,7 +150,7 @@ def test_a_wav_that_python_s_wave_opens_at_24_khz(client: openai.OpenAI, offline
 
 def test_instructions_set_volume_rate_and_emotion(client: openai.OpenAI) -> None:
     def pcm(**request: object) -> np.ndarray:
-        content = client.audio.speech.create(model="tts-1", voice="alloy", input=TEXT, response_format="pcm",
+        content = client.audio.speech.create(model="tts-1", voice="alloy", input=SHORT_TEXT, response_format="pcm",
                                              **request).content
         return np.frombuffer(content, "<i2").astype(np.float32) / 32768
 
@@ -156,7 +158,7 @@ def test_instructions_set_volume_rate_and_emotion(client: openai.OpenAI) -> None
     level = 20 * np.log10(np.sqrt(np.mean(whisper ** 2)) / np.sqrt(np.mean(plain ** 2)))
     assert -17 < level < -13, level  # the table's -15 dB
     assert abs(len(slow) / len(plain) - 1 / 0.85) < 0.05
-    assert not np.array_equal(pcm(instructions="Talk like a pirate."), pcm(instructions="Sound angry."))
+    assert not np.array_equal(pcm(instructions="Sound angry."), plain)
 
 
 def test_models_are_listed_in_openai_s_shape(client: openai.OpenAI, gateway: BackgroundGateway) -> None:
