@@ -24,8 +24,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tts_triton.client import AsyncTTSClient, TTSError, VoiceCatalog
-from tts_triton.contract import CONTROLS, PITCH, SPEED, VOLUME
-from tts_triton.endpoints import DEFAULT_GRPC_URL
+from tts_triton.core.contract import CONTROLS, PITCH, SPEED, VOLUME
+from tts_triton.core.endpoints import DEFAULT_GRPC_URL
 
 from .deadline import BodyDeadline
 from .encoders import available_formats

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tts_triton.contract import CONTROLS, SPEED
+from tts_triton.core.contract import CONTROLS, SPEED
 
 __all__ = ["TimeStretch", "split_speed"]
 
