@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = ["# The gateway's speed range", "",
             f"Checkpoint {ckpt.name} `{fingerprint(ckpt)[:16]}`, voice bank {source}, voice {voice} (neutral), the "
             f"first {args.sentences} held-out sentences; written by", "", f"    OMP_NUM_THREADS=1 {command}", "",
-            __doc__.split("\n\n")[1].replace("\n", " "), "", report, ""]
+            __doc__.split("\n\n")[2].replace("\n", " "), "", report, ""]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / REPORT_FILE).write_text("\n".join(text))
     print(f"report -> {args.out / REPORT_FILE}", file=sys.stderr)
