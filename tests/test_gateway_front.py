@@ -137,8 +137,7 @@ def test_clients_leaving_during_the_body_or_before_the_audio_are_counted_quietly
     unknown = 'tts_gateway_requests_total{format="unknown",outcome="disconnected"}'
     pcm = 'tts_gateway_requests_total{format="pcm",outcome="disconnected"}'
     before = _metric(door, unknown), _metric(door, pcm)
-    body = json.dumps({"model": "tts-1", "voice": "alloy", "input": "Hello there, this is a test.",
-                       "response_format": "pcm"}).encode()
+    body = json.dumps({"model": "tts-1", "voice": "alloy", "input": "Hello there.", "response_format": "pcm"}).encode()
     with _logged() as records:
         with _connect(door) as sock:  # half of the body, then gone
             sock.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(body)
@@ -147,7 +146,7 @@ def test_clients_leaving_during_the_body_or_before_the_audio_are_counted_quietly
         with _connect(door) as sock:  # the whole request, then gone before the audio starts
             sock.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
             time.sleep(0.02)
-        deadline = time.monotonic() + 30  # counted once the in-band stop is done: seconds on a loaded machine
+        deadline = time.monotonic() + 15  # counted once the in-band stop is done: seconds on a loaded machine
         while (_metric(door, unknown), _metric(door, pcm)) != (before[0] + 1, before[1] + 1):
             assert time.monotonic() < deadline, (before, _metric(door, unknown), _metric(door, pcm))
             time.sleep(0.1)
@@ -215,7 +214,7 @@ def test_the_openapi_document_holds_under_fuzzing(door: BackgroundGateway) -> No
     statuses: list[int] = []
 
     @given(case=cases)
-    @settings(max_examples=20, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=15, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     def check(case: schemathesis.Case) -> None:
         response = case.call(timeout=30)
         statuses.append(response.status_code)
