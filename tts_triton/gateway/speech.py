@@ -74,6 +74,7 @@ async def first_chunk(chunks: AsyncGenerator[AudioChunk, None], receive: Receive
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait({reading})
     if reading.cancelled():
+        await chunks.aclose()  # a no-op after the in-band stop; closes a stream that had not started
         raise ClientDisconnect
     try:
         return reading.result()
