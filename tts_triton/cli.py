@@ -283,7 +283,9 @@ def _gateway(args: argparse.Namespace) -> int:
                              max_session_s=args.max_session_seconds)
     config = GatewayConfig(triton_endpoints=endpoints, api_keys=keys, max_streams=args.max_streams,
                            max_input_chars=args.max_input_chars, request_timeout_s=args.timeout,
-                           voice_map=voice_map, sessions=sessions)
+                           voice_map=voice_map, sessions=sessions, header_timeout_s=args.header_timeout,
+                           body_timeout_s=args.body_timeout, keep_alive_s=args.keep_alive,
+                           max_connections=args.max_connections)
     scheme = "https" if tls else "http"
     print(f"gateway: {scheme}://{args.host}:{args.port}/v1/audio/speech and {'wss' if tls else 'ws'}://"
           f"{args.host}:{args.port}/v1/text-to-speech/{{voice_id}}/stream-input -> Triton {', '.join(endpoints)} "
@@ -315,6 +317,15 @@ def _gateway_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--max-input-chars", type=int, default=4096,
                    help="longest `input`; longer is 413 (default %(default)s, OpenAI's limit)")
     g.add_argument("--timeout", type=float, default=300.0, help="seconds one synthesis may take (default %(default)s)")
+    g.add_argument("--header-timeout", type=float, default=10.0,
+                   help="seconds a request's head may take to arrive; then 408 and close (default %(default)s)")
+    g.add_argument("--body-timeout", type=float, default=10.0,
+                   help="seconds a request's body may take after its head; then 408 and close (default %(default)s)")
+    g.add_argument("--keep-alive", type=float, default=5.0,
+                   help="seconds an idle kept-alive connection stays open (default %(default)s; behind a proxy, "
+                        "more than the proxy's own upstream keep-alive)")
+    g.add_argument("--max-connections", type=int, default=8192,
+                   help="connections open at once; one more is answered 503 with Retry-After (default %(default)s)")
     g.add_argument("--voice-map", type=Path,
                    help="JSON object of OpenAI voice name -> preset, over the built-in table")
     g.add_argument("--ssl-certfile", type=Path, help="PEM certificate: serve https:// and wss:// (with --ssl-keyfile)")

@@ -28,8 +28,9 @@ _FIRST_BYTE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 
 
 
 class GatewayMetrics:
-    """Requests by outcome and format, first-byte latency, bytes sent, streams in flight and, when given the
-    client's ``balancer``, its endpoints' state."""
+    """Requests by outcome and format, first-byte latency, bytes sent, streams in flight; connections open,
+    refused over the cap, and cut for a slow head or body; when given the client's ``balancer``, its endpoints'
+    state."""
 
     def __init__(self, balancer: Balancer | None = None) -> None:
         self.registry = CollectorRegistry()
@@ -41,6 +42,12 @@ class GatewayMetrics:
         self.bytes_out = Counter("tts_gateway_bytes", "Audio bytes sent, by response format.", ["format"],
                                  registry=self.registry)
         self.in_flight = Gauge(STREAMS_IN_FLIGHT, "Speech streams being synthesized now.", registry=self.registry)
+        self.connections = Gauge("tts_gateway_connections", "HTTP connections open now.", registry=self.registry)
+        self.refused = Counter("tts_gateway_connections_refused", "Connections answered 503 over the connection cap.",
+                               registry=self.registry)
+        self.slow_clients = Counter("tts_gateway_slow_clients",
+                                    "Requests cut because their head or body did not arrive in time.", ["part"],
+                                    registry=self.registry)
         if balancer is not None:
             self.registry.register(_EndpointCollector(balancer))
 
