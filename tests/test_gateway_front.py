@@ -162,7 +162,8 @@ def _rss_mib() -> float:
 def test_4000_half_open_connections_leave_it_serving_and_connections_over_the_cap_are_refused(
         server: TritonServer) -> None:
     flood, over = 4000, 60
-    config = GatewayConfig(triton_endpoints=(server.grpc_url,), header_timeout_s=60.0, max_connections=flood + over // 2)
+    config = GatewayConfig(triton_endpoints=(server.grpc_url,), header_timeout_s=60.0,
+                           max_connections=flood + over // 2)
     with BackgroundGateway(config, port=free_port()) as gateway:
         api = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", max_retries=0, timeout=60)
         api.audio.speech.create(model="tts-1", voice="alloy", input="Warm up.", response_format="pcm")
