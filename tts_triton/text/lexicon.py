@@ -122,9 +122,8 @@ def _pronunciation(said: str, where: str) -> Pronunciation:
         return Pronunciation(respelling=" ".join(said.split()))
     try:
         return Pronunciation(symbols=tuple(ipa_symbols(said[1:-1])))
-    except InvalidInput as err:  # its message names the symbol; drop ipa's own "<phoneme> ph=" framing
-        reason = str(err).split(": ", 1)[-1]
-        raise LexiconError(f"{where}: {reason}") from None
+    except InvalidInput as err:  # its reason names the symbol, after the SSML element's own framing
+        raise LexiconError(f"{where}: {said}: {err.reason.split(': ', 1)[-1]}") from None
 
 
 class _Current:
