@@ -220,3 +220,31 @@ def test_pitch_shift_keeps_each_frames_energy() -> None:
         np.testing.assert_allclose(frame_energy(shifted), frame_energy(mel), rtol=1e-4)
         halves = np.concatenate([shift_pitch(mel[:17], semitones), shift_pitch(mel[17:], semitones)])
         np.testing.assert_allclose(halves, shifted, atol=1e-5)  # frame by frame: streamed equals one-shot
+
+
+#: Written form -> its right reading, then the misreadings it had (issue 36) or might have.
+HEARD = {
+    "It is -10°C outside.": ["it is minus ten degrees celsius outside", "it is ten degrees celsius outside"],
+    "World War II ended.": ["world war two ended", "world war roman two ended", "world war i i ended"],
+    "Read Chapter IV tonight.": ["read chapter four tonight", "read chapter roman four tonight",
+                                 "read chapter i v tonight"],
+    "Henry VIII had six wives.": ["henry the eighth had six wives", "henry roman eight had six wives",
+                                  "henry v i i i had six wives"],
+    "It costs 50¢.": ["it costs fifty cents", "it costs fifty"],
+    "He is 6'2\" tall.": ["he is six feet two inches tall", "he is six two tall"],
+    "Drive at 90 km/h.": ["drive at ninety kilometers per hour", "drive at ninety k m h"],
+    "Invite 10-20 people.": ["invite ten to twenty people", "invite ten twenty people"],
+    "Compute 10 / 2 now.": ["compute ten divided by two now", "compute ten two now"],
+}
+
+
+@pytest.mark.skipif(not __import__("shutil").which("flite"), reason="flite not on PATH")
+def test_readings_are_heard_right() -> None:
+    """ASR round trip of each reading: flite speaks the front end's normalized text, and PocketSphinx, given the
+    right reading and the misreadings to choose from, hears the right one (a free transcription of one
+    synthetic sentence is too unsure to tell one word)."""
+    from tts_triton.evaluate.asr import choose, flite_render
+
+    for text, readings in HEARD.items():
+        rate, samples = flite_render(normalize(text))
+        assert choose(samples, rate, readings) == readings[0], text

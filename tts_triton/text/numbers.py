@@ -58,11 +58,12 @@ _NUM = r"\d+(?:\.\d+)?"
 _THOUSANDS_SEP = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _HAN_DECIMAL = re.compile(rf"(?<=[{_HAN}])(\d+)\.(\d+)|(\d+)\.(\d+)(?=[{_HAN}])")
 _MONEY = re.compile(rf"([{''.join(_CURRENCIES)}])\s?({_NUM})(?:\s?(thousand|million|billion|trillion)\b)?")
-# A unit may follow a signed number ("-10°C"); it is never the start of a longer word ("5 men").
+# A unit may follow a signed number ("-10°C"); it is never the start of a longer word ("5 men"). Numbers are
+# matched from their first digit only: a flood of digits is then read in linear time.
 _UNIT_NAMES = "|".join(map(re.escape, sorted(_UNITS, key=len, reverse=True)))  # longest first: "ms" before "m"
-_UNIT = re.compile(rf"(?:(?<![\w.])(-))?({_NUM})\s?({_UNIT_NAMES})(?![^\W\d_])")
+_UNIT = re.compile(rf"(?:(?<![\w.])(-))?(?<![\d.])({_NUM})\s?({_UNIT_NAMES})(?![^\W\d_])")
 _BARE_UNIT = re.compile(rf"(?<![\w/])({'|'.join(map(re.escape, _BARE_UNITS))})(?![\w/])")
-_CENTS = re.compile(rf"({_NUM})\s?¢")
+_CENTS = re.compile(rf"(?<![\d.])({_NUM})\s?¢")
 # "10 / 2" with spaces is a division ("10/2" without is a fraction, read by the readers).
 _DIVISION = re.compile(rf"(?<![\d/])({_NUM})\s+/\s+({_NUM})(?![\d/])")
 # Bare numbers: never next to another digit or a Chinese character (then they stay for the Mandarin voice).
@@ -164,11 +165,11 @@ def _ordinal(match: re.Match[str]) -> str:
 def _unit(match: re.Match[str]) -> str:
     singular, plural = _UNITS[match[3]]
     sign = "minus " if match[1] else ""
-    return f"{sign}{number(*match[2].split('.'))} {singular if match[2] == '1' else plural}"
+    return f" {sign}{number(*match[2].split('.'))} {singular if match[2] == '1' else plural} "
 
 
 def _cents(match: re.Match[str]) -> str:
-    return f"{number(*match[1].split('.'))} {'cent' if match[1] == '1' else 'cents'}"
+    return f" {number(*match[1].split('.'))} {'cent' if match[1] == '1' else 'cents'} "
 
 
 def expand_numbers_tracked(text: Tracked) -> Tracked:
