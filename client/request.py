@@ -1,7 +1,7 @@
 """Request tensors and response parsing, protocol-independent and checked against the contract.
 
 :func:`build_request` turns keyword arguments into the input tensors of ``tts`` / ``tts_offline``
-(:func:`tts_triton.contract.tts_spec`); :class:`TTSRequest` then makes tritonclient's
+(:func:`tts_triton.core.contract.tts_spec`); :class:`TTSRequest` then makes tritonclient's
 ``InferInput`` / ``InferRequestedOutput`` objects for whichever tritonclient module is used.
 """
 
@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypedDict, Unpack
 
 import numpy as np
 
-from tts_triton.contract import (
+from tts_triton.core.contract import (
     AUDIO,
     CONTROLS,
     EMOTION,
@@ -56,7 +56,7 @@ class RequestOptions(TypedDict, total=False):
     controls, None for as trained. ``ssml``: True when ``text`` is SSML (wrapped in ``<speak>`` if it does
     not start with it), or the SSML markup itself (``text`` then empty). ``return_words``: ask for WORDS,
     each chunk's word timestamps (:attr:`AudioChunk.words`). ``sample_rate``: the audio's rate in Hz, one of
-    :data:`~tts_triton.contract.OUTPUT_SAMPLE_RATES` (OUTPUT_SAMPLE_RATE; None: the model's own, 22050).
+    :data:`~tts_triton.core.contract.OUTPUT_SAMPLE_RATES` (OUTPUT_SAMPLE_RATE; None: the model's own, 22050).
     """
 
     voice: str | None

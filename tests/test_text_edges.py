@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import soxr
 
-from tts_triton import audio
 from tts_triton.client import InvalidInputError, build_request
-from tts_triton.contract import OUTPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATES
+from tts_triton.core import audio
+from tts_triton.core.contract import OUTPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATES
 from tts_triton.errors import InvalidInput
 from tts_triton.serving.controls import frame_energy, shift_pitch
 from tts_triton.serving.pipeline import Chunk

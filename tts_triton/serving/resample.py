@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import numpy as np
 
-from tts_triton import audio
+from tts_triton.core import audio
 from tts_triton.serving.pipeline import Chunk
 
 
