@@ -77,9 +77,17 @@ def serve(args: argparse.Namespace, parent_at_start: int) -> int:
     if args.checkpoint is not None and not args.checkpoint.is_file():
         return _fail(f"--checkpoint {args.checkpoint}: no such file")
     try:
-        cache_env = env_from_arguments(args)
+        server_env = env_from_arguments(args)  # the models read their settings from the environment
     except (ValueError, OSError) as err:
         return _fail(f"cache: {err}")
+    if args.lexicon is not None:
+        from tts_triton.text.lexicon import LEXICON_ENV, Lexicon, LexiconError
+
+        try:
+            print(f"lexicon: {args.lexicon} ({len(Lexicon.load(args.lexicon))} entries)", flush=True)
+        except LexiconError as err:
+            return _fail(str(err))
+        server_env[LEXICON_ENV] = str(args.lexicon.absolute())
 
     home = triton_home()  # $TRITON_HOME: a Triton bundle instead of the wheel's server (a GPU host's .venv sets it)
     try:
@@ -89,7 +97,7 @@ def serve(args: argparse.Namespace, parent_at_start: int) -> int:
     server = EmbeddedServer(args.model_repository.absolute(), host=args.host, http_port=args.http_port,
                             grpc_port=args.grpc_port, metrics_port=args.metrics_port, log_verbose=args.log_verbose,
                             admin_key=os.environ.get("TTS_TRITON_ADMIN_KEY"), mps=args.mps, install=install,
-                            environment=cache_env, warm_up=True)
+                            environment=server_env, warm_up=True)
     signals = _StopSignals(server)
     try:  # whatever the signals and wherever they land, serve exits only once the server's group is gone
         try:
