@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -69,9 +71,18 @@ def test_subtitles() -> None:
     assert json.loads(words_to_json(words))[0] == WORDS[0]
 
 
-def test_say_needs_text_or_ssml(tmp_path, capsys) -> None:
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_say_needs_text_or_ssml(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr(sys, "stdin", _Terminal())  # nothing piped in: a person at a terminal
     assert main(["say", "-o", str(tmp_path / "a.wav")]) != 0
     assert "give the text to speak" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"  \n")))  # a pipe with nothing to speak
+    assert main(["say", "-o", str(tmp_path / "a.wav")]) != 0
+    assert "standard input is empty" in capsys.readouterr().err
     assert main(["say", "Hi.", "--ssml", str(tmp_path / "missing.xml"), "-o", str(tmp_path / "a.wav")]) != 0
     assert main(["say", "--ssml", str(tmp_path / "missing.xml"), "-o", str(tmp_path / "a.wav")]) != 0
     assert "no such file" in capsys.readouterr().err
