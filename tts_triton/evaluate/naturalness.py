@@ -90,8 +90,10 @@ def rendered_heard(render: Callable[..., tuple[int, np.ndarray]], *args: str) ->
     return hear(x, rate, False, judges=True), resample(x, rate, audio.SAMPLE_RATE) if rate != audio.SAMPLE_RATE else x
 
 
-def measure(checkpoint: Path | None, voices: Sequence[str], count: int, jobs: int) -> dict[str, list[Heard]]:
-    """Every system's judged clips of ``count`` held-out sentences, keyed by the system's label, in table order."""
+def measure(checkpoint: Path | None, voices: Sequence[str], count: int, jobs: int,
+            references: bool = True) -> dict[str, list[Heard]]:
+    """Every system's judged clips of ``count`` held-out sentences, keyed by the system's label, in table order;
+    the other engines (flite's own voices, festival) only with ``references``."""
     import torch
 
     from tts_triton import audio, contract
@@ -116,9 +118,9 @@ def measure(checkpoint: Path | None, voices: Sequence[str], count: int, jobs: in
         for v in voices[1:]:
             label = f"teacher of {v}: {CORPUS_VOICES[v].teacher} {CORPUS_VOICES[v].speaker}"
             refs[label] = [pool.submit(rendered_heard, corpus_teacher, s, v) for s in sentences]
-        for v in FLITE_REFERENCES:
+        for v in FLITE_REFERENCES if references else ():
             refs[f"flite {v} (its own lexicon)"] = [pool.submit(rendered_heard, flite_plain, s, v) for s in sentences]
-        if shutil.which(TEXT2WAVE):
+        if references and shutil.which(TEXT2WAVE):
             refs["festival + HTS slt"] = [pool.submit(rendered_heard, festival_render, s) for s in sentences]
         progress = ProgressLine("naturalness (synthesize + judge)", sum(map(len, refs.values())) * 2
                                 + count * (4 + len(voices) - 1))
@@ -170,13 +172,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--voices", default="slt,f1,m1", help="corpus voices; the first one's stages are taken apart")
     p.add_argument("--sentences", type=int, default=30, help=f"held-out sentences (at most {len(HELDOUT_SENTENCES)})")
     p.add_argument("--jobs", type=int, default=2, help="worker processes that render and judge")
+    p.add_argument("--no-references", action="store_true", help="only the checkpoint's stages and teachers")
     p.add_argument("--out", type=Path, default=Path("docs/eval/naturalness.md"))
     args = p.parse_args(argv)
     command = shlex.join(["python", "-m", "tts_triton.evaluate.naturalness", *(sys.argv[1:] if argv is None else argv)])
     if args.sentences > len(HELDOUT_SENTENCES):
         raise SystemExit(f"--sentences {args.sentences}: the held-out set has {len(HELDOUT_SENTENCES)}")
     started = time.monotonic()
-    heard = measure(args.checkpoint, args.voices.split(","), args.sentences, args.jobs)
+    heard = measure(args.checkpoint, args.voices.split(","), args.sentences, args.jobs, not args.no_references)
     sentences = list(HELDOUT_SENTENCES[: args.sentences])
     rows = {label: summary(sentences, clips) for label, clips in heard.items()}
     table = markdown_table(["system", "DistillMOS", "Whisper tiny.en WER", "PocketSphinx WER"],
