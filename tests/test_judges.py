@@ -53,3 +53,18 @@ def test_judges_score_offline_from_their_wheels(offline) -> None:  # type: ignor
     # the stand-in that let distillmos import without torchaudio is gone again
     stand_in = sys.modules.get("torchaudio")
     assert stand_in is None or hasattr(stand_in, "__file__")
+
+
+def test_round_trip_reports_the_judges() -> None:
+    from tts_triton.evaluate.asr import MODEL, TEACHER, AsrResult, asr_json, judges_markdown
+
+    sentences = ["The cat sat on the mat.", "It is raining today."]
+    said = {MODEL: {"slt": ["the cat sat on a mat", "it is raining today"]},
+            TEACHER: {"slt": ["the cat sat on the mat", "it is raining today"]}}
+    result = AsrResult(sentences, "neutral", said, 1.0, whisper=said,
+                       mos={MODEL: {"slt": [2.0, 3.0]}, TEACHER: {"slt": [3.0, 4.0]}})
+    data = asr_json(result)
+    assert data["distillmos"] == {MODEL: {"slt": 2.5}, TEACHER: {"slt": 3.5}}
+    assert data["whisper_wer"][MODEL]["slt"] == pytest.approx(1 / 12)  # one word of six, in one of two sentences
+    table = judges_markdown(result)
+    assert "| model | slt | 2.50 ± 0.50 | 0.083 | 0.083 |" in table
