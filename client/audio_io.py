@@ -7,7 +7,7 @@ import os
 import numpy as np
 import soundfile as sf
 
-from tts_triton.audio import save_wav
+from tts_triton.core.audio import save_wav
 
 from .errors import InvalidInputError
 

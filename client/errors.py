@@ -3,7 +3,7 @@
 Non-streaming calls carry a status (gRPC ``StatusCode.*`` or an HTTP code) and are classified by
 it alone. Over a gRPC stream Triton delivers an error as a message only, so stream errors (no
 status) are classified by their text: the server's contract is that a bad-input message names the
-input tensor (:data:`tts_triton.contract.TTS_INPUTS`).
+input tensor (:data:`tts_triton.core.contract.TTS_INPUTS`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import grpc
 from tritonclient.utils import InferenceServerException
 
-from tts_triton.contract import TTS_INPUTS
+from tts_triton.core.contract import TTS_INPUTS
 
 __all__ = [
     "InvalidInputError",
@@ -72,7 +72,7 @@ _UNAVAILABLE_TEXT = re.compile(
     r"unknown model|not ready|no available versions|failed to connect|connection refused", re.IGNORECASE
 )
 #: Triton's Python backend refusing a request whose inputs do not fit the model's shared-memory region (capped:
-#: tts_triton.memory): an error of the backend, not of the model, so the request ends with it (no FINAL follows).
+#: tts_triton.ops.memory): an error of the backend, not of the model, so the request ends with it (no FINAL follows).
 _TOO_LARGE_TEXT = re.compile(r"Failed to increase the shared memory pool size")
 # An input name counts in upper case only ("text" is too common a word).
 _INVALID_TEXT = re.compile(rf"\b({'|'.join(t.name for t in TTS_INPUTS)})\b|(?i:invalid (argument|input))")

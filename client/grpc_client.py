@@ -38,8 +38,8 @@ import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as grpcclient_aio
 from tritonclient.utils import InferenceServerException
 
-from tts_triton.contract import TTS
-from tts_triton.endpoints import DEFAULT_GRPC_URL
+from tts_triton.core.contract import TTS
+from tts_triton.core.endpoints import DEFAULT_GRPC_URL
 
 from .closing import Closing
 from .errors import (

@@ -8,8 +8,8 @@ from typing import Unpack
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tts_triton.contract import TTS, TTS_OFFLINE
-from tts_triton.endpoints import DEFAULT_HTTP_URL
+from tts_triton.core.contract import TTS, TTS_OFFLINE
+from tts_triton.core.endpoints import DEFAULT_HTTP_URL
 
 from .closing import Closing
 from .errors import translated_errors

@@ -1,7 +1,7 @@
 """Request tensors and response parsing, protocol-independent and checked against the contract.
 
 :func:`build_request` turns keyword arguments into the input tensors of ``tts`` / ``tts_offline``
-(:func:`tts_triton.contract.tts_spec`); :class:`TTSRequest` then makes tritonclient's
+(:func:`tts_triton.core.contract.tts_spec`); :class:`TTSRequest` then makes tritonclient's
 ``InferInput`` / ``InferRequestedOutput`` objects for whichever tritonclient module is used.
 """
 
@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypedDict, Unpack
 
 import numpy as np
 
-from tts_triton.contract import (
+from tts_triton.core.contract import (
     AUDIO,
     CONTROLS,
     EMOTION,

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from tts_triton.layout import VOICE_BANK
-from tts_triton.voices import VoiceBank
+from tts_triton.core.layout import VOICE_BANK
+from tts_triton.core.voices import VoiceBank
 
 from .audio_io import save_wav
 from .errors import TTSError

@@ -1,6 +1,6 @@
 """Export a checkpoint's four inference stages to ONNX, one file per Triton model.
 
-Inputs, outputs and dynamic axes come from :mod:`tts_triton.contract`; axis 0 of every tensor is
+Inputs, outputs and dynamic axes come from :mod:`tts_triton.core.contract`; axis 0 of every tensor is
 the dynamic batch axis. The decoder graph is K unrolled steps (no ONNX Loop). Every file passes
 ``onnx.checker`` and shape inference.
 
@@ -18,8 +18,8 @@ from pathlib import Path
 import onnx
 import torch
 
-from tts_triton import contract
-from tts_triton.checkpoint import UNTRAINED_LABEL, Checkpoint, resolve
+from tts_triton.core import contract
+from tts_triton.models.checkpoint import UNTRAINED_LABEL, Checkpoint, resolve
 
 OPSET = 17
 #: Sizes used for the dynamic axes while tracing (any value works; distinct primes catch mix-ups).

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from tts_triton import __version__
-from tts_triton.config import ModelConfig
-from tts_triton.contract import (
+from tts_triton.core.config import ModelConfig
+from tts_triton.core.contract import (
     DECODER,
     ENCODE,
     STYLE_ENCODER,
@@ -50,8 +50,7 @@ from tts_triton.contract import (
     network_specs,
     tts_spec,
 )
-from tts_triton.digest import file_sha256
-from tts_triton.layout import (
+from tts_triton.core.layout import (
     BATCH_BUDGET,
     CHECKPOINT_NAME,
     CUDA_GRAPHS,
@@ -68,9 +67,10 @@ from tts_triton.layout import (
     VOICE_BANK,
     VOICE_BANK_FILE,
 )
-from tts_triton.onnx_io import io_mismatches
+from tts_triton.core.onnx_io import io_mismatches
+from tts_triton.core.voices import VoiceBank
+from tts_triton.export.digest import file_sha256
 from tts_triton.serving.params import input_axes_parameter
-from tts_triton.voices import VoiceBank
 
 from .pbtxt import EnumValue, render, string_parameters, tensor
 from .targets import DEFAULT_TARGET, GPU_TARGET, KIND_CPU, KIND_GPU, RUNTIME_TARGETS, RuntimeTarget
@@ -556,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="each stream keeps one vocoder call in flight and decodes on only once its first chunk "
                              "is out: lower first-chunk latency under load, for less throughput")
     args = parser.parse_args(argv)
-    from tts_triton.checkpoint import read_config  # the model stack (torch): only when the CLI runs
+    from tts_triton.models.checkpoint import read_config  # the model stack (torch): only when the CLI runs
 
     given = {"instance_kind": args.instance_kind, "steps_per_call": args.steps_per_call,
              "bls_instances": args.bls_instances, "first_chunk_first": args.first_chunk_first or None,

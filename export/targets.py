@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from tts_triton.layout import CHECKPOINT_FILE, ONNX_FILE, PLAN_FILE
+from tts_triton.core.layout import CHECKPOINT_FILE, ONNX_FILE, PLAN_FILE
 
 __all__ = [
     "AUTO",

@@ -31,9 +31,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tts_triton.config import ModelConfig
-from tts_triton.contract import DECODER, STYLE_ENCODER, TEXT_ENCODER, VOCODER, network_specs
-from tts_triton.digest import file_sha256
+from tts_triton.core.config import ModelConfig
+from tts_triton.core.contract import DECODER, STYLE_ENCODER, TEXT_ENCODER, VOCODER, network_specs
+from tts_triton.export.digest import file_sha256
 
 from .repository import RepositorySettings
 from .tensorrt_profiles import Profile, network_profiles

@@ -1,9 +1,9 @@
 """TensorRT optimization profiles of a network, derived from the shapes the decode loop sends.
 
-A network's dynamic axes take the values :func:`tts_triton.shapes.axis_values` lists. Each bucketed axis
+A network's dynamic axes take the values :func:`tts_triton.core.shapes.axis_values` lists. Each bucketed axis
 (tokens, vocoder frames) gets one profile per bucket, pinned to it (min = opt = max); a ranged axis
 (reference-mel frames) spans its range in one profile; several axes multiply. Every profile spans the
-batch sizes 1..``max_batch_size`` with the middle of :func:`tts_triton.shapes.batch_buckets` as its
+batch sizes 1..``max_batch_size`` with the middle of :func:`tts_triton.core.shapes.batch_buckets` as its
 optimum. The engine builder (:mod:`tts_triton.export.tensorrt`) builds exactly these profiles, and the
 ``tensorrt`` repository lists them in each instance group (without that list Triton uses profile 0 only).
 """
@@ -14,8 +14,8 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tts_triton.contract import ModelSpec
-from tts_triton.shapes import AxisValues, axis_values, batch_buckets
+from tts_triton.core.contract import ModelSpec
+from tts_triton.core.shapes import AxisValues, axis_values, batch_buckets
 
 __all__ = ["Profile", "ShapeRange", "network_profiles"]
 
@@ -62,7 +62,7 @@ def network_profiles(spec: ModelSpec, max_batch_size: int,
     dynamic = sorted({dim for t in spec.inputs for dim in t.dims if isinstance(dim, str)})
     for name in dynamic:
         if name not in axes or not axes[name].high:
-            raise ValueError(f"{spec.name}: input axis {name!r} has no known values (tts_triton.shapes)")
+            raise ValueError(f"{spec.name}: input axis {name!r} has no known values (tts_triton.core.shapes)")
     for t in spec.inputs:
         if any(isinstance(dim, int) and dim < 0 for dim in t.dims):
             raise ValueError(f"{spec.name}: input {t.name} has an unnamed dynamic axis")

@@ -4,7 +4,7 @@ Each preset's vector is the mean style-encoder output over its clips. The clips 
 voice's own teacher (:func:`tts_triton.data.prosody.render`: espeak-ng, or flite for ``slt``) with the
 emotions of :mod:`tts_triton.data.prosody`, for a few fixed sentences that are not in the training corpus
 (or ``--clips N`` validation sentences of the corpus generator, as the release does). By default the voices
-are the ones the checkpoint learned (:attr:`~tts_triton.checkpoint.Checkpoint.voices`); ``--voices`` names
+are the ones the checkpoint learned (:attr:`~tts_triton.models.checkpoint.Checkpoint.voices`); ``--voices`` names
 others of ``prosody.CORPUS_VOICES``. The bank's default voice follows :data:`DEFAULT_VOICES`.
 
     python -m tts_triton.export.voice_bank --out voice_bank.json [--checkpoint ckpt.pt] [--voices all]
@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tts_triton import audio, contract
-from tts_triton.checkpoint import UNTRAINED_LABEL, Checkpoint, resolve
-from tts_triton.voices import VoiceBank, from_styles
+from tts_triton.core import audio, contract
+from tts_triton.core.voices import VoiceBank, from_styles
+from tts_triton.models.checkpoint import UNTRAINED_LABEL, Checkpoint, resolve
 
 #: Sentences of the reference clips (written for this purpose; not produced by the corpus generator).
 REFERENCE_TEXTS = (
@@ -71,7 +71,7 @@ def check_voices(names: Sequence[str]) -> None:
 def voice_names(spec: str | None) -> list[str] | None:
     """``--voices``: comma-separated names of ``prosody.CORPUS_VOICES`` or ``all`` for every one of them (an
     unknown name raises ValueError); None stays None, which means the checkpoint's own voices
-    (:attr:`~tts_triton.checkpoint.Checkpoint.voices`)."""
+    (:attr:`~tts_triton.models.checkpoint.Checkpoint.voices`)."""
     from tts_triton.data import prosody
 
     if spec is None:

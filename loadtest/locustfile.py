@@ -46,7 +46,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from tts_triton.bench.workload import RequestRecord, Workload
 from tts_triton.client import TTSClient, TTSError, VoiceCatalog
-from tts_triton.endpoints import DEFAULT_GRPC_URL
+from tts_triton.core.endpoints import DEFAULT_GRPC_URL
 
 # Locust runs users as greenlets: grpc must cooperate with gevent (before any channel exists).
 grpc_gevent.init_gevent()

@@ -15,7 +15,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from tts_triton.figures import pyplot, save_figure
+from tts_triton.jobs.figures import pyplot, save_figure
 
 PERCENTILES = ("50%", "90%", "99%")
 #: (Locust request name, the record's column of the Unix time it ended, title); a record's ``start`` is when it began.

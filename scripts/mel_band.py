@@ -9,7 +9,7 @@ in every voice x emotion given. Each rendering is compared (MCD-DTW and mean F0,
 
 - the rendering low-passed at 8 kHz (8th-order Butterworth, zero phase): what a vocoder that only
   knows the 0-8 kHz band can give back at best;
-- Griffin-Lim reconstructions from a mel of each layout: magnitude mel (``tts_triton.audio``'s
+- Griffin-Lim reconstructions from a mel of each layout: magnitude mel (``tts_triton.core.audio``'s
   framing, filters and 1e-5 clamp, on a centred STFT), back to a linear magnitude through the
   filterbank's pseudo-inverse (clipped at 0), then ``--iterations`` Griffin-Lim iterations from a
   seeded random phase. Griffin-Lim of the exact STFT magnitude is the floor that Griffin-Lim itself sets.
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 from scipy.signal import butter, istft, sosfiltfilt, stft
 
-from tts_triton import audio
+from tts_triton.core import audio
 from tts_triton.data.prosody import EMOTIONS, VOICES, render
 from tts_triton.evaluate import metrics
 
@@ -41,7 +41,7 @@ LOWPASS_HZ = 8000.0
 LOWPASS_ORDER = 8
 SEED = 0
 
-#: Mel layouts (bins, upper edge in Hz) that Griffin-Lim starts from; the last one is tts_triton.audio's.
+#: Mel layouts (bins, upper edge in Hz) that Griffin-Lim starts from; the last one is tts_triton.core.audio's.
 LAYOUTS: tuple[tuple[int, float], ...] = ((80, 8000.0), (80, audio.FMAX), (audio.N_MELS, audio.FMAX))
 
 
@@ -58,14 +58,14 @@ class Condition:
 def conditions() -> list[Condition]:
     rows = [Condition(f"rendering low-passed at {LOWPASS_HZ / 1000:g} kHz", lowpass=True)]
     for n_mels, fmax in LAYOUTS:
-        current = " (tts_triton.audio)" if (n_mels, fmax) == (audio.N_MELS, audio.FMAX) else ""
+        current = " (tts_triton.core.audio)" if (n_mels, fmax) == (audio.N_MELS, audio.FMAX) else ""
         rows.append(Condition(f"Griffin-Lim from {n_mels} mel bins to {fmax / 1000:g} kHz{current}", (n_mels, fmax)))
     rows.append(Condition("Griffin-Lim from the exact STFT magnitude (its own floor)"))
     return rows
 
 
 def _stft(x: np.ndarray) -> np.ndarray:
-    """Centred STFT ``[bins, frames]`` with ``tts_triton.audio``'s window and hop, on its magnitude scale."""
+    """Centred STFT ``[bins, frames]`` with ``tts_triton.core.audio``'s window and hop, on its magnitude scale."""
     _, _, z = stft(x, audio.SAMPLE_RATE, "hann", audio.WIN_LENGTH, audio.WIN_LENGTH - audio.HOP_LENGTH, audio.N_FFT)
     return z * (audio.WIN_LENGTH / 2)  # scipy divides by the window's sum (periodic Hann: N / 2); rfft does not
 

@@ -44,16 +44,16 @@ import numpy as np
 import torch
 from mel_band import griffin_lim, linear_from_log_mel
 
-from tts_triton import audio, contract
-from tts_triton.checkpoint import resolve
+from tts_triton.core import audio, contract
 from tts_triton.data.prosody import EMOTIONS, VOICES, render
 from tts_triton.evaluate.metrics import features, mcd, select_items
 from tts_triton.evaluate.synthesis import RecordingBackend, copy_synthesis, synthesize, voice_bank_for
-from tts_triton.figures import pyplot, save_figure
+from tts_triton.jobs.figures import pyplot, save_figure
+from tts_triton.jobs.tables import markdown_table
 from tts_triton.models.acoustic import AcousticModel
+from tts_triton.models.checkpoint import resolve
 from tts_triton.models.decoder import Prenet
 from tts_triton.serving.backends import TorchBackend
-from tts_triton.tables import markdown_table
 from tts_triton.text import text_to_sequences
 
 COLUMNS = ("system", "GL on synthesized mels", "GL on teacher-forced mels", "... below 1 kHz only",

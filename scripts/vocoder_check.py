@@ -31,12 +31,12 @@ import numpy as np
 import scipy.signal
 import torch
 
-from tts_triton import contract
-from tts_triton.checkpoint import resolve
+from tts_triton.core import contract
 from tts_triton.data.prosody import EMOTIONS, VOICES, render
 from tts_triton.evaluate.metrics import F0_CEIL_HZ, F0_FLOOR_HZ, FRAME_PERIOD_MS, features, mcd, select_items
 from tts_triton.evaluate.synthesis import copy_synthesis
-from tts_triton.tables import markdown_table
+from tts_triton.jobs.tables import markdown_table
+from tts_triton.models.checkpoint import resolve
 
 RESOLUTIONS = (256, 1024, 4096)
 
@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     torch.set_num_threads(2)
-    from tts_triton import audio
+    from tts_triton.core import audio
 
     vocoders = {name: resolve(None if name == "default" else Path(name)).stages()[contract.VOCODER].float()
                 for name in args.checkpoints}

@@ -24,14 +24,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tts_triton import audio, contract
-from tts_triton.audio import snr_db
-from tts_triton.checkpoint import resolve
-from tts_triton.config import STREAMING
+from tts_triton.core import audio, contract
+from tts_triton.core.audio import snr_db
+from tts_triton.core.config import STREAMING
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, render
+from tts_triton.jobs.tables import markdown_table
+from tts_triton.models.checkpoint import resolve
 from tts_triton.serving.backends import TorchBackend
 from tts_triton.serving.pipeline import ChunkPlanner, Pipeline
-from tts_triton.tables import markdown_table
 
 TEXT = "Seams must not be heard between the chunks of a stream, even in a long sentence like this one."
 CASES = (("m1", "sad"), ("m8", "neutral"), ("f2", "happy"), ("f5", "surprised"), ("slt", "neutral"))

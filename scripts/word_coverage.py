@@ -15,12 +15,12 @@ import asyncio
 
 import numpy as np
 
-from tts_triton import audio
-from tts_triton.checkpoint import DEFAULT_VOICE_BANK, load_default
+from tts_triton.core import audio
+from tts_triton.core.voices import VoiceBank
 from tts_triton.evaluate.metrics import select_items
+from tts_triton.models.checkpoint import DEFAULT_VOICE_BANK, load_default
 from tts_triton.serving.backends import TorchBackend
 from tts_triton.serving.service import SynthesisRequest, TTSService
-from tts_triton.voices import VoiceBank
 
 
 def coverage(samples: np.ndarray, words: list, floor_db: float) -> tuple[float, float, list[bool]]:

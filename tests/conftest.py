@@ -1,6 +1,6 @@
 """Shared fixtures: free loopback ports, and real Triton servers started for a test's model repository.
 
-The user's cache stays untouched: the session points ``$XDG_CACHE_HOME`` (read by :mod:`tts_triton.paths` at
+The user's cache stays untouched: the session points ``$XDG_CACHE_HOME`` (read by :mod:`tts_triton.core.paths` at
 every call, and inherited by the servers and commands the tests start) at a temporary folder, and a test during
 which this process still writes into the user's ``tts-triton`` cache folder fails, naming what it wrote.
 """
@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from tts_triton.config import DecoderConfig, ModelConfig, StyleEncoderConfig, TextEncoderConfig
-from tts_triton.server import TritonServer, TritonServerError, free_ports
+from tts_triton.core.config import DecoderConfig, ModelConfig, StyleEncoderConfig, TextEncoderConfig
+from tts_triton.ops.triton_server import TritonServer, TritonServerError, free_ports
 
 # --- Session guard: whatever a test starts is ended with the session, even when the test fails. ---
 
@@ -210,7 +210,7 @@ def gateway(server: TritonServer) -> Iterator[Any]:
     a :class:`~tts_triton.gateway.server.BackgroundGateway`."""
     from tts_triton.gateway import GatewayConfig
     from tts_triton.gateway.server import BackgroundGateway
-    from tts_triton.server import free_port
+    from tts_triton.ops.triton_server import free_port
 
     with BackgroundGateway(GatewayConfig(triton_url=server.grpc_url), port=free_port()) as running:
         yield running
@@ -304,7 +304,7 @@ def calibrate_stop_gate(ckpt: Any, style: Any) -> Any:
     import numpy as np
     import torch
 
-    from tts_triton import contract
+    from tts_triton.core import contract
 
     stages = ckpt.stages()
     with torch.no_grad():
@@ -331,7 +331,7 @@ def calibrate_stop_gate(ckpt: Any, style: Any) -> Any:
 @pytest.fixture(scope="session")
 def checkpoint(test_style: Any) -> Any:
     """Seeded weights of the default size, stop gate calibrated (:func:`calibrate_stop_gate`)."""
-    from tts_triton.checkpoint import init_checkpoint
+    from tts_triton.models.checkpoint import init_checkpoint
 
     return calibrate_stop_gate(init_checkpoint(seed=7), test_style)
 
@@ -339,7 +339,7 @@ def checkpoint(test_style: Any) -> Any:
 @pytest.fixture(scope="session")
 def tiny_checkpoint(test_style: Any) -> Any:
     """Seeded weights of the TINY config, stop gate calibrated: for numerics checks that need no full-size model."""
-    from tts_triton.checkpoint import init_checkpoint
+    from tts_triton.models.checkpoint import init_checkpoint
 
     return calibrate_stop_gate(init_checkpoint(TINY, seed=7), test_style[: TINY.style.dim])
 
@@ -371,7 +371,7 @@ def checkpoint_file(checkpoint: Any, tmp_path_factory: pytest.TempPathFactory) -
 def model_repository(checkpoint_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The full onnxruntime-python repository (networks, encode, tts, tts_offline) of ``checkpoint``; built once
     for all workers, served read-only."""
-    from tts_triton.build import ensure_repository
+    from tts_triton.export.build import ensure_repository
 
     with built_once(tmp_path_factory, "repo") as root:
         return ensure_repository(root / "model_repository", checkpoint=checkpoint_file, cache=root / "cache",
@@ -394,7 +394,7 @@ def stub_pid(server: TritonServer, model: str) -> int:
 
 @contextlib.contextmanager
 def redis_asleep(redis: Any, seconds: float) -> Iterator[None]:
-    """``redis`` (a :class:`~tts_triton.cache.local.LocalRedis`) held in ``DEBUG SLEEP``, answering nothing for
+    """``redis`` (a :class:`~tts_triton.ops.local_redis.LocalRedis`) held in ``DEBUG SLEEP``, answering nothing for
     ``seconds``: entered once the sleep has begun (a PING on another connection goes unanswered for 0.2 s), not
     after a guessed delay; left once it is over."""
     import redis as redis_lib

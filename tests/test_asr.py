@@ -70,7 +70,7 @@ def test_heldout_sentences_are_never_generated() -> None:
 def test_pocketsphinx_decodes_espeak_speech() -> None:
     """A real decode of the teacher's voice understands most of a clear sentence; the same audio reversed in
     time (speech-like, meaningless) does not."""
-    from tts_triton import audio
+    from tts_triton.core import audio
     from tts_triton.data.prosody import EMOTIONS, VOICES, render
 
     speech = render(CLEAR, VOICES["m1"], EMOTIONS["neutral"])

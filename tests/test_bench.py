@@ -20,7 +20,7 @@ import pytest
 from tts_triton.bench.baseline import BaselinePlan, run_baseline
 from tts_triton.bench.cli import main
 from tts_triton.bench.goals import Goals, GoalsError, RunNumbers
-from tts_triton.bench.load import LoadLevel
+from tts_triton.bench.load import MIN_MEASURED, LoadLevel
 from tts_triton.bench.plot import plot
 from tts_triton.bench.prometheus import cache_lookups, gpu_memory_bytes
 from tts_triton.bench.report import (
@@ -47,9 +47,9 @@ from tts_triton.bench.stats import (
     summarize,
 )
 from tts_triton.bench.workload import SENTENCES, RequestRecord, Workload
-from tts_triton.embedded import EmbeddedServer, bundle_install
-from tts_triton.server import TritonNotFoundError
-from tts_triton.tables import markdown_table, text_table
+from tts_triton.jobs.tables import markdown_table, text_table
+from tts_triton.ops.embedded import EmbeddedServer, bundle_install
+from tts_triton.ops.triton_server import TritonNotFoundError
 
 
 @pytest.mark.parametrize("q", [0, 10, 50, 90, 99, 100])
@@ -162,6 +162,17 @@ def test_run_level_measures_after_each_workers_opening_request() -> None:
     s = summarize(level)
     assert (s.measured, s.completed) == (6, 6)
     assert s.opening_p50 >= 10.0  # the opening streams' first chunks, which each took 10 ms or more
+
+
+def test_uncapped_level_holds_its_window_and_measures_at_least_the_minimum() -> None:
+    # 4 streams of 5 ms each for a 0.3 s window: about 240 starts, far more than the old cap of 8 x concurrency
+    level = asyncio.run(LoadLevel(ScriptedClient(0.001, 0.005), Workload(), concurrency=4, requests=None,
+                                  seconds=0.3, grace=5).run())
+    measured = sorted(r.start for r in level.records if r.measured)
+    assert len(measured) > 8 * 4 and measured[-1] - measured[0] == pytest.approx(0.3, abs=0.1)
+    slow = asyncio.run(LoadLevel(ScriptedClient(0.001, 0.002), Workload(), concurrency=1, requests=None,
+                                 seconds=0.0, grace=5).run())
+    assert sum(r.measured for r in slow.records) == MIN_MEASURED  # a window too short for a p99 still gets these
 
 
 def test_cpu_usage() -> None:
@@ -528,7 +539,7 @@ def test_load_level_sends_the_workloads_texts_and_marks_repeats() -> None:
 def test_progress_line_rate_limits_and_always_prints_the_end() -> None:
     import io
 
-    from tts_triton.progress import ProgressLine
+    from tts_triton.jobs.progress import ProgressLine
 
     time = SimpleNamespace(now=0.0)
     stream = io.StringIO()

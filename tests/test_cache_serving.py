@@ -21,11 +21,11 @@ from conftest import EXIT_TIMEOUT_S, pick_ports, redis_asleep
 
 from tts_triton.cache import BYTES_METRIC, LOOKUPS_METRIC, WRITES_METRIC, CacheSettings
 from tts_triton.cache.entry import from_pcm16, to_pcm16
-from tts_triton.cache.local import LocalRedis
 from tts_triton.client import HttpTTSClient, TTSClient
-from tts_triton.contract import TEXT
-from tts_triton.embedded import EmbeddedServer
-from tts_triton.server import TritonServer
+from tts_triton.core.contract import TEXT
+from tts_triton.ops.embedded import EmbeddedServer
+from tts_triton.ops.local_redis import LocalRedis
+from tts_triton.ops.triton_server import TritonServer
 
 NAMESPACE = "serving-test"
 LONG_TEXT = " ".join(["This sentence is one of many in a long announcement."] * 6)

@@ -11,7 +11,7 @@ status) and started again. The test runs the project's path for a bounded time; 
 
 ``--rejected N`` sends N 30-minute references (each rejected: the limit is 30 s) one after another and reports
 the memory before, after the first and after all (what a rejected request leaves behind); ``--allocator`` and
-``--shm-region-mb`` change the server's memory guards (:mod:`tts_triton.memory`) for comparison::
+``--shm-region-mb`` change the server's memory guards (:mod:`tts_triton.ops.memory`) for comparison::
 
     python tests/test_cancel_stress.py --repository <built repository> --rejected 20
     python tests/test_cancel_stress.py --repository <built repository> --rejected 20 --allocator glibc \
@@ -39,9 +39,10 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from tts_triton import contract, memory
 from tts_triton.client import TTSClient, TTSError
-from tts_triton.server import SHM_DIR, TritonServer, free_ports
+from tts_triton.core import contract
+from tts_triton.ops import memory
+from tts_triton.ops.triton_server import SHM_DIR, TritonServer, free_ports
 
 MODES = ("grpc-cancel", "in-band")
 #: Many sentences: the test checkpoint's stop gate ends each one after a few decoder steps.
@@ -252,7 +253,7 @@ def rejected_references(server: TritonServer, count: int, minutes: float = 30.0)
             if i == 0:
                 samples.append(("after 1", memory_mib(server)))
     seconds = round(time.monotonic() - start, 1)
-    time.sleep(2)  # the allocator hands freed pages back within a second (tts_triton.memory.ALLOCATORS)
+    time.sleep(2)  # the allocator hands freed pages back within a second (tts_triton.ops.memory.ALLOCATORS)
     samples.append((f"after {count}", memory_mib(server)))
     return {"reference_mb": round(reference.nbytes / 1e6, 1), "seconds": seconds, "memory_mib": samples,
             "messages": sorted(messages)}

@@ -18,7 +18,7 @@ from conftest import like_a_terminal
 
 from tts_triton import cli
 from tts_triton.export.targets import AUTO, RUNTIME_TARGETS, embedded_targets
-from tts_triton.server import TritonServer, free_port
+from tts_triton.ops.triton_server import TritonServer, free_port
 
 TTS_TRITON = str(Path(sys.executable).with_name("tts-triton"))
 
@@ -153,7 +153,7 @@ def test_serve_whose_parent_died_at_once_exits_and_starts_nothing(model_reposito
         time.sleep(0.2)
     assert not Path(f"/proc/{serve_pid}").exists(), "serve outlived its parent"
     assert "has already exited" in (tmp_path / "serve.log").read_text()
-    from tts_triton.server import port_holders
+    from tts_triton.ops.triton_server import port_holders
 
     assert all(port_holders(int(port)) == [] for port in (http, grpc, metrics))
 
@@ -164,7 +164,7 @@ def test_two_stop_signals_at_once_while_serve_starts_leave_nothing(model_reposit
     """Ctrl-C in a terminal reaches a script's `serve` twice at once: SIGINT, and SIGTERM from the script's trap
     (quickstart.sh). Whether they land while the server is forked or while it loads its models, serve exits 130
     only once the server's process group is gone."""
-    from tts_triton.server import port_holders
+    from tts_triton.ops.triton_server import port_holders
 
     ports = [str(free_port()) for _ in range(3)]
     log = tmp_path / "serve.log"

@@ -38,7 +38,7 @@ from tts_triton.client import (
 )
 from tts_triton.client.errors import ServerBusyError, classify_error, translate_error, translated_errors
 from tts_triton.client.request import INPUTS, chunk_from_result, is_final_response, parse_url
-from tts_triton.contract import STOP_PARAMETER
+from tts_triton.core.contract import STOP_PARAMETER
 
 NUMPY_DTYPES = {"bytes": np.object_, "float32": np.float32, "int32": np.int32}
 SR = 22050

@@ -15,19 +15,19 @@ import numpy as np
 import pytest
 import torch
 
-from tts_triton import audio, contract
-from tts_triton.audio import snr_db
-from tts_triton.checkpoint import ASSETS, load_default
-from tts_triton.config import StreamingConfig
+from tts_triton.core import audio, contract
+from tts_triton.core.audio import snr_db
+from tts_triton.core.config import StreamingConfig
+from tts_triton.core.voices import VoiceBank
 from tts_triton.errors import InvalidInput
 from tts_triton.evaluate.pitch import median_f0, passes
 from tts_triton.export.voice_bank import DEFAULT_VOICES
+from tts_triton.models.checkpoint import ASSETS, load_default
 from tts_triton.serving.backends import TorchBackend
 from tts_triton.serving.controls import AS_TRAINED, Controls, TimeScaler, apply_gain
 from tts_triton.serving.pipeline import Chunk, Pipeline
 from tts_triton.serving.service import SynthesisRequest, TTSService, parse_request
 from tts_triton.text import plan_text
-from tts_triton.voices import VoiceBank
 
 #: Several seams in a short sentence: chunks of 16 and 32 frames.
 SEAMY = StreamingConfig(chunk_frames=(16, 32))

@@ -10,14 +10,14 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tts_triton import audio, contract
-from tts_triton.checkpoint import Checkpoint
 from tts_triton.client import HttpTTSClient, TTSClient
-from tts_triton.server import TritonServer
+from tts_triton.core import audio, contract
+from tts_triton.core.voices import VoiceBank
+from tts_triton.models.checkpoint import Checkpoint
+from tts_triton.ops.triton_server import TritonServer
 from tts_triton.serving.backends import TorchBackend
 from tts_triton.serving.controls import Controls
 from tts_triton.serving.service import SynthesisRequest, TTSService
-from tts_triton.voices import VoiceBank
 
 TEXT = '<speak>Turn left here. <break time="300ms"/> Then stop at <say-as interpret-as="cardinal">12</say-as>.</speak>'
 OPTIONS = {"speed": 1.5, "pitch": 3.0, "volume": -6.0}

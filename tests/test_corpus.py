@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from tts_triton import audio
+from tts_triton.core import audio
 from tts_triton.data import sentences as S
 from tts_triton.data.corpus import build, plan
 from tts_triton.data.dataset import AcousticDataset, Corpus, VocoderDataset, collate_acoustic

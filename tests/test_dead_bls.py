@@ -16,9 +16,9 @@ import pytest
 import tritonclient.grpc as grpcclient
 from conftest import stub_pid
 
-from tts_triton import contract
 from tts_triton.client import TTSClient, TTSError, TTSTimeoutError
-from tts_triton.server import TritonServer
+from tts_triton.core import contract
+from tts_triton.ops.triton_server import TritonServer
 
 LONG_TEXT = " ".join(["This sentence keeps the decoder busy for quite a while."] * 40)
 #: The client's stall timeout in this test; the stream must fail within it plus the in-band stop's wait.

@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tts_triton.core.voices import from_styles
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, PITCH_ORDER
 from tts_triton.evaluate import cli
 from tts_triton.evaluate.asr import COPY, MODEL, TEACHER, AsrResult, asr_json, asr_markdown
 from tts_triton.evaluate.emotion_order import EmotionCheck, emotion_markdown
 from tts_triton.export import voice_bank
-from tts_triton.voices import from_styles
 
 needs_teachers = pytest.mark.skipif(shutil.which("flite") is None or shutil.which("espeak-ng") is None,
                                     reason="flite and espeak-ng must be on PATH")
@@ -83,7 +83,7 @@ def test_evaluate_refuses_an_unknown_voice_and_a_bank_without_it(tmp_path: Path)
 
 
 def test_mcd_to_a_flite_voice_is_taken_in_its_band() -> None:
-    from tts_triton import audio
+    from tts_triton.core import audio
     from tts_triton.evaluate.asr import band_limit, teacher_band
 
     assert teacher_band("slt") == 16000 and teacher_band("f1") is None
@@ -100,7 +100,7 @@ def test_round_trip_and_emotion_order_of_slt(tmp_path: Path) -> None:
     """A real run of the evaluate command on slt: one held-out sentence, MCD to flite's rendering, the
     emotion order on one sentence, with a bank of the shipped checkpoint's encoder over f1 and slt clips."""
     pytest.importorskip("pocketsphinx")
-    from tts_triton.checkpoint import resolve
+    from tts_triton.models.checkpoint import resolve
 
     bank = tmp_path / "bank.json"
     voice_bank.build_voice_bank(resolve(None), voice_bank.teacher_references([TEXT], ["f1", "slt"])).save(bank)

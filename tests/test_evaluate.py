@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from tts_triton import audio
+from tts_triton.core import audio
 from tts_triton.data.prosody import EMOTIONS, PITCH_ORDER, VOICES, render
 from tts_triton.evaluate import metrics, report, run
 

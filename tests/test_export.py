@@ -13,9 +13,9 @@ import pytest
 import torch
 from conftest import SENTENCE_IDS
 
-from tts_triton import contract
-from tts_triton.checkpoint import Checkpoint
+from tts_triton.core import contract
 from tts_triton.export.onnx_export import example_inputs
+from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.serving.backends import OnnxBackend, TorchBackend
 from tts_triton.serving.pipeline import Pipeline
 

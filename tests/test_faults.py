@@ -24,11 +24,11 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from conftest import pick_ports, stub_pid
 
-from tts_triton import contract
 from tts_triton.client import TTSClient
-from tts_triton.health import check_health
-from tts_triton.server import SHM_DIR, TritonServer
-from tts_triton.supervisor import Supervisor
+from tts_triton.core import contract
+from tts_triton.ops.health import check_health
+from tts_triton.ops.supervisor import Supervisor
+from tts_triton.ops.triton_server import SHM_DIR, TritonServer
 
 #: Seconds from the kill until a real request succeeds again (detection 2 x 1 s + checks + the reload).
 RECOVERY_BOUND_S = 60.0

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tts_triton.config import STREAMING
+from tts_triton.core.config import STREAMING
 from tts_triton.errors import InvalidInput
 from tts_triton.text import (
     FrontendError,
@@ -143,7 +143,8 @@ def test_text_errors_are_invalid_input_naming_text() -> None:
 
 
 def test_front_end_does_not_reach_up_into_config() -> None:
-    code = "import sys, tts_triton.text; print(sorted(m for m in sys.modules if m.startswith('tts_triton.config')))"
+    code = ("import sys, tts_triton.text; "
+            "print(sorted(m for m in sys.modules if m.startswith('tts_triton.core.config')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 

@@ -18,12 +18,12 @@ import soundfile as sf
 import tritonclient.grpc as grpcclient
 
 from tts_triton.client import HttpTTSClient, TTSClient
-from tts_triton.contract import DECODER
+from tts_triton.core.contract import DECODER
 from tts_triton.gateway import GatewayConfig
 from tts_triton.gateway.encoders import FORMATS, PCM_RATE
 from tts_triton.gateway.server import BackgroundGateway
 from tts_triton.gateway.voices import VoiceMap
-from tts_triton.server import TritonServer, free_port
+from tts_triton.ops.triton_server import TritonServer, free_port
 
 #: One sentence the test model speaks in about 0.25 s (its seeded stop gate fires early on it).
 SENTENCE = "The quick brown fox jumps over the lazy dog while the cat watches from the old wooden fence."

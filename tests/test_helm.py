@@ -138,14 +138,14 @@ def test_render_defaults():
     assert shm["emptyDir"]["sizeLimit"] == "8Gi"
 
     c = _container(docs)
-    assert c["command"] == ["python3", "-m", "tts_triton.memory", "tritonserver"]
+    assert c["command"] == ["python3", "-m", "tts_triton.ops.memory", "tritonserver"]
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["TTS_TRITON_ALLOCATOR"] == "jemalloc" and env["TTS_TRITON_SHM_REGION_MB"] == "64"
     assert "--model-repository=/models" in c["args"]
     assert "--cache-config=local,size=268435456" in c["args"]  # an int, not 2.68435456e+08
     assert "--strict-readiness=true" in c["args"]
     assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
-    deep_check = ["python3", "-m", "tts_triton.health", "--url=127.0.0.1:8001", "--timeout=10"]
+    deep_check = ["python3", "-m", "tts_triton.ops.health", "--url=127.0.0.1:8001", "--timeout=10"]
     assert c["livenessProbe"]["exec"]["command"] == [*deep_check, "--probe=liveness", "--quiet"]
     assert c["readinessProbe"]["exec"]["command"] == [*deep_check, "--probe=readiness", "--quiet"]
     assert "--model-control-mode=explicit" in c["args"] and "--load-model=*" in c["args"]
@@ -154,7 +154,7 @@ def test_render_defaults():
     assert f"--grpc-restricted-protocol={restricted}" in c["args"]
     assert c["startupProbe"]["httpGet"]["path"] == "/v2/health/live"
     assert c["lifecycle"]["preStop"]["exec"]["command"] == [
-        "python3", "-m", "tts_triton.model_control", "drain", "--http=127.0.0.1:8000", "--metrics=127.0.0.1:8002",
+        "python3", "-m", "tts_triton.ops.model_control", "drain", "--http=127.0.0.1:8000", "--metrics=127.0.0.1:8002",
         "--delay=15", "--grace=60"]
     assert pod["terminationGracePeriodSeconds"] == 90
     assert c["resources"]["limits"]["nvidia.com/gpu"] == 1
@@ -173,7 +173,7 @@ def test_render_defaults():
 def test_render_mps():
     c = _container(_render("mps.enabled=true"))
     assert c["command"][:2] == ["/bin/sh", "-c"]
-    assert "nvidia-cuda-mps-control -d && exec python3 -m tts_triton.memory tritonserver" in c["command"][2]
+    assert "nvidia-cuda-mps-control -d && exec python3 -m tts_triton.ops.memory tritonserver" in c["command"][2]
     assert "--model-repository=/models" in c["args"]  # the script's "$@"
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["CUDA_MPS_PIPE_DIRECTORY"] == "/tmp/nvidia-mps" and "utility" in env["NVIDIA_DRIVER_CAPABILITIES"]

@@ -8,8 +8,8 @@ import warnings
 import pytest
 import torch
 
-from tts_triton import audio
-from tts_triton.config import VocoderConfig
+from tts_triton.core import audio
+from tts_triton.core.config import VocoderConfig
 from tts_triton.models.hifigan import Generator, load_generator_state
 from tts_triton.training.hifigan_losses import (
     MultiPeriodDiscriminator,
@@ -36,7 +36,7 @@ def _v1_public_layout() -> dict[str, tuple[int, ...]]:
 
     v1: 80 mels, initial channels 512, upsample rates (8, 8, 2, 2) with kernels (16, 16, 4, 4),
     ResBlock1 with kernels (3, 7, 11), each with dilations (1, 3, 5). The public LJSpeech checkpoints
-    read the 80-bin 0-8 kHz mel; this project's mel is wider (see :mod:`tts_triton.audio`), which only
+    read the 80-bin 0-8 kHz mel; this project's mel is wider (see :mod:`tts_triton.core.audio`), which only
     changes ``conv_pre``'s input channels.
     """
     table = _wn("conv_pre", 512, (512, 80, 7), 512)

@@ -18,12 +18,12 @@ import tritonclient.http as httpclient
 from conftest import stub_pid
 from tritonclient.utils import InferenceServerException
 
-from tts_triton import contract
 from tts_triton.client import TTSClient
-from tts_triton.config import ModelConfig
-from tts_triton.health import smallest_inputs
-from tts_triton.server import TritonServer
-from tts_triton.shapes import axis_values
+from tts_triton.core import contract
+from tts_triton.core.config import ModelConfig
+from tts_triton.core.shapes import axis_values
+from tts_triton.ops.health import smallest_inputs
+from tts_triton.ops.triton_server import TritonServer
 from tts_triton.text.numbers import expand_numbers
 
 DIGIT_FLOODS = ["$" + "9" * 5000, "9" * 5000 + "th", "9" * 5000 + "." + "9" * 5000, "-" + "9" * 6000,

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from tts_triton import audio, contract
-from tts_triton.config import ModelConfig, VocoderConfig
+from tts_triton.core import audio, contract
+from tts_triton.core.config import ModelConfig, VocoderConfig
 from tts_triton.models.acoustic import AcousticModel
 from tts_triton.models.hifigan import Generator
 from tts_triton.models.mel_match import MelMatch

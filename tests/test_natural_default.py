@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import soundfile
 
+from tts_triton.core.voices import from_styles
 from tts_triton.data import flite
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, PITCH_ORDER, VOICES
 from tts_triton.evaluate import metrics, run, samples, targets
 from tts_triton.export import voice_bank
-from tts_triton.voices import from_styles
 
 needs_teachers = pytest.mark.skipif(shutil.which("flite") is None or shutil.which("espeak-ng") is None,
                                     reason="flite and espeak-ng must be on PATH")
@@ -55,8 +55,8 @@ def test_bank_default_follows_what_the_checkpoint_learned(tiny_checkpoint: Any) 
 
 @needs_teachers
 def test_ship_builds_the_learned_voices_with_slt_the_default(tiny_checkpoint: Any, tmp_path: Path) -> None:
-    from tts_triton import release
-    from tts_triton.voices import VoiceBank
+    from tts_triton.core.voices import VoiceBank
+    from tts_triton.export import release
 
     ckpt = learned(tiny_checkpoint, f1=2, slt=2)
     bank = VoiceBank.load(release.ship(ckpt, tmp_path / "a" / "voice.pt", 1, None, "ship"))

@@ -22,11 +22,12 @@ from conftest import pick_ports, stub_pid
 from test_faults import StreamWatch, wait_until
 from tritonclient.utils import InferenceServerException
 
-from tts_triton import contract, health
 from tts_triton.client import ServerBusyError, TTSClient
-from tts_triton.health import DEAD, OK, SLOW, check_health, classify_error
-from tts_triton.server import SHM_DIR
-from tts_triton.supervisor import Supervisor
+from tts_triton.core import contract
+from tts_triton.ops import health
+from tts_triton.ops.health import DEAD, OK, SLOW, check_health, classify_error
+from tts_triton.ops.supervisor import Supervisor
+from tts_triton.ops.triton_server import SHM_DIR
 
 #: Long enough to stream through a stub kill and a reload (tens of seconds on 2 shared cores).
 STREAM_TEXT = " ".join(["This sentence keeps the decoder busy for a while."] * 30)

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 import torch
 
-from tts_triton import audio, contract
-from tts_triton.checkpoint import Checkpoint
-from tts_triton.config import STREAMING, ModelConfig, StreamingConfig
+from tts_triton.core import audio, contract
+from tts_triton.core.config import STREAMING, ModelConfig, StreamingConfig
+from tts_triton.core.voices import from_styles
 from tts_triton.errors import InvalidInput
+from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.serving.backends import TorchBackend
 from tts_triton.serving.pipeline import Cancelled, ChunkPlanner, Pipeline, first_stop
 from tts_triton.serving.service import StyleCache, parse_request
-from tts_triton.voices import from_styles
 
 
 def plan(available_steps: list[int], streaming: StreamingConfig = STREAMING) -> list:
@@ -283,8 +283,8 @@ def test_parse_request_accepts_a_reference() -> None:
 
 
 def test_service_warm_up_loads_the_front_end_before_any_request() -> None:
-    code = ("from tts_triton.config import ModelConfig; from tts_triton.serving.service import TTSService; "
-            "from tts_triton.text import g2p; from tts_triton.voices import from_styles; import numpy as np; "
+    code = ("from tts_triton.core.config import ModelConfig; from tts_triton.serving.service import TTSService; "
+            "from tts_triton.text import g2p; from tts_triton.core.voices import from_styles; import numpy as np; "
             "s = TTSService(ModelConfig(), from_styles({('f1', 'neutral'): np.zeros(4)}, 'f1', 'neutral')); "
             "assert g2p._ESPEAK._lib is None; s.warm_up(); assert g2p._ESPEAK._lib is not None")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

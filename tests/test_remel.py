@@ -1,7 +1,7 @@
 """Mel layouts: a checkpoint trained on another mel is refused, and ``tts_triton.training.remel`` carries it over.
 
 The "old" layout here is the LJSpeech one this project used before (80 bins up to 8 kHz); the current
-one is :mod:`tts_triton.audio`'s. All on tiny seeded models, on the CPU.
+one is :mod:`tts_triton.core.audio`'s. All on tiny seeded models, on the CPU.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import torch
 from conftest import TINY
 from scipy.signal import butter, sosfiltfilt
 
-from tts_triton import audio
-from tts_triton.checkpoint import Checkpoint, init_checkpoint, load_checkpoint
-from tts_triton.config import LEGACY_MEL_FMAX, ModelConfig
+from tts_triton.core import audio
+from tts_triton.core.config import LEGACY_MEL_FMAX, ModelConfig
+from tts_triton.models.checkpoint import Checkpoint, init_checkpoint, load_checkpoint
 from tts_triton.training import remel
 
 #: The layout the networks are carried from: (bins, upper edge in Hz).

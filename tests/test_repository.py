@@ -23,9 +23,8 @@ import torch
 import tritonclient.http as httpclient
 from tritonclient.grpc import model_config_pb2 as mc
 
-from tts_triton.checkpoint import FORMAT
-from tts_triton.config import ModelConfig
-from tts_triton.contract import (
+from tts_triton.core.config import ModelConfig
+from tts_triton.core.contract import (
     DECODER,
     ENCODE,
     STYLE_ENCODER,
@@ -37,6 +36,8 @@ from tts_triton.contract import (
     network_specs,
     tts_spec,
 )
+from tts_triton.core.layout import BATCH_BUDGET, FIRST_CHUNK_FIRST, MANIFEST_FILE, VOICE_BANK_FILE
+from tts_triton.core.onnx_io import io_mismatches
 from tts_triton.export import repository as repo_mod
 from tts_triton.export.pbtxt import parse
 from tts_triton.export.repository import (
@@ -50,9 +51,8 @@ from tts_triton.export.repository import (
     read_manifest,
     repository_is_current,
 )
-from tts_triton.layout import BATCH_BUDGET, FIRST_CHUNK_FIRST, MANIFEST_FILE, VOICE_BANK_FILE
-from tts_triton.onnx_io import io_mismatches
-from tts_triton.server import TritonServer
+from tts_triton.models.checkpoint import FORMAT
+from tts_triton.ops.triton_server import TritonServer
 from tts_triton.triton import onnx_model
 from tts_triton.triton.onnx_model import batch_groups, run_batch
 

@@ -15,14 +15,15 @@ import pytest
 import torch
 from tritonclient.grpc import model_config_pb2
 
-from tts_triton import cli, contract
-from tts_triton.build import ensure_repository
+from tts_triton.core import contract
+from tts_triton.core.layout import CHECKPOINT_FILE
 from tts_triton.export import targets
+from tts_triton.export.build import ensure_repository
 from tts_triton.export.pbtxt import parse
 from tts_triton.export.repository import read_manifest
 from tts_triton.export.targets import AUTO, CPU_TARGET, GPU_TARGET, KIND_GPU, resolve_target
-from tts_triton.layout import CHECKPOINT_FILE
-from tts_triton.server import free_port
+from tts_triton.ops.serve import serve_target
+from tts_triton.ops.triton_server import free_port
 
 TTS_TRITON = str(Path(sys.executable).with_name("tts-triton"))
 KIND_NAMES = dict((v, k) for k, v in model_config_pb2.ModelInstanceGroup.Kind.items())
@@ -69,15 +70,15 @@ def test_serve_rebuilds_for_another_target(model_repository: Path, checkpoint_fi
                                            capsys: pytest.CaptureFixture[str]) -> None:
     repository = shutil.copytree(model_repository, tmp_path / "repo")
     assert read_manifest(repository)["target"] == CPU_TARGET
-    assert cli.serve_target(serve_args(repository, AUTO, no_build=True)) == CPU_TARGET
+    assert serve_target(serve_args(repository, AUTO, no_build=True)) == CPU_TARGET
     assert "target: onnxruntime-python (as built (--no-build))" in capsys.readouterr().out
     with pytest.raises(ValueError, match="is built for onnxruntime-python, not torch-cuda"):
-        cli.serve_target(serve_args(repository, GPU_TARGET, no_build=True))
+        serve_target(serve_args(repository, GPU_TARGET, no_build=True))
     with pytest.raises(ValueError, match="not a built model repository"):
-        cli.serve_target(serve_args(tmp_path / "nothing", AUTO, no_build=True))
+        serve_target(serve_args(tmp_path / "nothing", AUTO, no_build=True))
 
     monkeypatch.setattr(targets, "cuda_torch", lambda: (True, "torch 9+cu99 sees a GPU"))
-    target = cli.serve_target(serve_args(repository, AUTO))
+    target = serve_target(serve_args(repository, AUTO))
     assert target == GPU_TARGET and "target: torch-cuda (auto: torch 9+cu99 sees a GPU)" in capsys.readouterr().out
     ensure_repository(repository, checkpoint=checkpoint_file, cache=model_repository.parent / "cache", target=target,
                       progress=False)

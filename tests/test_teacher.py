@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tts_triton import audio
+from tts_triton.core import audio
 from tts_triton.data import cmu, flite
 from tts_triton.data import sentences as S
 from tts_triton.data.corpus import MANIFEST, SUMMARY, build, mel_shard_name, plan, resume_point

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from tts_triton.build import ensure_repository
-from tts_triton.config import ModelConfig
-from tts_triton.contract import VOCODER, ModelSpec, network_specs
+from tts_triton.core.config import ModelConfig
+from tts_triton.core.contract import VOCODER, ModelSpec, network_specs
+from tts_triton.core.shapes import axis_values, batch_buckets
+from tts_triton.export.build import ensure_repository
 from tts_triton.export.pbtxt import parse, render
 from tts_triton.export.repository import RUNTIME_TARGETS, EnginesMissingError, RepositorySettings, _network_config
 from tts_triton.export.tensorrt import (
@@ -35,7 +36,6 @@ from tts_triton.export.tensorrt import (
     trtexec_command,
 )
 from tts_triton.export.tensorrt_profiles import network_profiles
-from tts_triton.shapes import axis_values, batch_buckets
 
 SETTINGS = RepositorySettings()
 SPECS = network_specs(ModelConfig())

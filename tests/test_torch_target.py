@@ -19,13 +19,14 @@ import torch
 import tritonclient.grpc as grpcclient
 from conftest import SENTENCE_IDS
 
-from tts_triton import audio, contract, shapes
-from tts_triton.audio import snr_db
-from tts_triton.checkpoint import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
-from tts_triton.config import STREAMING
+from tts_triton.core import audio, contract, shapes
+from tts_triton.core.audio import snr_db
+from tts_triton.core.config import STREAMING
+from tts_triton.core.layout import CHECKPOINT_FILE, VOICE_BANK_FILE
+from tts_triton.core.voices import VoiceBank
 from tts_triton.export.pbtxt import parse
 from tts_triton.export.repository import RepositorySettings, build_repository
-from tts_triton.layout import CHECKPOINT_FILE, VOICE_BANK_FILE
+from tts_triton.models.checkpoint import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
 from tts_triton.models.stages import half_precision
 from tts_triton.serving.backends import TorchBackend
 from tts_triton.serving.batching import Padding, batch_groups, merge, split
@@ -33,7 +34,6 @@ from tts_triton.serving.graphs import StageRunner
 from tts_triton.serving.pipeline import Pipeline, first_stop, pad_tokens
 from tts_triton.text import text_to_sequences
 from tts_triton.triton.torch_model import PHASE_METRIC, PHASES, instance_device
-from tts_triton.voices import VoiceBank
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +215,7 @@ def test_instance_device_follows_the_instance_kind() -> None:
 def torch_repository(checkpoint_file: Path, model_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The torch-cuda repository of the test checkpoint, its networks on the CPU (fp32: compared to the reference),
     its BLS putting each stream's first chunk first (the ONNX repositories of the other server tests do not)."""
-    from tts_triton.checkpoint import load_checkpoint
+    from tts_triton.models.checkpoint import load_checkpoint
 
     cfg = load_checkpoint(checkpoint_file).config
     settings = RepositorySettings.for_target("torch-cuda", instance_kind="KIND_CPU", fp16=False,

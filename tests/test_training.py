@@ -20,11 +20,12 @@ import pytest
 import torch
 from conftest import TINY
 
-from tts_triton import audio, release
-from tts_triton.checkpoint import Checkpoint, init_checkpoint, load_checkpoint
-from tts_triton.config import DecoderConfig, ModelConfig
+from tts_triton.core import audio
+from tts_triton.core.config import DecoderConfig, ModelConfig
 from tts_triton.data.dataset import AcousticDataset, Corpus, VocoderDataset
 from tts_triton.data.prosody import VOICES
+from tts_triton.export import release
+from tts_triton.models.checkpoint import Checkpoint, init_checkpoint, load_checkpoint
 from tts_triton.models.style_encoder import StyleEncoder
 from tts_triton.training import gta, hifigan_losses, loop, merge, schedule, train_acoustic, train_vocoder
 
@@ -324,7 +325,7 @@ def test_default_size_checkpoint_fits_in_fp16(tmp_path: Path) -> None:
 
 @needs_espeak
 def test_ship_writes_default_and_voice_bank(tmp_path: Path) -> None:
-    from tts_triton.voices import VoiceBank
+    from tts_triton.core.voices import VoiceBank
 
     out = tmp_path / "assets" / "default_voice.pt"
     with pytest.raises(ValueError, match="not trained"):

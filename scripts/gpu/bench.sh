@@ -5,7 +5,8 @@
 # Steps: the host's environment (host-env.sh: Triton, numpy 1.26 and tritonclient from the bundle, espeak-ng, this
 # checkout importable), nvidia-smi, then `tts-triton bench --target torch-cuda --mps --baseline-device cuda
 # --goals docs/bench/goals.toml --out $OUT` (--mps where nvidia-cuda-mps-control is installed) with BENCH_ARGS, or without them the full measurement: the sweep 1..256,
-# the eager baseline at 1 and 64 and a 2000-request soak (5-8 minutes). The report, plot, JSON and server log are
+# the eager baseline at 1 and 64 and a 2000-request soak (5-8 minutes; each level holds its load 12 s: >= 10 s of
+# measured load at every concurrency). The report, plot, JSON and server log are
 # written into $OUT as the run goes (each level rewrites them), so a run cut off keeps what it finished.
 # Environment: OUT (default bench-out), GPU_BUNDLE (.gpu-bundle; none: python3 on PATH is already the environment,
 # e.g. to try the script on a CPU host with `-- --target onnxruntime-python`), ESPEAK_DEBS (.espeak-debs), BENCH_TIMEOUT
@@ -22,7 +23,7 @@ say() { printf '==> [%4ds] %s\n' "$SECONDS" "$*"; }
 source scripts/gpu/host-env.sh
 { date -u; nvidia-smi || echo "bench.sh: nvidia-smi failed (no GPU?)"; } 2>&1 | tee "$OUT/nvidia-smi.txt"
 
-full=(--concurrency 1 8 32 64 128 256 --seconds 8 --grace 20 --warmup 3 --baseline-concurrency 1 64 --soak 2000
+full=(--concurrency 1 8 32 64 128 256 --seconds 12 --grace 20 --warmup 3 --baseline-concurrency 1 64 --soak 2000
       --soak-seconds 60)
 [ $# -gt 0 ] && full=()
 mps=()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Download the corpus teachers, espeak-ng and flite, and every shared library they load as Debian packages,
-# for a host that has neither and no network (the GPU host). scripts/gpu/espeak-env.sh unpacks them there.
+# Download the corpus teachers, espeak-ng and flite, and every shared library they load as Debian packages, and
+# libjemalloc2 (tritonserver's allocator, tts_triton.ops.memory, found there on LD_LIBRARY_PATH), for a host that has
+# none of them and no network (the GPU host). scripts/gpu/espeak-env.sh unpacks them there.
 #
 # Usage, from the project root on a Debian/Ubuntu machine with espeak-ng and flite installed:
 #     scripts/gpu/espeak-bundle.sh [OUT_DIR]        # OUT_DIR defaults to .espeak-debs (git-ignored)
@@ -24,7 +25,7 @@ owner() {  # package (with :arch) owning the file, trying the usrmerge twin path
 
 mapfile -t files < <({ echo "$bin"; echo "$flite"; ldd "$bin" "$lib" "$flite" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'; } \
   | sort -u)
-packages=("espeak-ng-data")
+packages=("espeak-ng-data" "libjemalloc2")
 for f in "${files[@]}"; do
   pkg=$(owner "$(readlink -f "$f")")
   [ -n "$pkg" ] || pkg=$(owner "$f")

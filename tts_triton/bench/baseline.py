@@ -11,11 +11,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from tts_triton import audio
-from tts_triton.bench.load import LoadLevel, measured_requests, warm_up
+from tts_triton.bench.load import LoadLevel, warm_up
 from tts_triton.bench.report import level_line
 from tts_triton.bench.stats import CpuSample, LevelResult, summarize
 from tts_triton.bench.workload import Workload
+from tts_triton.core import audio
 
 __all__ = ["BaselinePlan", "InProcessClient", "baseline_device", "measure_baseline", "run_baseline"]
 
@@ -63,10 +63,10 @@ def measure_baseline(plan: BaselinePlan) -> list[LevelResult]:
     """The eager baseline (see :class:`InProcessClient`): the default checkpoint's PyTorch stages (fp32, batch 1) on
     ``plan.device`` through ``TTSService``, at each of ``plan.concurrency``."""
     # the model stack (torch): heavy, and not needed to benchmark a server
-    from tts_triton.checkpoint import DEFAULT_VOICE_BANK, load_default
+    from tts_triton.core.voices import VoiceBank
+    from tts_triton.models.checkpoint import DEFAULT_VOICE_BANK, load_default
     from tts_triton.serving.backends import TorchBackend
     from tts_triton.serving.service import TTSService
-    from tts_triton.voices import VoiceBank
 
     ckpt = load_default()
     backend = TorchBackend(ckpt.stages(), ckpt.config, device=plan.device)
@@ -82,10 +82,9 @@ async def _baseline_levels(client: InProcessClient, plan: BaselinePlan, runtime:
     await warm_up(client, workload, plan.warmup, say)
     levels = []
     for concurrency in plan.concurrency:
-        requests = measured_requests(plan.requests, concurrency)
-        say(f"{runtime} c={concurrency}: up to {requests} measured requests started within {plan.seconds:g} s")
+        say(f"{runtime} c={concurrency}: measured requests start within {plan.seconds:g} s")
         cpu_before = CpuSample.read()
-        level = await LoadLevel(client, workload, concurrency, requests, plan.seconds, plan.grace).run()
+        level = await LoadLevel(client, workload, concurrency, plan.requests, plan.seconds, plan.grace).run()
         level.cpu_busy, level.cpu_steal, level.cpu_own = CpuSample.usage(cpu_before, CpuSample.read())
         levels.append(level)
         say(level_line(summarize(level), runtime))

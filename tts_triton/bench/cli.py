@@ -6,7 +6,7 @@
 
 For each concurrency C, C closed-loop workers stream a fixed, deterministic mix of sentences over
 gRPC (:class:`~tts_triton.client.AsyncTTSClient`). Requests started during the first ``--seconds``
-(at most ``--requests``) are *measured*; afterwards the workers keep C streams in flight with
+(at most ``--requests`` if given, at least 32) are *measured*; afterwards the workers keep C streams in flight with
 unmeasured *filler* requests until every measured request has finished (or ``--grace`` expires;
 requests still running are then cancelled and reported as cut off), so that every measured request
 ran under the same load. Throughput counts all audio received while the load was held. Triton's
@@ -42,7 +42,7 @@ from typing import Any
 from tts_triton.bench.baseline import BaselinePlan, baseline_device, run_baseline
 from tts_triton.bench.describe import describe_machine, describe_server, sentence_rows
 from tts_triton.bench.goals import Goals
-from tts_triton.bench.load import ControlledClient, LoadLevel, measured_requests, now, run_soak, wait_idle, warm_up
+from tts_triton.bench.load import MIN_MEASURED, ControlledClient, LoadLevel, now, run_soak, wait_idle, warm_up
 from tts_triton.bench.plot import plot
 from tts_triton.bench.prometheus import cache_lookups, fetch_metrics, gpu_memory_bytes
 from tts_triton.bench.report import (
@@ -67,11 +67,11 @@ from tts_triton.bench.stats import (
     summarize,
 )
 from tts_triton.bench.workload import Workload
-from tts_triton.contract import CONTROLS
-from tts_triton.embedded import embedded_server, triton_home
-from tts_triton.paths import default_model_repository
-from tts_triton.server import TritonServerError
-from tts_triton.tables import text_table
+from tts_triton.core.contract import CONTROLS
+from tts_triton.core.paths import default_model_repository
+from tts_triton.jobs.tables import text_table
+from tts_triton.ops.embedded import embedded_server, triton_home
+from tts_triton.ops.triton_server import TritonServerError
 
 __all__ = ["QUICK", "STANDARD", "main", "parser"]
 
@@ -110,7 +110,7 @@ def parser() -> argparse.ArgumentParser:
                    help="repository the embedded server serves, built if needed (default %(default)s)")
     p.add_argument("--triton-home", type=Path, default=triton_home(),
                    help="an unpacked Triton bundle (bin/, backends/python/, stub/, libs/, caches/; see "
-                        "tts_triton/embedded.py) to run instead of the nvidia-pytriton wheel's server "
+                        "tts_triton/ops/embedded.py) to run instead of the nvidia-pytriton wheel's server "
                         "(default: $TRITON_HOME if set)")
     p.add_argument("--repository-setting", type=_assignment, action="append", default=[], metavar="NAME=VALUE",
                    help="a field of the repository's settings (RepositorySettings in export/repository.py) for the "
@@ -128,7 +128,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, nargs="+",
                    help=f"levels, 1-{MAX_CONCURRENCY} (default {' '.join(map(str, STANDARD['concurrency']))})")
     p.add_argument("--requests", type=int,
-                   help="measured requests per level at most (default 8 x concurrency, at least 32)")
+                   help=f"measured requests per level at most (default: no cap, --seconds bounds them, but at least "
+                        f"{MIN_MEASURED})")
     p.add_argument("--seconds", type=float,
                    help=f"per level, measured requests start only during this many seconds (default "
                         f"{STANDARD['seconds']:g})")
@@ -217,7 +218,7 @@ def _server(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator[Se
     if args.url:
         yield ServerUnderTest(args.url, args.metrics_url)
         return
-    from tts_triton.build import ensure_repository
+    from tts_triton.export.build import ensure_repository
     from tts_triton.export.repository import RepositorySettings
     from tts_triton.export.targets import cuda_torch, resolve_target
 
@@ -234,8 +235,8 @@ def _server(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator[Se
     environment = dict(args.server_env)
     with contextlib.ExitStack() as stack:
         if args.cache:
-            from tts_triton.cache.local import LocalRedis
             from tts_triton.cache.settings import ENV_PREFIX
+            from tts_triton.ops.local_redis import LocalRedis
 
             try:
                 redis = stack.enter_context(LocalRedis(args.out))
@@ -324,10 +325,9 @@ async def _sweep(run: _Run, server: Any, client: Any, tested: ServerUnderTest) -
     for ratio, workload in run.workloads.items():
         label = "" if ratio is None else f"R={ratio:g} "
         for concurrency in args.concurrency:
-            requests = measured_requests(args.requests, concurrency)
-            run.say(f"level {label}c={concurrency}: up to {requests} measured requests started within "
-                    f"{args.seconds:g} s")
-            load = LoadLevel(client, workload, concurrency, requests, args.seconds, args.grace, label)
+            run.say(f"level {label}c={concurrency}: measured requests start within {args.seconds:g} s"
+                    f"{'' if args.requests is None else f' (at most {args.requests})'}")
+            load = LoadLevel(client, workload, concurrency, args.requests, args.seconds, args.grace, label)
             level, _ = await _measure(run, server, tested, load)
             run.report.levels.append(level)
             run.say(level_line(summarize(level), f"{tested.runtime} {label}".strip()))

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tts_triton import audio
 from tts_triton.bench.stats import LevelResult, percentile
 from tts_triton.bench.workload import SENTENCES
-from tts_triton.config import ModelConfig
-from tts_triton.contract import TTS
-from tts_triton.layout import MANIFEST_FILE
+from tts_triton.core import audio
+from tts_triton.core.config import ModelConfig
+from tts_triton.core.contract import TTS
+from tts_triton.core.layout import MANIFEST_FILE
 
 __all__ = ["ServerInfo", "describe_gpus", "describe_machine", "describe_server", "sentence_rows"]
 

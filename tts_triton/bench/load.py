@@ -11,9 +11,9 @@ from typing import Any
 
 from tts_triton.bench.stats import LevelResult, MemorySample, flatten_stats
 from tts_triton.bench.workload import RequestRecord, Workload
-from tts_triton.progress import ProgressLine
+from tts_triton.jobs.progress import ProgressLine
 
-__all__ = ["LoadLevel", "measured_requests", "one_stream", "run_soak", "wait_idle", "warm_up"]
+__all__ = ["MIN_MEASURED", "LoadLevel", "one_stream", "run_soak", "wait_idle", "warm_up"]
 
 _REPORT_EVERY = 10.0  # seconds between progress lines within a level
 _BACKOFF = 0.5  # seconds a worker waits after a failed request: do not hammer a failing server
@@ -24,9 +24,8 @@ def now() -> float:
     return time.perf_counter()
 
 
-def measured_requests(cap: int | None, concurrency: int) -> int:
-    """Measured requests of a level: ``cap``, else 8 per stream but at least 32 (a p99 needs some)."""
-    return cap or max(32, 8 * concurrency)
+#: Requests a level measures even when its window has passed (a p99 needs some).
+MIN_MEASURED = 32
 
 
 async def one_stream(client: Any, record: RequestRecord, t0: float, workload: Workload | None = None) -> None:
@@ -49,7 +48,7 @@ async def one_stream(client: Any, record: RequestRecord, t0: float, workload: Wo
 
 class ControlledClient:
     """A streaming client whose every ``stream(text)`` carries the same speech controls (``speed=``, ``pitch=``,
-    ``volume=``; see :data:`~tts_triton.contract.CONTROLS`)."""
+    ``volume=``; see :data:`~tts_triton.core.contract.CONTROLS`)."""
 
     def __init__(self, client: Any, **controls: float) -> None:
         self.client = client
@@ -64,14 +63,15 @@ class LoadLevel:
 
     Each worker's first request is not measured: those C open at the same instant, a burst the steady load never
     sees (recorded as ``opening``). The requests started from then on, within ``seconds`` of the first of them (at
-    most ``requests``), are measured; afterwards the workers keep C streams in flight with unmeasured fillers. The
+    most ``requests``; None: no cap, the window alone bounds them, but at least MIN_MEASURED) are measured;
+    afterwards the workers keep C streams in flight with unmeasured fillers. The
     load ends when the measured ones all finished or ``seconds + grace`` passed since the first of them (or the
     level) started. Streams still running then may finish within ``grace`` more seconds (audio they receive after
     the end does not count); only what runs after that is cancelled: Triton 2.51's gRPC frontend can crash on a
     cancel that races a stream's completion (triton-inference-server/server#7840, fixed in 2.53).
     """
 
-    def __init__(self, client: Any, workload: Workload, concurrency: int, requests: int, seconds: float,
+    def __init__(self, client: Any, workload: Workload, concurrency: int, requests: int | None, seconds: float,
                  grace: float, label: str = "") -> None:
         self.client, self.workload = client, workload
         self.concurrency, self.requests, self.seconds, self.grace = concurrency, requests, seconds, grace
@@ -85,8 +85,10 @@ class LoadLevel:
 
     def issuing(self) -> bool:
         """Whether a request started now is measured."""
-        return self.measured < self.requests and (self.window_start is None
-                                                  or now() - self.window_start < self.seconds)
+        if self.requests is not None and self.measured >= self.requests:
+            return False
+        return (self.measured < MIN_MEASURED or self.window_start is None
+                or now() - self.window_start < self.seconds)
 
     def pending(self) -> int:
         """Measured requests still running."""

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tts_triton.bench.stats import LevelSummary
-from tts_triton.figures import pyplot, save_figure
+from tts_triton.jobs.figures import pyplot, save_figure
 
 __all__ = ["plot"]
 
@@ -24,14 +24,14 @@ def plot(served: Mapping[str, Sequence[LevelSummary]], baseline: Sequence[LevelS
         (axes[1], "real-time factor (total time / audio s)", "", (("mean", "rtf_mean", "o"),)),
         (axes[2], "throughput", "x real time (audio s / s)", (("aggregate", "audio_per_second", "o"),)),
     )
-    for ax, name, unit, series in panels:
-        for label, attr, marker in series:
-            lines = [(f"{name} {label}".strip(), levels, {}) for name, levels in served.items()]
-            for name, levels, style in [*lines, (f"eager {label}", baseline, {"linestyle": "--", "color": "grey"})]:
+    for ax, title_, unit, series in panels:
+        for stat, attr, marker in series:
+            lines = [(f"{prefix} {stat}".strip(), levels, {}) for prefix, levels in served.items()]
+            for label, levels, style in [*lines, (f"eager {stat}", baseline, {"linestyle": "--", "color": "grey"})]:
                 points = [(s.concurrency, getattr(s, attr)) for s in levels if getattr(s, attr) > 0]
                 if points:  # log axes: NaN and zero (nothing measured) are left out
-                    ax.plot(*zip(*points, strict=True), marker=marker, **style, label=name)
-        ax.set_title(name)
+                    ax.plot(*zip(*points, strict=True), marker=marker, **style, label=label)
+        ax.set_title(title_)
         ax.set_ylabel(unit)
         ax.set_yscale("log")
     axes[1].axhline(1.0, color="black", linestyle=":", linewidth=1, label="real time")

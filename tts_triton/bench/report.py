@@ -23,7 +23,7 @@ from tts_triton.bench.stats import (
     ratio,
     summarize,
 )
-from tts_triton.tables import markdown_table
+from tts_triton.jobs.tables import markdown_table
 
 __all__ = [
     "LEVEL_HEADERS",
@@ -198,8 +198,9 @@ def _method_section(report: Report) -> list[str]:
         f"- Per concurrency C: C closed-loop workers (one `AsyncTTSClient`, one gRPC stream per request, no think "
         "time). Each worker's first request is not measured: the C streams open at the same instant, a burst that a "
         "steady load never sees (its first-chunk latency is reported apart, under *Opening burst*). The requests "
-        f"started from then on, within {report.seconds:g} s of the first of them (up to `--requests`), are measured; "
-        "then "
+        f"started from then on, within {report.seconds:g} s of the first of them (up to `--requests` if given; at "
+        "least 32, however long they take), are measured: the load is held for that window at every level, so one "
+        "hiccup moves a level's result little; then "
         f"unmeasured filler requests keep C streams in flight until every measured one finished (at most "
         f"{report.grace:g} s more; measured requests still running then are counted as *cut off*). That ends the "
         f"load; the streams still open may then finish unmeasured within {report.grace:g} s (only what runs after "

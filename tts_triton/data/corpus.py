@@ -21,7 +21,7 @@ The directory (read it with :class:`tts_triton.data.dataset.Corpus`):
 ``audio-NNNNN.npy``
     int16 samples of the shard's utterances, concatenated (float audio is ``int16 / 32767``).
 ``mel-NNNNN.npy``
-    float16 ``[frames, N_MELS]`` log-mel (:func:`tts_triton.audio.mel_spectrogram` of that float audio).
+    float16 ``[frames, N_MELS]`` log-mel (:func:`tts_triton.core.audio.mel_spectrogram` of that float audio).
 ``sentences.tsv``
     All sentences used, with their splits (:func:`tts_triton.data.sentences.read_sentences`).
 ``dataset.json``
@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tts_triton import audio
+from tts_triton.core import audio
 from tts_triton.data import espeak, flite
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, FLITE, PITCH_ORDER, check_voices, rendering
 from tts_triton.data.sentences import (
@@ -58,10 +58,10 @@ from tts_triton.data.sentences import (
     read_sentences,
     write_sentences,
 )
-from tts_triton.progress import ProgressLine
+from tts_triton.jobs.progress import ProgressLine
+from tts_triton.jobs.workers import single_threaded_blas
 from tts_triton.text import text_to_sequences
 from tts_triton.text.symbols import BOS_ID, EOS_ID, N_SYMBOLS
-from tts_triton.workers import single_threaded_blas
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.jsonl"

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from tts_triton import audio
+from tts_triton.core import audio
 from tts_triton.data.corpus import FORMAT_VERSION, MANIFEST, SUMMARY, Utterance, audio_shard_name, mel_shard_name
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS
 from tts_triton.text.symbols import PAD_ID

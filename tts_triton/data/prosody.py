@@ -35,7 +35,7 @@ from xml.sax.saxutils import escape
 
 import numpy as np
 
-from tts_triton import audio
+from tts_triton.core import audio
 from tts_triton.data import cmu, espeak, flite
 from tts_triton.data.sentences import generate
 

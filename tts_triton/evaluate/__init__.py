@@ -3,7 +3,7 @@
     python -m tts_triton.evaluate [--checkpoint PATH] [--voices all] [--sentences 55] [--out docs/evaluation.md]
 
 The voices are ``--voices``, by default the ones the checkpoint learned (:attr:`Checkpoint.voices
-<tts_triton.checkpoint.Checkpoint.voices>`: the ten espeak-ng voices of ``prosody.VOICES``, and slt once a
+<tts_triton.models.checkpoint.Checkpoint.voices>`: the ten espeak-ng voices of ``prosody.VOICES``, and slt once a
 checkpoint has learned it). The first ``--sentences`` TEST-split sentences of the corpus (default: five per voice)
 are synthesized with the in-process reference synthesizer, each with the voice bank's preset for its (voice,
 emotion); sentence ``j`` takes the corpus's emotion for it (``EMOTIONS[j % 5]``) and voice ``voices[j // 5]``, so

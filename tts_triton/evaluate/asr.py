@@ -26,7 +26,7 @@ import numpy as np
 
 from tts_triton.data.espeak import parse_wav
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
-from tts_triton.progress import ProgressLine
+from tts_triton.jobs.progress import ProgressLine
 
 #: PocketSphinx's default acoustic model is trained on 16 kHz speech.
 ASR_RATE = 16000
@@ -123,7 +123,7 @@ class Heard:
 def band_limit(samples: np.ndarray, band_rate: int | None) -> np.ndarray:
     """``samples`` (at SAMPLE_RATE) without what lies above ``band_rate / 2`` (through that rate and back);
     unchanged for None."""
-    from tts_triton import audio
+    from tts_triton.core import audio
     from tts_triton.data.flite import resample
 
     if band_rate is None:
@@ -158,7 +158,7 @@ def teacher_heard(text: str, voice: str, emotion: str, cepstra: bool, keep: bool
                   judges: bool = False) -> Heard:
     """:func:`hear` the teacher's rendering of ``text`` with a corpus voice (``prosody.CORPUS_VOICES``: espeak-ng
     or flite, as the corpus makes it) and emotion; with ``keep`` the rendering's samples come back too."""
-    from tts_triton import audio
+    from tts_triton.core import audio
     from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, render
 
     samples = render(text, CORPUS_VOICES[voice], EMOTIONS[emotion])
@@ -219,7 +219,7 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
     when ``flite``; with ``measure_mcd`` also the MCD-DTW from each model (and copy) clip to the teacher's, and with
     ``judges`` every clip's DistillMOS and Whisper tiny.en transcript (:mod:`~tts_triton.evaluate.judges`).
     Renders, decodes and features run in ``jobs`` worker processes while the model synthesizes in this one."""
-    from tts_triton import audio, contract
+    from tts_triton.core import audio, contract
     from tts_triton.evaluate.metrics import mcd, process_pool
     from tts_triton.evaluate.synthesis import RecordingBackend, copy_synthesis, synthesize
     from tts_triton.serving.backends import TorchBackend

@@ -86,9 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _subject(args: argparse.Namespace) -> tuple[Any, Any, str, list[str], list[str]]:
     """The checkpoint, its voice bank and where it came from, ``--voices`` and ``--asr-voices``: corpus voices the
     bank has presets for (each list checked only when the run synthesizes it)."""
-    from tts_triton.checkpoint import resolve  # torch (the model extra)
     from tts_triton.evaluate.synthesis import voice_bank_for
     from tts_triton.export.voice_bank import voice_names
+    from tts_triton.models.checkpoint import resolve  # torch (the model extra)
 
     try:
         chosen = voice_names(args.voices)

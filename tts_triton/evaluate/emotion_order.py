@@ -17,7 +17,7 @@ import numpy as np
 from tts_triton.data.prosody import PITCH_ORDER
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 from tts_triton.evaluate.metrics import EmotionF0, Item, emotion_means, emotion_order, percent
-from tts_triton.progress import ProgressLine
+from tts_triton.jobs.progress import ProgressLine
 
 MODEL, TEACHER = "model", "teacher"
 

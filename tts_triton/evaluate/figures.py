@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from tts_triton import audio
+from tts_triton.core import audio
 from tts_triton.data.prosody import PITCH_ORDER
 from tts_triton.evaluate.metrics import FRAME_PERIOD_MS, Item
 from tts_triton.evaluate.synthesis import Clip
-from tts_triton.figures import pyplot
+from tts_triton.jobs.figures import pyplot
 
 __all__ = ["write_plots", "write_samples"]
 

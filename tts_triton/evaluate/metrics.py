@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from tts_triton import audio
+from tts_triton.core import audio
 from tts_triton.data.prosody import EMOTIONS, PITCH_ORDER, VOICES
 from tts_triton.data.sentences import generate
-from tts_triton.progress import ProgressLine
-from tts_triton.workers import single_threaded_blas
+from tts_triton.jobs.progress import ProgressLine
+from tts_triton.jobs.workers import single_threaded_blas
 
 #: WORLD / SPTK analysis: 5 ms frames, harvest F0 search range, 24th-order mel-cepstrum with the
 #: all-pass constant that approximates the mel scale at 22.05 kHz (``pysptk.util.mcepalpha(22050)``).

@@ -42,8 +42,8 @@ import numpy as np
 from tts_triton.evaluate.asr import Heard, hear, wer
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 from tts_triton.evaluate.metrics import process_pool
-from tts_triton.progress import ProgressLine
-from tts_triton.tables import markdown_table
+from tts_triton.jobs.progress import ProgressLine
+from tts_triton.jobs.tables import markdown_table
 
 TEXT2WAVE = "text2wave"
 #: festival's voice for the HTS slt of ``festvox-us-slt-hts``.
@@ -74,7 +74,7 @@ def flite_plain(text: str, voice: str) -> tuple[int, np.ndarray]:
 
 def corpus_teacher(text: str, voice: str) -> tuple[int, np.ndarray]:
     """``text`` as the corpus renders corpus ``voice`` in the neutral preset: ``(SAMPLE_RATE, float samples)``."""
-    from tts_triton import audio
+    from tts_triton.core import audio
     from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, NEUTRAL, render
 
     return audio.SAMPLE_RATE, render(text, CORPUS_VOICES[voice], EMOTIONS[NEUTRAL])
@@ -82,7 +82,7 @@ def corpus_teacher(text: str, voice: str) -> tuple[int, np.ndarray]:
 
 def rendered_heard(render: Callable[..., tuple[int, np.ndarray]], *args: str) -> tuple[Heard, np.ndarray]:
     """One reference clip (``render(*args)``) heard by all three judges, with its samples at SAMPLE_RATE."""
-    from tts_triton import audio
+    from tts_triton.core import audio
     from tts_triton.data.flite import resample
 
     rate, samples = render(*args)
@@ -96,10 +96,10 @@ def measure(checkpoint: Path | None, voices: Sequence[str], count: int, jobs: in
     the other engines (flite's own voices, festival) only with ``references``."""
     import torch
 
-    from tts_triton import audio, contract
-    from tts_triton.checkpoint import resolve
+    from tts_triton.core import audio, contract
     from tts_triton.data.prosody import CORPUS_VOICES
     from tts_triton.evaluate.synthesis import RecordingBackend, synthesize, voice_bank_for
+    from tts_triton.models.checkpoint import resolve
     from tts_triton.serving.backends import TorchBackend
 
     sentences = list(HELDOUT_SENTENCES[:count])

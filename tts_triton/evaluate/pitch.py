@@ -35,11 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from tts_triton import audio
+from tts_triton.core import audio
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 from tts_triton.evaluate.metrics import world
+from tts_triton.jobs.tables import markdown_table
 from tts_triton.serving.controls import VOCODER_LAG, frequency_warp, shift_pitch
-from tts_triton.tables import markdown_table
 
 #: harvest's F0 search range for the pitch checks (Hz): the measurement ``tests/test_controls.py`` uses.
 F0_RANGE_HZ = (60.0, 700.0)
@@ -114,8 +114,8 @@ def measure(ckpt: Any, bank: Any, voices: Sequence[str], sentences: int,
     :func:`~tts_triton.serving.controls.shift_pitch` does); ceiling and envelope for the shifts in ``checked``."""
     import torch  # the model extra
 
-    from tts_triton import contract
-    from tts_triton.config import STREAMING
+    from tts_triton.core import contract
+    from tts_triton.core.config import STREAMING
     from tts_triton.evaluate.metrics import features
     from tts_triton.serving.backends import TorchBackend
     from tts_triton.serving.pipeline import Pipeline
@@ -172,8 +172,8 @@ def table(results: Sequence[VoiceResult], shifts: Sequence[float] = DEFAULT_SHIF
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from tts_triton.checkpoint import UNTRAINED_LABEL, fingerprint, resolve  # torch (the model extra)
     from tts_triton.evaluate.synthesis import voice_bank_for
+    from tts_triton.models.checkpoint import UNTRAINED_LABEL, fingerprint, resolve  # torch (the model extra)
 
     parser = argparse.ArgumentParser(prog="python -m tts_triton.evaluate.pitch", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True, help=f"folder for {REPORT_FILE}")

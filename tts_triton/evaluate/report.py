@@ -45,7 +45,7 @@ def _hz(value: float | None) -> str:
 
 def report(ev: Evaluation, asr: dict[str, Any] | None = None) -> str:
     """The Markdown report of an evaluation (and of the round trip's JSON ``asr``, for the targets table)."""
-    from tts_triton.checkpoint import UNTRAINED_LABEL  # imports torch (the model extra), see evaluate()
+    from tts_triton.models.checkpoint import UNTRAINED_LABEL  # imports torch (the model extra), see evaluate()
 
     utts = ev.utterances
     target_mcd = np.array([u.mcds[u.item.voice] for u in utts])

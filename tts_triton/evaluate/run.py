@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from tts_triton import audio, contract
+from tts_triton.core import audio, contract
+from tts_triton.core.paths import cache_dir
 from tts_triton.data import espeak, flite
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, ESPEAK_NG, FLITE, Emotion, Voice, render
 from tts_triton.evaluate.asr import band_limit, teacher_band
@@ -40,8 +41,7 @@ from tts_triton.evaluate.metrics import (
     select_items,
 )
 from tts_triton.evaluate.synthesis import Clip, RecordingBackend, copy_synthesis, synthesize
-from tts_triton.paths import cache_dir
-from tts_triton.progress import ProgressLine
+from tts_triton.jobs.progress import ProgressLine
 
 DEFAULT_OUT = Path("docs/evaluation.md")
 #: espeak-ng's own defaults (``-p 50 -s 175``, full range, default amplitude) for the sanity checks.
@@ -70,7 +70,7 @@ def narrower(*bands: int | None) -> int | None:
 
 
 def default_cache() -> Path:
-    """The cache of espeak-ng features, under :func:`~tts_triton.paths.cache_dir` (read at the call)."""
+    """The cache of espeak-ng features, under :func:`~tts_triton.core.paths.cache_dir` (read at the call)."""
     return cache_dir() / "eval-features"
 
 
@@ -315,7 +315,7 @@ def evaluate(args: argparse.Namespace, command: str, ckpt: Any, bank: Any, bank_
     """Synthesize ``voices`` with ``bank``'s presets, render, measure; write plots and samples beside ``args.out``.
     Identity is decided among the voices the checkpoint learned and ``voices``."""
     # torch (the model extra): an optional heavy dependency, kept out of the spawned feature workers.
-    from tts_triton.checkpoint import UNTRAINED_LABEL, fingerprint
+    from tts_triton.models.checkpoint import UNTRAINED_LABEL, fingerprint
     from tts_triton.serving.backends import TorchBackend
 
     timings: dict[str, float] = {}

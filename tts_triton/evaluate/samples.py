@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tts_triton import audio
+from tts_triton.core import audio
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 
 DEFAULT_OUT = Path("docs/samples")
@@ -80,9 +80,9 @@ def index(samples: Sequence[Sample], label: str, checkpoint: str, bank_source: s
 def main(argv: Sequence[str] | None = None) -> int:
     import shlex
 
-    from tts_triton.checkpoint import UNTRAINED_LABEL, fingerprint, resolve  # torch (the model extra)
     from tts_triton.errors import InvalidInput
     from tts_triton.evaluate.synthesis import voice_bank_for
+    from tts_triton.models.checkpoint import UNTRAINED_LABEL, fingerprint, resolve  # torch (the model extra)
 
     parser = argparse.ArgumentParser(prog="python -m tts_triton.evaluate.samples", description=__doc__.split("\n")[0])
     parser.add_argument("--label", required=True, help="file prefix, e.g. before or after")

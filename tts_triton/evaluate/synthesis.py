@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from tts_triton import audio, contract
-from tts_triton.config import STREAMING
-from tts_triton.layout import VOICE_BANK_FILE
+from tts_triton.core import audio, contract
+from tts_triton.core.config import STREAMING
+from tts_triton.core.layout import VOICE_BANK_FILE
+from tts_triton.core.voices import VoiceBank
 from tts_triton.serving.pipeline import Pipeline
 from tts_triton.text import text_to_sequences
-from tts_triton.voices import VoiceBank
 
 
 @dataclass
@@ -67,8 +67,8 @@ def voice_bank_for(checkpoint: Path | None, explicit: Path | None, ckpt: Any,
     teachers' reference clips (:func:`~tts_triton.export.voice_bank.teacher_references`) for the voices the
     checkpoint learned and ``voices`` (more names of ``prosody.CORPUS_VOICES``)."""
     # torch (the model extra): an optional heavy dependency, kept out of the spawned feature workers.
-    from tts_triton.checkpoint import DEFAULT_CHECKPOINT
     from tts_triton.export.voice_bank import build_voice_bank, teacher_references
+    from tts_triton.models.checkpoint import DEFAULT_CHECKPOINT
 
     if explicit:
         return VoiceBank.load(explicit), str(explicit)

@@ -26,14 +26,14 @@ from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, FLITE, NEUTRAL, ren
 from tts_triton.evaluate.asr import transcribe, wer
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 from tts_triton.evaluate.metrics import process_pool
-from tts_triton.progress import ProgressLine
+from tts_triton.jobs.progress import ProgressLine
 
 MODES = {"driven": True, "plain": False}
 
 
 def check_one(text: str, voice: str, drive: bool) -> tuple[str, float]:
     """PocketSphinx's transcript of ``voice`` saying ``text`` (neutral) and the rendering's phoneme agreement."""
-    from tts_triton import audio
+    from tts_triton.core import audio
 
     said = rendering(text, CORPUS_VOICES[voice], EMOTIONS[NEUTRAL], drive)
     assert said.agreement is not None  # a flite voice

@@ -20,8 +20,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tts_triton.client import AsyncTTSClient, TTSError, VoiceCatalog
-from tts_triton.contract import CONTROLS, SPEED
-from tts_triton.endpoints import DEFAULT_GRPC_URL
+from tts_triton.core.contract import CONTROLS, SPEED
+from tts_triton.core.endpoints import DEFAULT_GRPC_URL
 
 from .encoders import available_formats
 from .errors import ApiError, error_body

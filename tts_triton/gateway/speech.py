@@ -26,7 +26,7 @@ from tts_triton.client import (
     TTSError,
     TTSTimeoutError,
 )
-from tts_triton.contract import EMOTION, SPEED, TEXT, VOICE
+from tts_triton.core.contract import EMOTION, SPEED, TEXT, VOICE
 
 from .encoders import FORMATS, new_encoder
 from .errors import ApiError

@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 from torch import Tensor, nn
 
-from tts_triton.config import ModelConfig
+from tts_triton.core.config import ModelConfig
 from tts_triton.models.decoder import Decoder
 from tts_triton.models.style_encoder import StyleEncoder
 from tts_triton.models.text_encoder import TextEncoder

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from tts_triton.config import DecoderConfig, ModelConfig
+from tts_triton.core.config import DecoderConfig, ModelConfig
 from tts_triton.models.layers import ConvNorm, lstm_cell, masked_logits
 
 

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tts_triton.config import VocoderConfig
+from tts_triton.core.config import VocoderConfig
 
 #: Negative slope of the LeakyReLUs inside the network (and the discriminators).
 LRELU_SLOPE = 0.1

@@ -3,7 +3,7 @@
 A GAN vocoder gets the fine structure right (harmonics, phase, noise) but not exactly the energy of
 each mel band, which is what a spectral-envelope measure like MCD sees (docs/model_card.md, "The mel
 match", has the numbers). :class:`MelMatch` takes the generator's audio, computes its log-mel exactly
-as :func:`tts_triton.audio.mel_spectrogram` does, and scales its STFT by the ratio of the requested to
+as :func:`tts_triton.core.audio.mel_spectrogram` does, and scales its STFT by the ratio of the requested to
 the measured mel (per frame; per mel band, spread over the FFT bins through the filterbank's weights,
 in the log domain, clipped to ``±max_log_gain``), then inverts the STFT by weighted overlap-add. The
 generator's phase and the fine structure inside each band are kept, so the result keeps its
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from tts_triton import audio
+from tts_triton.core import audio
 
 
 class MelMatch(nn.Module):

@@ -1,6 +1,6 @@
 """The four inference stages exactly as the Triton models run them, built by composition.
 
-Each stage takes and returns tensors in the order of its :mod:`tts_triton.contract` spec. ONNX
+Each stage takes and returns tensors in the order of its :mod:`tts_triton.core.contract` spec. ONNX
 export traces these modules, and the in-process reference synthesizer calls them directly, so the
 server and the oracle compute the same graphs.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from tts_triton import contract
+from tts_triton.core import contract
 from tts_triton.models.acoustic import AcousticModel
 from tts_triton.models.decoder import Decoder, DecoderState, Postnet
 from tts_triton.models.hifigan import Generator
@@ -45,7 +45,7 @@ class StyleEncoderStage(nn.Module):
 
 class DecoderStage(nn.Module):
     """K unrolled decoder steps with the recurrent state as explicit inputs and outputs, packed as the
-    contract's ``state`` and ``attention`` (:func:`~tts_triton.contract.decoder_states`)."""
+    contract's ``state`` and ``attention`` (:func:`~tts_triton.core.contract.decoder_states`)."""
 
     def __init__(self, decoder: Decoder) -> None:
         super().__init__()

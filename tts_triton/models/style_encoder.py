@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from tts_triton.config import StyleEncoderConfig
+from tts_triton.core.config import StyleEncoderConfig
 
 
 class ReferenceEncoder(nn.Module):

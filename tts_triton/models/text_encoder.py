@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from tts_triton.config import TextEncoderConfig
+from tts_triton.core.config import TextEncoderConfig
 from tts_triton.models.layers import masked_logits
 
 MAX_POSITIONS = 1024

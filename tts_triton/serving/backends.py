@@ -13,8 +13,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from tts_triton import contract
-from tts_triton.config import ModelConfig
+from tts_triton.core import contract
+from tts_triton.core.config import ModelConfig
 from tts_triton.serving.pipeline import InferBackend
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tts_triton.contract import ModelSpec, TensorSpec
+from tts_triton.core.contract import ModelSpec, TensorSpec
 
 Feed = Mapping[str, np.ndarray]
 #: tensor name -> {array axis (batch axis 0 included): masked axis name}

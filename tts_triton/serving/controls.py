@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tts_triton import audio
-from tts_triton.contract import CONTROLS, PITCH, SPEED, VOLUME
+from tts_triton.core import audio
+from tts_triton.core.contract import CONTROLS, PITCH, SPEED, VOLUME
 
 #: DCT coefficients of a log-mel frame that make its envelope (formants); the rest is harmonic fine structure.
 #: 12 of 128: with 24, a +12 st shift reached only 1.83x F0 on the default voice; 12 gave 2.00x; 8 or 16

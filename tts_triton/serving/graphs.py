@@ -3,8 +3,8 @@
 :class:`StageRunner` takes the requests of one dynamic batch as numpy feeds (the tensors of the
 stage's contract spec, batch axis first), merges those whose shapes agree (or differ only along the
 stage's masked axes: zero-padded to the longest, see :class:`~tts_triton.serving.batching.Padding`),
-pads the batch to a :func:`~tts_triton.shapes.batch_buckets` size and runs the stage once per group. On CUDA, every
-combination of batch bucket and bucketed axis size that the decode loop sends (:mod:`tts_triton.shapes`)
+pads the batch to a :func:`~tts_triton.core.shapes.batch_buckets` size and runs the stage once per group. On CUDA, every
+combination of batch bucket and bucketed axis size that the decode loop sends (:mod:`tts_triton.core.shapes`)
 is captured once as a CUDA graph by :meth:`StageRunner.warm_up`; a call is then a copy into pinned host
 memory, one host-to-device copy per input, one graph replay and one copy back. A shape with no graph
 (the style encoder's reference mels, or any stage off CUDA) runs eagerly on its real batch.
@@ -26,9 +26,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from tts_triton import shapes
-from tts_triton.config import smallest_bucket
-from tts_triton.contract import ModelSpec
+from tts_triton.core import shapes
+from tts_triton.core.config import smallest_bucket
+from tts_triton.core.contract import ModelSpec
 from tts_triton.models.stages import half_precision
 from tts_triton.serving.batching import Feed, Padding, batch_groups, merge, pad_rows, rows, split
 
@@ -51,7 +51,7 @@ class StageRunner:
     """Runs ``stage`` (a :mod:`tts_triton.models.stages` module) on ``device`` for batches of requests.
 
     ``max_batch_size`` bounds the rows of one call (Triton's ``max_batch_size``); ``axes`` gives the
-    values each dynamic axis takes (default :func:`tts_triton.shapes.axis_values`). ``batch_budget``, when
+    values each dynamic axis takes (default :func:`tts_triton.core.shapes.axis_values`). ``batch_budget``, when
     given, also bounds rows x the dynamic axes' sizes (tokens, mel frames) of one call, at least one row: a
     bigger batch runs as several calls, and no graph is captured beyond it. It bounds a process's GPU memory
     (the largest graph's activations and the shared input buffers) by the work of a call, not by its rows.

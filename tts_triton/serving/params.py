@@ -1,6 +1,6 @@
 """Reading the model configs of the Python-backend models, free of Triton.
 
-The repository builder writes the parameters named in :mod:`tts_triton.layout` into every generated
+The repository builder writes the parameters named in :mod:`tts_triton.core.layout` into every generated
 ``config.pbtxt``; the models read them back with :func:`parameters` and :func:`int_parameter` from the
 parsed ``args["model_config"]`` JSON.
 """
@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tts_triton.contract import TRITON_DTYPES, ModelSpec, TensorSpec
+from tts_triton.core.contract import TRITON_DTYPES, ModelSpec, TensorSpec
 
 _NUMPY_DTYPES = {triton: numpy for numpy, triton in TRITON_DTYPES.items()}
 

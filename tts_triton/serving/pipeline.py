@@ -1,7 +1,7 @@
 """The Triton-free synthesis core: encode, the K-step decode loop, and streamed chunked vocoding.
 
 :class:`Pipeline` talks to the four networks only through an :class:`InferBackend` (``infer(model,
-inputs) -> outputs`` with numpy tensors named as in :mod:`tts_triton.contract`). The BLS model plugs
+inputs) -> outputs`` with numpy tensors named as in :mod:`tts_triton.core.contract`). The BLS model plugs
 in Triton calls, the reference synthesizer plugs in the PyTorch stages, the ONNX check plugs in
 ONNX Runtime sessions: one loop, one stop rule, one chunking rule for all of them.
 
@@ -23,8 +23,8 @@ from typing import Protocol
 
 import numpy as np
 
-from tts_triton import audio, contract
-from tts_triton.config import STREAMING, ModelConfig, StreamingConfig
+from tts_triton.core import audio, contract
+from tts_triton.core.config import STREAMING, ModelConfig, StreamingConfig
 from tts_triton.serving.controls import AS_TRAINED, Controls, TimeScaler, apply_gain, pause_frames, shift_pitch
 from tts_triton.serving.words import WordClock, WordTime
 from tts_triton.text import Sentence

@@ -1,4 +1,5 @@
-"""The input shapes a network model accepts: those the BLS sends (:mod:`tts_triton.shapes`), read from its config."""
+"""The input shapes a network model accepts: those the BLS sends (:mod:`tts_triton.core.shapes`), read from its
+config."""
 
 from __future__ import annotations
 
@@ -6,16 +7,16 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tts_triton.contract import TensorSpec
-from tts_triton.layout import INPUT_AXES
+from tts_triton.core.contract import TensorSpec
+from tts_triton.core.layout import INPUT_AXES
+from tts_triton.core.shapes import AxisValues, axis_values, shape_problems
 from tts_triton.serving.params import config_tensors, parameters
-from tts_triton.shapes import AxisValues, axis_values, shape_problems
 
 __all__ = ["RequestShapes"]
 
 
 class RequestShapes:
-    """Checks a request's input shapes against those the BLS sends (:mod:`tts_triton.shapes`), before any
+    """Checks a request's input shapes against those the BLS sends (:mod:`tts_triton.core.shapes`), before any
     input is read: a network model calls :meth:`problems` with ``tensor.shape()`` of each input and answers
     INVALID_ARG when it returns anything.
 

@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tts_triton.config import LIMITS
-from tts_triton.contract import STOP_PARAMETER
+from tts_triton.core.config import LIMITS
+from tts_triton.core.contract import STOP_PARAMETER
 from tts_triton.errors import InvalidInput
 from tts_triton.serving.pipeline import Cancelled
 

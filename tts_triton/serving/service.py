@@ -16,13 +16,12 @@ import math
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tts_triton import audio
-from tts_triton.config import LIMITS, STREAMING, ModelConfig, StreamingConfig
-from tts_triton.contract import (
+from tts_triton.core import audio
+from tts_triton.core.config import LIMITS, STREAMING, ModelConfig, StreamingConfig
+from tts_triton.core.contract import (
     CONTROLS,
     EMOTION,
     PITCH,
@@ -33,14 +32,11 @@ from tts_triton.contract import (
     VOICE,
     VOLUME,
 )
+from tts_triton.core.voices import VoiceBank
 from tts_triton.errors import InvalidInput
 from tts_triton.serving.controls import Controls
 from tts_triton.serving.pipeline import Chunk, InferBackend, Pipeline
 from tts_triton.text import check_text, plan_text, text_to_sequences
-from tts_triton.voices import VoiceBank
-
-if TYPE_CHECKING:
-    from tts_triton.cache import UtteranceCache
 
 MAX_TEXT_CHARS = LIMITS.max_text_chars
 MIN_REFERENCE_SECONDS = LIMITS.min_reference_seconds
@@ -96,7 +92,7 @@ def _control(name: str, value: np.ndarray | None) -> float:
 def parse_request(inputs: dict[str, np.ndarray | None], words: bool = False) -> SynthesisRequest:
     """Validate raw input tensors (by contract name; absent optional inputs are None); ``words``: whether
     WORDS is requested. TEXT is checked by the front end (:func:`~tts_triton.text.check_text`), the
-    reference by :func:`check_reference`, the controls against :data:`~tts_triton.contract.CONTROLS`."""
+    reference by :func:`check_reference`, the controls against :data:`~tts_triton.core.contract.CONTROLS`."""
     controls = {"speed": _control(SPEED, inputs.get(SPEED)), "pitch": _control(PITCH, inputs.get(PITCH)),
                 "volume": _control(VOLUME, inputs.get(VOLUME)), "words": words}
     text = _string(TEXT, inputs.get(TEXT))
@@ -118,7 +114,7 @@ def parse_request(inputs: dict[str, np.ndarray | None], words: bool = False) -> 
 
 
 def check_reference(ref: np.ndarray, rate: np.ndarray | None) -> tuple[np.ndarray, int]:
-    """Reference samples (flat FP32) and their rate in Hz, within :data:`~tts_triton.config.LIMITS`;
+    """Reference samples (flat FP32) and their rate in Hz, within :data:`~tts_triton.core.config.LIMITS`;
     raises :class:`InvalidInput` naming REFERENCE_AUDIO or REFERENCE_SAMPLE_RATE otherwise."""
     if rate is None or rate.size != 1:
         raise InvalidInput(REFERENCE_SAMPLE_RATE, f"is required with {REFERENCE_AUDIO} (one INT32 value, in Hz)")
@@ -171,25 +167,16 @@ class TTSService:
     """Validated request -> sentences + style -> streamed :class:`Chunk` objects."""
 
     def __init__(self, cfg: ModelConfig, voice_bank: VoiceBank, streaming: StreamingConfig = STREAMING,
-                 style_cache: StyleCache | None = None, cache: UtteranceCache | None = None) -> None:
+                 style_cache: StyleCache | None = None) -> None:
         self.cfg = cfg
         self.voice_bank = voice_bank
         self.streaming = streaming
         self.style_cache = style_cache or StyleCache()
-        self.cache = cache
 
     def warm_up(self) -> None:
         """Run the front end once (loads espeak-ng and its voice data), so that the first request of a
         serving process does not pay for it."""
         text_to_sequences("Ready.", self.streaming.max_tokens)
-
-    def cached_stream(self, request: SynthesisRequest, backend: InferBackend,
-                      cancelled: Callable[[], bool] = lambda: False, *, use_cache: bool = True) -> AsyncIterator[Chunk]:
-        """:meth:`stream` through the utterance cache when the service has one and ``use_cache``."""
-        if self.cache is None:
-            return self.stream(request, backend, cancelled)
-        return self.cache.stream(request, lambda: self.stream(request, backend, cancelled), use=use_cache,
-                                 stopped=cancelled)
 
     async def stream(self, request: SynthesisRequest, backend: InferBackend,
                      cancelled: Callable[[], bool] = lambda: False) -> AsyncIterator[Chunk]:

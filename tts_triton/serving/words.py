@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tts_triton import audio
+from tts_triton.core import audio
 from tts_triton.text.plan import Word
 
 

@@ -1,6 +1,5 @@
-"""The text plan: what the decoder says, sentence by sentence, and which phonemes belong to which word.
-
-    plan_text("Hello there. It costs $5!")  # two Sentences; words "Hello", "there" | "It", "costs", "five", ...
+"""The text plan: what the decoder says, sentence by sentence, and which phonemes belong to which word
+(:func:`~tts_triton.text.planner.plan_text` makes it).
 
 A spoken word points back into the request's TEXT (``start``/``end``) and into its sentence's ids
 (``first``/``last``), so that word timings can be read off the decoder's alignment. Plain text and SSML
@@ -9,10 +8,7 @@ A spoken word points back into the request's TEXT (``start``/``end``) and into i
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-
-_FIRST_ELEMENT = re.compile(r"\ufeff?\s*<(?:\?xml|!|speak[\s/>])")
 
 
 @dataclass(frozen=True)
@@ -40,26 +36,3 @@ class Sentence:
     voice: str | None = None
     pause_before: float = 0.0
     pause_after: float = 0.0
-
-
-def plan_text(text: str, max_tokens: int | None = None) -> list[Sentence]:
-    """Plain text or SSML (first element <speak>) -> sentences; raises InvalidInput("TEXT", ...).
-
-    With ``max_tokens`` no sentence has more ids than that (a longer one is cut as
-    :func:`~tts_triton.text.frontend.text_to_sequences` cuts it; a word cut in two is in both pieces).
-    """
-    from tts_triton.text import frontend  # it builds on this module's dataclasses
-
-    if is_ssml(text):
-        try:
-            from tts_triton.text import ssml  # it needs defusedxml: plain text does without
-        except ImportError as e:
-            raise RuntimeError(f"SSML needs the defusedxml package (pip install defusedxml): {e}") from e
-        return ssml.plan_ssml(frontend.check_text(text), max_tokens)
-    return frontend.plan_plain(text, max_tokens)
-
-
-def is_ssml(text: str) -> bool:
-    """Whether TEXT is markup: its first element is ``<speak>`` (after an optional byte-order mark and XML
-    declaration; a DTD or comment there makes it markup too, which the parser then refuses or skips)."""
-    return isinstance(text, str) and _FIRST_ELEMENT.match(text) is not None

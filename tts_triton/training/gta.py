@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tts_triton.checkpoint import Checkpoint, fingerprint, resolve
 from tts_triton.data.corpus import MANIFEST, SUMMARY, audio_shard_name, mel_shard_name
 from tts_triton.data.dataset import AcousticDataset, Corpus
+from tts_triton.models.checkpoint import Checkpoint, fingerprint, resolve
 from tts_triton.training.devices import pick_device
 from tts_triton.training.logs import StepProgress
 from tts_triton.training.schedule import Budget

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tts_triton.audio import mel_spectrogram_torch
+from tts_triton.core.audio import mel_spectrogram_torch
 from tts_triton.models.hifigan import LRELU_SLOPE, same_padding, weight_norm
 
 #: (real_scores, fake_scores, real_fmaps, fake_fmaps), one entry per sub-discriminator.

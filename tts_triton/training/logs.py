@@ -10,13 +10,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from tts_triton.figures import pyplot, save_figure
-from tts_triton.progress import ProgressLine
+from tts_triton.jobs.figures import pyplot, save_figure
+from tts_triton.jobs.progress import ProgressLine
 from tts_triton.training.schedule import Budget
 
 
 class StepProgress:
-    """A :class:`~tts_triton.progress.ProgressLine` of training steps, at most every ``every`` seconds (and when
+    """A :class:`~tts_triton.jobs.progress.ProgressLine` of training steps, at most every ``every`` seconds (and when
     forced): step, steps/s, losses, and the time left of the budget."""
 
     def __init__(self, tag: str, budget: Budget, first_step: int, max_steps: int | None, every: float = 30.0) -> None:

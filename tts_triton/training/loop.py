@@ -25,8 +25,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tts_triton.checkpoint import Checkpoint
-from tts_triton.config import DecoderConfig, VocoderConfig
+from tts_triton.core.config import DecoderConfig, VocoderConfig
+from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.training.devices import Ranks, pick_device
 from tts_triton.training.logs import JsonlLog, Mean, StepProgress, plot_losses
 from tts_triton.training.runs import (

@@ -2,7 +2,7 @@
 
     python -m tts_triton.training.merge --acoustic A.pt --vocoder V.pt --out voice.pt [--half]
 
-:mod:`tts_triton.release` then makes the result the default voice.
+:mod:`tts_triton.export.release` then makes the result the default voice.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tts_triton.checkpoint import Checkpoint, load_checkpoint
+from tts_triton.models.checkpoint import Checkpoint, load_checkpoint
 from tts_triton.training.runs import both_trained, part_info
 
 

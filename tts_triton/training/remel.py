@@ -31,9 +31,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tts_triton import audio
-from tts_triton.checkpoint import Checkpoint, load_checkpoint
+from tts_triton.core import audio
 from tts_triton.models.acoustic import AcousticModel
+from tts_triton.models.checkpoint import Checkpoint, load_checkpoint
 from tts_triton.models.hifigan import Generator
 from tts_triton.training.runs import command_line
 

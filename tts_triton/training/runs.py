@@ -1,7 +1,7 @@
 """Where a training run starts and what it records: the checkpoint or state it starts from, the state it saves
 for ``--resume``, and the history kept in the checkpoint's ``info``.
 
-Both trainers start from a :mod:`tts_triton.checkpoint` file (``--init``) or from the seeded initialisation of
+Both trainers start from a :mod:`tts_triton.models.checkpoint` file (``--init``) or from the seeded initialisation of
 a config, and write a whole checkpoint (config, acoustic model, generator) in which their own part is trained
 and the other part is carried over from where they started. Two ways to go on from an earlier run:
 
@@ -24,8 +24,8 @@ from typing import Any
 
 import torch
 
-from tts_triton.checkpoint import Checkpoint, init_checkpoint, load_checkpoint
-from tts_triton.config import ModelConfig, VocoderConfig
+from tts_triton.core.config import ModelConfig, VocoderConfig
+from tts_triton.models.checkpoint import Checkpoint, init_checkpoint, load_checkpoint
 
 #: In a run's ``--out`` folder: the training state for ``--resume``, and the run's checkpoint (whole voice).
 STATE_FILE = "state.pt"

@@ -43,9 +43,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from tts_triton.checkpoint import Checkpoint
 from tts_triton.data.dataset import AcousticDataset, collate_acoustic
 from tts_triton.models.acoustic import AcousticModel, AcousticOutput
+from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.models.style_encoder import StyleEncoder
 from tts_triton.training.devices import autocast
 from tts_triton.training.logs import Mean, plot_panels

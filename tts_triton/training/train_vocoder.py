@@ -51,9 +51,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
-from tts_triton import audio
-from tts_triton.checkpoint import Checkpoint
+from tts_triton.core import audio
 from tts_triton.data.dataset import VocoderDataset
+from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.models.hifigan import Generator
 from tts_triton.training.devices import autocast, join_ranks
 from tts_triton.training.hifigan_losses import (

@@ -37,7 +37,7 @@ both models answer repeats from Redis and count ``tts_cache_*`` metrics; the req
 = false opts one request out.
 
 Config parameters: ``model_config`` (ModelConfig JSON), ``voice_bank`` (VoiceBank JSON), ``first_chunk_first``
-(``"true"``: :attr:`~tts_triton.config.StreamingConfig.first_chunk_first` for ``tts``; ``tts_offline`` ignores it),
+(``"true"``: :attr:`~tts_triton.core.config.StreamingConfig.first_chunk_first` for ``tts``; ``tts_offline`` ignores it),
 ``max_streams`` (the admission bound; absent or 0: none).
 
 This module is a thin adapter: request handling lives in :mod:`tts_triton.serving.service`, the
@@ -59,11 +59,12 @@ from typing import Any
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from tts_triton import audio, contract
 from tts_triton.cache.deployment import cache_wanted, open_cache
-from tts_triton.config import STREAMING, ModelConfig
-from tts_triton.layout import FIRST_CHUNK_FIRST, MAX_STREAMS, MODEL_CONFIG, VOICE_BANK
-from tts_triton.memory import lift_file_size_limit
+from tts_triton.core import audio, contract
+from tts_triton.core.config import STREAMING, ModelConfig
+from tts_triton.core.layout import FIRST_CHUNK_FIRST, MAX_STREAMS, MODEL_CONFIG, VOICE_BANK
+from tts_triton.core.voices import VoiceBank
+from tts_triton.ops.memory import lift_file_size_limit
 from tts_triton.serving.gate import ProgressGate
 from tts_triton.serving.params import int_parameter, parameters
 from tts_triton.serving.pipeline import Cancelled, Chunk
@@ -80,12 +81,11 @@ from tts_triton.serving.requests import (
 from tts_triton.serving.service import TTSService, parse_request
 from tts_triton.serving.words import WordTime, words_json
 from tts_triton.triton.utils import error_response, read_inputs
-from tts_triton.voices import VoiceBank
 
 
 class BlsBackend:
     """:class:`~tts_triton.serving.pipeline.InferBackend` over BLS calls to the other models (CPU tensors);
-    requests every output but the :data:`~tts_triton.contract.DIAGNOSTIC_OUTPUTS` not in ``diagnostic``."""
+    requests every output but the :data:`~tts_triton.core.contract.DIAGNOSTIC_OUTPUTS` not in ``diagnostic``."""
 
     def __init__(self, cfg: ModelConfig, diagnostic: frozenset[str] = frozenset()) -> None:
         specs = {**contract.network_specs(cfg), contract.ENCODE: contract.encode_spec(cfg)}
@@ -140,9 +140,8 @@ class TritonPythonModel:
         cache = open_cache(os.environ, args.get("model_repository"), config["name"], self.cfg.to_dict(),
                            streaming, sample_rate=audio.SAMPLE_RATE, family=counter_family,
                            log=self.logger.log_warn)
-        self.cache_meter = cache[1] if cache else None
-        self.service = TTSService(self.cfg, VoiceBank.from_json(params[VOICE_BANK]), streaming,
-                                  cache=cache[0] if cache else None)
+        self.cache, self.cache_meter = cache if cache else (None, None)
+        self.service = TTSService(self.cfg, VoiceBank.from_json(params[VOICE_BANK]), streaming)
         self.service.warm_up()
         self.backend = BlsBackend(self.cfg)
         self.timing_backend = BlsBackend(self.cfg, frozenset({"alignment"}))  # for requests that want WORDS
@@ -224,9 +223,15 @@ class TritonPythonModel:
             def stopped() -> bool:
                 return self.stops.posted(request_id)
 
-            chunks = self.service.cached_stream(parsed, backend,
-                                                lambda: deadline.passed() or request.is_cancelled() or stopped(),
-                                                use_cache=cache_wanted(request.parameters()))
+            def cancelled() -> bool:
+                return deadline.passed() or request.is_cancelled() or stopped()
+
+            def synthesize() -> AsyncIterator[Chunk]:
+                return self.service.stream(parsed, backend, cancelled)
+
+            # the utterance cache wraps the synthesis from outside: a hit never reaches the service
+            chunks = (self.cache.stream(parsed, synthesize, use=cache_wanted(request.parameters()), stopped=cancelled)
+                      if self.cache is not None else synthesize())
             try:
                 async with contextlib.aclosing(chunks):
                     async for chunk in chunks:

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from tts_triton.layout import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE
-from tts_triton.memory import lift_file_size_limit
-from tts_triton.onnx_io import io_mismatches
+from tts_triton.core.layout import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE
+from tts_triton.core.onnx_io import io_mismatches
+from tts_triton.ops.memory import lift_file_size_limit
 from tts_triton.serving.batching import Feed, batch_groups, merge, split
 from tts_triton.serving.params import config_tensors, int_parameter
 from tts_triton.serving.request_shapes import RequestShapes

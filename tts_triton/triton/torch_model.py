@@ -1,11 +1,11 @@
 """Triton Python-backend model running one network's PyTorch stage on a GPU (the ``torch-cuda`` target).
 
 Generic over the network: the model's name picks the stage of the version directory's checkpoint
-(``model.pt``, see :mod:`tts_triton.checkpoint`), built with the repository's ``model_config``. The
+(``model.pt``, see :mod:`tts_triton.models.checkpoint`), built with the repository's ``model_config``. The
 instance runs on the GPU Triton gives it (``KIND_GPU``; one instance per listed GPU) and captures a
 CUDA graph for every batch bucket and axis size the decode loop sends before the model reports ready
 (:class:`~tts_triton.serving.graphs.StageRunner`). Each ``execute`` checks every request's shapes
-against :mod:`tts_triton.shapes` (anything else gets INVALID_ARG, before any work), runs the requests
+against :mod:`tts_triton.core.shapes` (anything else gets INVALID_ARG, before any work), runs the requests
 that agree in shape as one padded call, and answers with CPU tensors (a GPU tensor returned across the
 BLS boundary costs far more than the copy).
 
@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from tts_triton.checkpoint import load_checkpoint
-from tts_triton.config import ModelConfig
-from tts_triton.contract import network_specs
-from tts_triton.layout import BATCH_BUDGET, CHECKPOINT_FILE, CUDA_GRAPHS, FP16, INTRA_OP_THREADS, MODEL_CONFIG
-from tts_triton.memory import lift_file_size_limit
+from tts_triton.core.config import ModelConfig
+from tts_triton.core.contract import network_specs
+from tts_triton.core.layout import BATCH_BUDGET, CHECKPOINT_FILE, CUDA_GRAPHS, FP16, INTRA_OP_THREADS, MODEL_CONFIG
+from tts_triton.models.checkpoint import load_checkpoint
+from tts_triton.ops.memory import lift_file_size_limit
 from tts_triton.serving.graphs import StageRunner
 from tts_triton.serving.params import config_tensors, int_parameter, parameters
 from tts_triton.serving.request_shapes import RequestShapes

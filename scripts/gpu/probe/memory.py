@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from tts_triton import contract
+from tts_triton.core import contract
 
 REPLAYS = 60  # per batch size: the median of this many is stable to ~1 %
 
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import torch  # heavy: after --help
 
-    from tts_triton.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+    from tts_triton.models.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
     from tts_triton.serving.graphs import StageRunner
 
     if not torch.cuda.is_available():

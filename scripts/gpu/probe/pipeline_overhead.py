@@ -14,12 +14,12 @@ import time
 
 import numpy as np
 
-from tts_triton import contract
 from tts_triton.bench.workload import SENTENCES
-from tts_triton.checkpoint import DEFAULT_CHECKPOINT, DEFAULT_VOICE_BANK, load_checkpoint
+from tts_triton.core import contract
+from tts_triton.core.voices import VoiceBank
 from tts_triton.export.repository import RepositorySettings
+from tts_triton.models.checkpoint import DEFAULT_CHECKPOINT, DEFAULT_VOICE_BANK, load_checkpoint
 from tts_triton.serving.service import TTSService, parse_request
-from tts_triton.voices import VoiceBank
 
 
 class InstantBackend:

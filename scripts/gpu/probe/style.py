@@ -22,10 +22,10 @@ import soundfile as sf
 import torch
 import tritonclient.grpc as grpcclient
 
-from tts_triton import audio, contract
-from tts_triton.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
 from tts_triton.client import TTSClient
-from tts_triton.endpoints import DEFAULT_GRPC_URL
+from tts_triton.core import audio, contract
+from tts_triton.core.endpoints import DEFAULT_GRPC_URL
+from tts_triton.models.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
 
 SENTENCE = "The quick brown fox jumps over the lazy dog."
 

@@ -23,10 +23,10 @@ from typing import Any
 import tritonclient.grpc as grpcclient
 
 from tts_triton.bench.workload import SENTENCES
-from tts_triton.build import ensure_repository
 from tts_triton.client import AsyncTTSClient
-from tts_triton.config import STREAMING
-from tts_triton.embedded import embedded_server, triton_home
+from tts_triton.core.config import STREAMING
+from tts_triton.export.build import ensure_repository
+from tts_triton.ops.embedded import embedded_server, triton_home
 from tts_triton.text import text_to_sequences
 
 NETWORKS = ("text_encoder", "decoder", "vocoder")

@@ -22,16 +22,16 @@ from pathlib import Path
 
 import numpy as np
 
-from tts_triton.audio import snr_db
-from tts_triton.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
 from tts_triton.client import TTSClient
-from tts_triton.endpoints import DEFAULT_GRPC_URL
+from tts_triton.core.audio import snr_db
+from tts_triton.core.endpoints import DEFAULT_GRPC_URL
+from tts_triton.core.layout import VOICE_BANK_FILE
+from tts_triton.core.voices import VoiceBank
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
-from tts_triton.layout import VOICE_BANK_FILE
+from tts_triton.models.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
 from tts_triton.serving.backends import TorchBackend
 from tts_triton.serving.pipeline import Pipeline
 from tts_triton.text import text_to_sequences
-from tts_triton.voices import VoiceBank
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """What a request leaves in the server's memory once it has ended, rejected requests included.
 
-Three guards, applied by :class:`tts_triton.server.TritonServer` and, in the serving image and the Helm chart,
-by ``python -m tts_triton.memory tritonserver ARGS...`` (applies them, then execs the server):
+Three guards, applied by :class:`tts_triton.ops.triton_server.TritonServer` and, in the serving image and the Helm
+chart, by ``python -m tts_triton.ops.memory tritonserver ARGS...`` (applies them, then execs the server):
 
 - **Allocator**: tritonserver (and the stubs it starts) run with jemalloc through ``LD_PRELOAD``, set to hand
   freed pages back within a second (:data:`ALLOCATORS`); glibc's malloc kept most of each large request.
@@ -61,7 +61,7 @@ DEFAULT_ALLOCATOR = "jemalloc"
 SHM_REGION_LIMIT_MB = 64
 #: tritonserver options of the guards (later options on the command line override them).
 SERVER_ARGS = ("--grpc-infer-allocation-pool-size=0",)
-#: Environment variables read by ``python -m tts_triton.memory``: the allocator and the region cap in MiB.
+#: Environment variables read by ``python -m tts_triton.ops.memory``: the allocator and the region cap in MiB.
 ALLOCATOR_ENV, SHM_LIMIT_ENV = "TTS_TRITON_ALLOCATOR", "TTS_TRITON_SHM_REGION_MB"
 
 
@@ -74,10 +74,12 @@ def configured(env: Mapping[str, str]) -> tuple[str, int]:
     return env.get(ALLOCATOR_ENV, DEFAULT_ALLOCATOR), int(value)
 
 
-def find_library(name: str) -> Path | None:
-    """The shared library ``name`` in the system's library folders, or None."""
+def find_library(name: str, library_path: str = "") -> Path | None:
+    """The shared library ``name`` in the folders of ``library_path`` (``LD_LIBRARY_PATH``'s form: the GPU host's
+    unpacked Debian packages, scripts/gpu/espeak-env.sh), then in the system's library folders, or None."""
     multiarch = sysconfig.get_config_var("MULTIARCH") or ""
-    folders = [f"/usr/lib/{multiarch}", f"/lib/{multiarch}", "/usr/lib64", "/usr/lib", "/usr/local/lib"]
+    folders = [*filter(None, library_path.split(":")),
+               f"/usr/lib/{multiarch}", f"/lib/{multiarch}", "/usr/lib64", "/usr/lib", "/usr/local/lib"]
     return next((Path(d) / name for d in folders if (Path(d) / name).is_file()), None)
 
 
@@ -90,7 +92,7 @@ def allocator_environment(allocator: str, env: Mapping[str, str]) -> dict[str, s
     if allocator not in ALLOCATORS:
         raise ValueError(f"the allocator ({ALLOCATOR_ENV}) must be one of {[*ALLOCATORS, GLIBC]}, not {allocator!r}")
     library, settings = ALLOCATORS[allocator]
-    path = find_library(library)
+    path = find_library(library, env.get("LD_LIBRARY_PATH", ""))
     if path is None:
         log.warning("%s not found (Debian/Ubuntu package %s): tritonserver runs with glibc's malloc, which keeps "
                     "memory of large requests", library, "libjemalloc2" if allocator == "jemalloc"
@@ -127,18 +129,18 @@ def rotate_log(path: Path, limit_mb: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
-    """``python -m tts_triton.memory SERVER [ARGS...]``: exec ``SERVER`` with :data:`SERVER_ARGS` before
+    """``python -m tts_triton.ops.memory SERVER [ARGS...]``: exec ``SERVER`` with :data:`SERVER_ARGS` before
     ``ARGS``, with the allocator and the region cap the environment asks for (:func:`configured`)."""
-    logging.basicConfig(format="tts_triton.memory: %(message)s")
+    logging.basicConfig(format="tts_triton.ops.memory: %(message)s")
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
-        sys.exit("usage: python -m tts_triton.memory tritonserver [ARGS...]")
+        sys.exit("usage: python -m tts_triton.ops.memory tritonserver [ARGS...]")
     env = dict(os.environ)
     try:
         allocator, limit_mb = configured(env)
         env |= allocator_environment(allocator, env)
     except ValueError as err:
-        sys.exit(f"tts_triton.memory: {err}")
+        sys.exit(f"tts_triton.ops.memory: {err}")
     limit_file_size(limit_mb)
     os.execvpe(args[0], [args[0], *SERVER_ARGS, *args[1:]], env)
 

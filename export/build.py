@@ -13,8 +13,12 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tts_triton import contract
-from tts_triton.checkpoint import (
+from tts_triton.core import contract
+from tts_triton.core.layout import VOICE_BANK_FILE
+from tts_triton.core.paths import cache_dir, default_model_repository
+from tts_triton.export.digest import file_sha256
+from tts_triton.export.targets import DEFAULT_TARGET, RUNTIME_TARGETS
+from tts_triton.models.checkpoint import (
     DEFAULT_CHECKPOINT,
     DEFAULT_VOICE_BANK,
     UNTRAINED_LABEL,
@@ -22,10 +26,6 @@ from tts_triton.checkpoint import (
     init_checkpoint,
     load_checkpoint,
 )
-from tts_triton.digest import file_sha256
-from tts_triton.export.targets import DEFAULT_TARGET, RUNTIME_TARGETS
-from tts_triton.layout import VOICE_BANK_FILE
-from tts_triton.paths import cache_dir, default_model_repository
 
 if TYPE_CHECKING:
     from tts_triton.export.repository import RepositorySettings
@@ -34,11 +34,11 @@ if TYPE_CHECKING:
 def exporter_fingerprint() -> str:
     """sha256 of the sources that shape the exported graphs (the networks, the audio constants, the
     configs, the contract, the exporter): part of the ONNX cache's key, so new code exports anew."""
-    root = Path(__file__).resolve().parent
-    exporter = importlib.util.find_spec("tts_triton.export.onnx_export")
-    assert exporter is not None and exporter.origin is not None
-    sources = [*sorted((root / "models").glob("*.py")), root / "audio.py", root / "config.py", root / "contract.py",
-               Path(exporter.origin)]
+    modules = [importlib.util.find_spec(f"tts_triton.{name}") for name in
+               ("models", "core.audio", "core.config", "core.contract", "export.onnx_export")]
+    assert all(spec is not None and spec.origin is not None for spec in modules)
+    networks, *files = (Path(spec.origin) for spec in modules)  # type: ignore[union-attr,arg-type]
+    sources = [*sorted(networks.parent.glob("*.py")), *files]
     h = hashlib.sha256()
     for path in sources:
         h.update(path.name.encode())
@@ -66,8 +66,8 @@ def ensure_repository(out: Path | None = None, *, checkpoint: Path | None = None
     """Build ``out`` for ``target`` (with ``settings``, default the target's) unless it is already current;
     returns ``out``.
 
-    ``out`` defaults to :func:`~tts_triton.paths.default_model_repository`, ``cache`` (exported ONNX files and
-    voice banks) to :func:`~tts_triton.paths.cache_dir`, both read at the call (so ``$XDG_CACHE_HOME`` counts).
+    ``out`` defaults to :func:`~tts_triton.core.paths.default_model_repository`, ``cache`` (exported ONNX files and
+    voice banks) to :func:`~tts_triton.core.paths.cache_dir`, both read at the call (so ``$XDG_CACHE_HOME`` counts).
 
     ``engines_dir`` holds the TensorRT plans the ``tensorrt`` target needs (``EnginesMissingError``
     without them); given, the repository is always rewritten, since plans are not part of its fingerprint.

@@ -21,14 +21,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from tts_triton.config import ModelConfig
-from tts_triton.layout import VOICE_BANK_FILE
+from tts_triton.core.config import ModelConfig
+from tts_triton.core.layout import VOICE_BANK_FILE
 from tts_triton.models.acoustic import AcousticModel
 from tts_triton.models.hifigan import Generator, load_generator_state
 from tts_triton.models.stages import build_stages
 
 FORMAT = "tts-triton/1"
-ASSETS = Path(__file__).parent / "assets"
+ASSETS = Path(__file__).parents[1] / "assets"
 DEFAULT_CHECKPOINT = ASSETS / "default_voice.pt"
 #: The default voice's voice bank, shipped beside it.
 DEFAULT_VOICE_BANK = ASSETS / VOICE_BANK_FILE
@@ -120,7 +120,7 @@ def read_config(path: Path) -> ModelConfig:
 def load_checkpoint(path: Path, *, any_mel: bool = False) -> Checkpoint:
     """Load a checkpoint file written by :meth:`Checkpoint.save` (fp16 tensors come back as fp32).
 
-    Raises ``ValueError`` when its networks read another mel than :mod:`tts_triton.audio` computes,
+    Raises ``ValueError`` when its networks read another mel than :mod:`tts_triton.core.audio` computes,
     unless ``any_mel`` (for :mod:`tts_triton.training.remel`, which carries such a checkpoint over).
     """
     data = _read(path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tts_triton.config import ModelConfig
+from tts_triton.core.config import ModelConfig
 
 Dim = int | str
 

@@ -3,7 +3,7 @@
 Triton's own ``/v2/health/ready`` and ``/v2/models/<m>/ready`` stay 200 when a Python backend stub has
 died (every request to that model then fails). :func:`check_health` instead runs, side by side, one
 tiny real inference through each network model (the smallest shape the BLS sends, read from the
-model's config and :mod:`tts_triton.shapes`), through ``tts_offline`` and through a ``tts`` stream
+model's config and :mod:`tts_triton.core.shapes`), through ``tts_offline`` and through a ``tts`` stream
 (which must end with its FINAL response), each bounded by ``timeout``, and, when the server process is
 visible (same host or container), looks for each Python model's stub processes. Each model is then:
 
@@ -14,11 +14,11 @@ visible (same host or container), looks for each Python model's stub processes. 
   model, server gone), or a stub instance of it no longer exists (a dead BLS stub never answers at all).
 
 Liveness and self-healing act on ``dead`` only; readiness wants every model ``ok`` and no drain marker.
-Used by ``tts-triton serve`` (:mod:`tts_triton.supervisor` reloads a dead model) and by the Helm chart's
+Used by ``tts-triton serve`` (:mod:`tts_triton.ops.supervisor` reloads a dead model) and by the Helm chart's
 probes::
 
-    python -m tts_triton.health --url localhost:8001 --probe liveness   # exit 1 only when a model is dead
-    python -m tts_triton.health --url localhost:8001 --probe readiness  # exit 1 unless all ok, not draining
+    python -m tts_triton.ops.health --url localhost:8001 --probe liveness   # exit 1 only when a model is dead
+    python -m tts_triton.ops.health --url localhost:8001 --probe readiness  # exit 1 unless all ok, not draining
 """
 
 from __future__ import annotations
@@ -39,12 +39,12 @@ from typing import Any, Literal
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from tts_triton import contract
-from tts_triton.config import ModelConfig
-from tts_triton.endpoints import DEFAULT_GRPC_URL
-from tts_triton.server import port_holders
+from tts_triton.core import contract
+from tts_triton.core.config import ModelConfig
+from tts_triton.core.endpoints import DEFAULT_GRPC_URL
+from tts_triton.core.shapes import axis_values
+from tts_triton.ops.triton_server import port_holders
 from tts_triton.serving.request_shapes import RequestShapes
-from tts_triton.shapes import axis_values
 
 __all__ = ["DEAD", "DRAIN_MARK_ENV", "HEALTH_TEXT", "OK", "SLOW", "HealthReport", "ModelHealth", "check_health",
            "classify_error", "draining", "main", "missing_stubs", "smallest_inputs"]
@@ -287,8 +287,8 @@ def check_health(url: str, *, timeout: float = 10.0, models: Sequence[str] = CHE
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tts_triton.health``: exit status 0 when the probe passes, 1 otherwise."""
-    parser = argparse.ArgumentParser(prog="python -m tts_triton.health", description=__doc__.split("\n\n")[0])
+    """``python -m tts_triton.ops.health``: exit status 0 when the probe passes, 1 otherwise."""
+    parser = argparse.ArgumentParser(prog="python -m tts_triton.ops.health", description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default=DEFAULT_GRPC_URL, help="gRPC endpoint, host:port")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds each model may take")
     parser.add_argument("--probe", choices=("full", "liveness", "readiness"), default="full",

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tts_triton.server import TritonInstall, TritonNotFoundError, TritonServer, free_ports
+from tts_triton.ops.triton_server import TritonInstall, TritonNotFoundError, TritonServer, free_ports
 
 __all__ = ["BUNDLE_VERSION", "TRITON_HOME_ENV", "EmbeddedServer", "bundle_install", "embedded_server",
            "triton_home"]
@@ -39,7 +39,7 @@ def triton_home(explicit: Path | None = None) -> Path | None:
 
 
 def bundle_install(home: Path) -> TritonInstall:
-    """The :class:`~tts_triton.server.TritonInstall` of a Triton bundle unpacked at ``home``; raises
+    """The :class:`~tts_triton.ops.triton_server.TritonInstall` of a Triton bundle unpacked at ``home``; raises
     ``TritonNotFoundError`` naming what is missing."""
     install = TritonInstall(version=BUNDLE_VERSION, server=home / "bin" / "tritonserver",
                             python_backend=home / "backends" / "python",
@@ -52,8 +52,9 @@ def bundle_install(home: Path) -> TritonInstall:
 
 
 class EmbeddedServer(TritonServer):
-    """A :class:`~tts_triton.server.TritonServer` whose environment also holds ``environment`` (e.g. settings the
-    models read), and which runs a bundle's server with the bundle's library path (see the module docstring)."""
+    """A :class:`~tts_triton.ops.triton_server.TritonServer` whose environment also holds ``environment`` (e.g.
+    settings the models read), and which runs a bundle's server with the bundle's library path (see the module
+    docstring)."""
 
     def __init__(self, model_repository: Path, *, environment: Mapping[str, str] | None = None,
                  **options: Any) -> None:

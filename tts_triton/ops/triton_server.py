@@ -42,11 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from tts_triton import memory
-from tts_triton.endpoints import GRPC_PORT, HTTP_PORT, METRICS_PORT
-from tts_triton.mps import MpsDaemon, MpsError
-from tts_triton.paths import cache_dir
-from tts_triton.ports import bindable, free_port, free_ports, listening_inodes, port_holders, socket_inodes
+from tts_triton.core.endpoints import GRPC_PORT, HTTP_PORT, METRICS_PORT
+from tts_triton.core.paths import cache_dir
+from tts_triton.ops import memory
+from tts_triton.ops.mps import MpsDaemon, MpsError
+from tts_triton.ops.ports import bindable, free_port, free_ports, listening_inodes, port_holders, socket_inodes
 
 __all__ = ["PortInUseError", "TritonInstall", "TritonNotFoundError", "TritonServer", "TritonServerError", "check_ports",
            "find_triton", "free_port", "free_ports", "port_holders", "prepare_backends", "set_parent_death_signal"]
@@ -235,7 +235,7 @@ _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded at import: a preexec_fn shou
 def set_parent_death_signal(sig: int, parent: int, file_size_mb: int = 0) -> None:
     """Have the kernel send this process ``sig`` when the thread that forked it dies (``PR_SET_PDEATHSIG``,
     kept across exec); exit at once if ``parent`` is already gone (this process was re-parented). With
-    ``file_size_mb``, also cap the files it grows (:func:`tts_triton.memory.limit_file_size`)."""
+    ``file_size_mb``, also cap the files it grows (:func:`tts_triton.ops.memory.limit_file_size`)."""
     memory.limit_file_size(file_size_mb)
     _LIBC.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
     if os.getppid() != parent:
@@ -297,12 +297,12 @@ class TritonServer:
       loading) answer only requests carrying the header ``ADMIN_HEADER: admin_key`` (default: a random key).
     - The Python backend's shared-memory regions are named ``shm_prefix`` + a UUID; ``stop`` removes
       those left behind (a stub that died leaves its region in ``/dev/shm``).
-    - Memory guards (:mod:`tts_triton.memory`): ``allocator`` (``LD_PRELOAD``, glibc's when the library is
+    - Memory guards (:mod:`tts_triton.ops.memory`): ``allocator`` (``LD_PRELOAD``, glibc's when the library is
       missing: a warning says so), no gRPC request pool, and Python-backend regions capped at
       ``shm_region_limit_mb`` MiB (0: no cap; a request whose inputs do not fit is refused before it is copied);
-      both default to what the environment asks for (:func:`tts_triton.memory.configured`).
+      both default to what the environment asks for (:func:`tts_triton.ops.memory.configured`).
     - With ``mps``, ``start`` first starts a CUDA MPS control daemon of the server's own
-      (:class:`~tts_triton.mps.MpsDaemon`; its absence is a ``TritonServerError``) and ``stop`` ends it.
+      (:class:`~tts_triton.ops.mps.MpsDaemon`; its absence is a ``TritonServerError``) and ``stop`` ends it.
     """
 
     def __init__(
@@ -390,7 +390,7 @@ class TritonServer:
             f"--metrics-address={self.host}",
             f"--metrics-port={self.metrics_port}",
             # explicit: every model loaded at start, and one model can be reloaded or unloaded later
-            # (tts_triton.model_control: per-model healing, drain)
+            # (tts_triton.ops.model_control: per-model healing, drain)
             "--model-control-mode=explicit",
             "--load-model=*",
             "--exit-on-error=true",

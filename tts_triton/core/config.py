@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tts_triton import audio
+from tts_triton.core import audio
 from tts_triton.text.symbols import N_SYMBOLS
 
 
@@ -125,7 +125,7 @@ class ModelConfig:
     """Everything needed to rebuild the four networks."""
 
     n_mels: int = audio.N_MELS
-    #: Upper edge (Hz) of the mel the networks were trained on; checked against :mod:`tts_triton.audio`.
+    #: Upper edge (Hz) of the mel the networks were trained on; checked against :mod:`tts_triton.core.audio`.
     mel_fmax: float = audio.FMAX
     text: TextEncoderConfig = field(default_factory=TextEncoderConfig)
     style: StyleEncoderConfig = field(default_factory=StyleEncoderConfig)
@@ -140,7 +140,7 @@ class ModelConfig:
         return dataclasses.asdict(self)
 
     def check_mel(self) -> None:
-        """Raise ``ValueError`` unless the networks read the mel :mod:`tts_triton.audio` computes."""
+        """Raise ``ValueError`` unless the networks read the mel :mod:`tts_triton.core.audio` computes."""
         if (self.n_mels, self.mel_fmax) != (audio.N_MELS, audio.FMAX):
             raise ValueError(
                 f"the networks were trained on {self.n_mels} mel bins up to {self.mel_fmax:g} Hz, but this version "
@@ -254,7 +254,7 @@ class RequestLimits:
     def reference_frames(self) -> tuple[int, int]:
         """The fewest and most mel frames of a reference clip (after resampling to the model's rate)."""
         rate, hop = audio.SAMPLE_RATE, audio.HOP_LENGTH
-        # one mel frame per hop (tts_triton.audio); one frame of slack for the resampler's rounding
+        # one mel frame per hop (tts_triton.core.audio); one frame of slack for the resampler's rounding
         return int(self.min_reference_seconds * rate) // hop, int(self.max_reference_seconds * rate) // hop + 1
 
 

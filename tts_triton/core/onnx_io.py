@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tts_triton.contract import TensorSpec
+from tts_triton.core.contract import TensorSpec
 
 if TYPE_CHECKING:
     import onnxruntime as ort

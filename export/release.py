@@ -1,9 +1,9 @@
 """Make a trained checkpoint the default voice (``tts_triton/assets/default_voice.pt``, fp16) with its
 voice bank (``voice_bank.json`` beside it) built from held-out clips::
 
-    python -m tts_triton.release ship --checkpoint voice.pt [--metrics results.json] [--out PATH]
+    python -m tts_triton.export.release ship --checkpoint voice.pt [--metrics results.json] [--out PATH]
 
-The bank holds every voice the checkpoint learned (:attr:`~tts_triton.checkpoint.Checkpoint.voices`: slt's
+The bank holds every voice the checkpoint learned (:attr:`~tts_triton.models.checkpoint.Checkpoint.voices`: slt's
 presets from flite's renderings, the others' from espeak-ng's), and its default voice is the first of
 :data:`~tts_triton.export.voice_bank.DEFAULT_VOICES` the checkpoint learned: shipping a checkpoint that learned
 the natural voice makes it the default, which serving, the gateway and the clients then read from the bank.
@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from tts_triton.checkpoint import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
+from tts_triton.core.layout import VOICE_BANK_FILE
+from tts_triton.core.voices import VoiceBank
 from tts_triton.export.voice_bank import build_voice_bank, teacher_references, validation_texts, voice_names
-from tts_triton.layout import VOICE_BANK_FILE
+from tts_triton.models.checkpoint import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
 from tts_triton.training.runs import command_line
-from tts_triton.voices import VoiceBank
 
-MODULE = "tts_triton.release"
+MODULE = "tts_triton.export.release"
 
 
 def heldout_references(count: int, voices: Sequence[str]) -> dict[tuple[str, str], list[np.ndarray]]:

@@ -1,7 +1,7 @@
 """The shapes the decode loop sends to each network, defined once.
 
-Every dynamic axis of :mod:`tts_triton.contract` takes values from a small set that the
-:class:`~tts_triton.config.StreamingConfig` and :class:`~tts_triton.config.RequestLimits` fix: token
+Every dynamic axis of :mod:`tts_triton.core.contract` takes values from a small set that the
+:class:`~tts_triton.core.config.StreamingConfig` and :class:`~tts_triton.core.config.RequestLimits` fix: token
 counts are padded to ``token_buckets``, vocoder calls hold one of ``vocoder_frames``, reference mels are
 bounded by the reference-audio limits. Batches are padded to :func:`batch_buckets`. The GPU runtime
 captures one CUDA graph per (batch bucket, axis value), the TensorRT builder writes one optimization
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tts_triton import contract
-from tts_triton.config import LIMITS, STREAMING, RequestLimits, StreamingConfig
+from tts_triton.core import contract
+from tts_triton.core.config import LIMITS, STREAMING, RequestLimits, StreamingConfig
 
 
 @dataclass(frozen=True)
