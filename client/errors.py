@@ -1,21 +1,21 @@
 """Typed errors of the client, and their classification from what the server sent.
 
-Non-streaming calls carry a status (gRPC ``StatusCode.*`` or an HTTP code) and are classified by
-it alone. Over a gRPC stream Triton delivers an error as a message only, so stream errors (no
-status) are classified by their text: the server's contract is that a bad-input message names the
-input tensor (:data:`tts_triton.core.contract.TTS_INPUTS`).
+The server marks every error it sends with its kind (:data:`tts_triton.errors.KINDS`, read by
+:func:`~tts_triton.errors.read_mark`): the mark decides, on a stream (where Triton delivers an error as a
+message only) and off it, and the error's ``message`` is the server's without the mark. An unmarked error
+(Triton's or the transport's own) is classified by its status (gRPC ``StatusCode.*`` or an HTTP code); one
+with neither, by :data:`TRITON_TEXTS`, the fixed texts of Triton's own stream errors, which carry no mark.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator
 
 import grpc
 from tritonclient.utils import InferenceServerException
 
-from tts_triton.core.contract import TTS_INPUTS
+from tts_triton.errors import read_mark
 
 __all__ = [
     "InvalidInputError",
@@ -23,6 +23,8 @@ __all__ = [
     "ServerUnavailableError",
     "TTSError",
     "TTSTimeoutError",
+    "KIND_ERRORS",
+    "TRITON_TEXTS",
     "classify_error",
     "ended_by_backend",
     "translate_error",
@@ -31,13 +33,18 @@ __all__ = [
 
 
 class TTSError(Exception):
-    """Any failure of a TTS request. ``message`` is the server's (or transport's) text, verbatim;
-    ``status`` the status it came with (``"INVALID_ARGUMENT"``, ``"400"``...), None over a stream."""
+    """Any failure of a TTS request. ``message`` is the server's (or transport's) text, without the server's
+    mark; ``status`` the status it came with (``"INVALID_ARGUMENT"``, ``"400"``...), None over a stream;
+    ``kind`` the server's error kind (a name of :data:`~tts_triton.errors.KINDS`, None when unmarked) and
+    ``input_name`` the input it names (bad input only)."""
 
-    def __init__(self, message: str, status: str | None = None) -> None:
+    def __init__(self, message: str, status: str | None = None, *, kind: str | None = None,
+                 input_name: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
+        self.kind = kind
+        self.input_name = input_name
 
     def __str__(self) -> str:
         return self.message if self.status is None else f"[{self.status}] {self.message}"
@@ -60,48 +67,42 @@ class TTSTimeoutError(TTSError, TimeoutError):
     """The request did not complete within its ``timeout``."""
 
 
+#: The error class of each error kind the server marks.
+KIND_ERRORS: dict[str, type[TTSError]] = {
+    "stopped": TTSError, "cancelled": TTSError, "timed_out": TTSTimeoutError, "busy": ServerBusyError,
+    "invalid_input": InvalidInputError, "failed": TTSError,
+}
 _STATUS_KINDS: dict[str, type[TTSError]] = {
     **dict.fromkeys(("INVALID_ARGUMENT", "400"), InvalidInputError),
     **dict.fromkeys(("UNAVAILABLE", "NOT_FOUND", "404", "502", "503"), ServerUnavailableError),
     **dict.fromkeys(("DEADLINE_EXCEEDED", "408", "504"), TTSTimeoutError),
 }
-
-_BUSY_TEXT = re.compile(r"\bserver busy\b", re.IGNORECASE)
-_TIMEOUT_TEXT = re.compile(r"deadline exceeded|timed out", re.IGNORECASE)
-_UNAVAILABLE_TEXT = re.compile(
-    r"unknown model|not ready|no available versions|failed to connect|connection refused", re.IGNORECASE
-)
 #: Triton's Python backend refusing a request whose inputs do not fit the model's shared-memory region (capped:
 #: tts_triton.ops.memory): an error of the backend, not of the model, so the request ends with it (no FINAL follows).
-_TOO_LARGE_TEXT = re.compile(r"Failed to increase the shared memory pool size")
-# An input name counts in upper case only ("text" is too common a word).
-_INVALID_TEXT = re.compile(rf"\b({'|'.join(t.name for t in TTS_INPUTS)})\b|(?i:invalid (argument|input))")
+_TOO_LARGE_TEXT = "Failed to increase the shared memory pool size"
+#: Triton's own stream errors (no status, no mark: the model never saw the request), by a fixed part of their text.
+TRITON_TEXTS: tuple[tuple[str, type[TTSError]], ...] = (
+    ("Request for unknown model", ServerUnavailableError),
+    ("Deadline Exceeded", TTSTimeoutError),
+    ("] inference input '", InvalidInputError),
+    (_TOO_LARGE_TEXT, InvalidInputError),
+)
 
 
 def classify_error(message: str, status: str | None = None) -> type[TTSError]:
-    """The error class for a server error. With a status (non-stream calls) the status alone
-    decides, an unlisted one giving :class:`TTSError`; without one (stream errors) the message
-    does: a busy server, timeouts, then unavailability, then a named input or a request too large for the
-    model's shared memory. An unavailable server whose message says it is busy (the admission bound) gives
-    :class:`ServerBusyError` either way."""
+    """The error class for a server error: the server's mark decides (:data:`KIND_ERRORS`); an unmarked error
+    by its status, an unlisted one giving :class:`TTSError`; one with neither by :data:`TRITON_TEXTS`."""
+    if (kind := read_mark(message).kind) is not None:
+        return KIND_ERRORS[kind.name]
     if status is not None:
-        kind = _STATUS_KINDS.get(status.removeprefix("StatusCode."), TTSError)
-        return ServerBusyError if kind is ServerUnavailableError and _BUSY_TEXT.search(message) else kind
-    if _BUSY_TEXT.search(message):
-        return ServerBusyError
-    if _TIMEOUT_TEXT.search(message):
-        return TTSTimeoutError
-    if _UNAVAILABLE_TEXT.search(message):
-        return ServerUnavailableError
-    if _INVALID_TEXT.search(message) or _TOO_LARGE_TEXT.search(message):
-        return InvalidInputError
-    return TTSError
+        return _STATUS_KINDS.get(status.removeprefix("StatusCode."), TTSError)
+    return next((cls for text, cls in TRITON_TEXTS if text in message), TTSError)
 
 
 def ended_by_backend(message: str) -> bool:
     """Whether a stream error is one that ended its request in Triton's Python backend before the model saw it
     (a request too large for the model's shared memory): no FINAL follows it."""
-    return bool(_TOO_LARGE_TEXT.search(message))
+    return read_mark(message).kind is None and _TOO_LARGE_TEXT in message
 
 
 def translate_error(error: InferenceServerException | grpc.RpcError | OSError) -> TTSError:
@@ -116,7 +117,9 @@ def translate_error(error: InferenceServerException | grpc.RpcError | OSError) -
     else:
         return ServerUnavailableError(str(error))
     status = None if status is None else status.removeprefix("StatusCode.")
-    return classify_error(message, status)(message, status)
+    found = read_mark(message)
+    return classify_error(message, status)(found.text, status, kind=found.kind and found.kind.name,
+                                           input_name=found.input_name)
 
 
 @contextlib.contextmanager

@@ -16,22 +16,27 @@ stream that does not end by then, or one that stalled, is cancelled. An asyncio 
 a chunk, or a ``timeout``, ends its request the same way. This is the one way the project's own code (the
 gateway, the health check) ends a stream early.
 
+Several servers: ``url`` may name several endpoints (a sequence, or comma-separated) and ``dns:///NAME:PORT``
+(every address of the name, re-resolved); each stream goes to the endpoint with the fewest streams in flight,
+and failing endpoints are ejected and probed back in the background (:mod:`~tts_triton.client.balancer`).
+
 Stalls and retries: a stream that gets no response for ``stall_timeout`` seconds (a dead model process
-leaves its requests unanswered) fails with :class:`TTSTimeoutError`. A request that failed with
-:class:`ServerUnavailableError` before any audio came (connection refused, server restarting) is sent again
-up to ``retries`` times with exponential backoff; never one that produced audio, nor one the server refused
-as busy (:class:`ServerBusyError`: retrying would add to the overload).
+leaves its requests unanswered) fails with :class:`TTSTimeoutError`. A request that failed before any audio
+came is sent again, up to ``retries`` times: at once to an endpoint it has not tried yet when there is one
+(after any failure but bad input and timeouts), else to the same one with exponential backoff, and then only
+after :class:`ServerUnavailableError` (connection refused, server restarting). Never a request that produced
+audio (it fails as it came), nor one refused as busy (:class:`ServerBusyError`) with nowhere else to go:
+retrying would add to the overload.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import queue
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Generator
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Sequence
 from typing import Any, Unpack
 
 import tritonclient.grpc as grpcclient
@@ -41,8 +46,10 @@ from tritonclient.utils import InferenceServerException
 from tts_triton.core.contract import TTS
 from tts_triton.core.endpoints import DEFAULT_GRPC_URL
 
+from .balancer import Balancer, Endpoint
 from .closing import Closing
 from .errors import (
+    InvalidInputError,
     ServerBusyError,
     ServerUnavailableError,
     TTSError,
@@ -51,7 +58,7 @@ from .errors import (
     translate_error,
     translated_errors,
 )
-from .request import RequestOptions, TTSRequest, build_request, build_stop, is_final_response, new_request_id, parse_url
+from .request import RequestOptions, TTSRequest, build_request, build_stop, is_final_response, new_request_id
 from .results import AudioChunk, Synthesis, VoiceCatalog
 
 __all__ = ["DEFAULT_GRPC_URL", "STOP_WAIT_S", "AsyncTTSClient", "TTSClient", "send_stop"]
@@ -67,6 +74,9 @@ STALL_TIMEOUT_S = 60.0
 #: Default retries of a request that failed as unavailable before any audio, and the first backoff (doubling).
 RETRIES = 2
 RETRY_BACKOFF_S = 0.25
+#: Seconds between two rounds of the background prober (probes due, DNS due), and one probe's limit.
+PROBE_TICK_S = 0.25
+PROBE_TIMEOUT_S = 2.0
 
 
 def send_stop(client: grpcclient.InferenceServerClient, request_id: str, *, model: str = TTS) -> None:
@@ -80,31 +90,51 @@ def send_stop(client: grpcclient.InferenceServerClient, request_id: str, *, mode
 
 
 class _Settings:
-    """What both gRPC clients are configured with (each documented on :class:`TTSClient`)."""
+    """What both gRPC clients are configured with (each documented on :class:`TTSClient`), and the retry rule."""
 
-    def __init__(self, url: str, *, model: str, timeout: float | None, stall_timeout: float | None,
+    def __init__(self, url: str | Sequence[str], *, model: str, timeout: float | None, stall_timeout: float | None,
                  retries: int) -> None:
-        self.url = parse_url(url, "grpc")
+        self.balancer = Balancer(url)
+        self.url = ",".join(self.balancer.targets)
         self.model = model
         self.timeout = timeout
         self.stall_timeout = stall_timeout
         self.retries = retries
 
+    @property
+    def _probing(self) -> bool:
+        """Whether a background prober is worth running: more than one endpoint, or a name to re-resolve."""
+        return len(self.balancer.targets) > 1 or self.balancer.dynamic
+
     def _timeout(self, timeout: float | None) -> float | None:
         """A call's own ``timeout``, else the client's."""
         return self.timeout if timeout is None else timeout
 
-    def _retry_delay(self, err: TTSError, produced: bool, attempt: int) -> float:
-        """Seconds to wait before resending a request whose ``attempt`` (0 first) failed with ``err``; raises
-        ``err`` when the request may not be resent (see the module docstring)."""
-        if (isinstance(err, ServerUnavailableError) and not isinstance(err, ServerBusyError) and not produced
-                and attempt < self.retries):
+    def _pick(self, tried: list[Endpoint]) -> Endpoint:
+        """The endpoint of a request's next attempt: one it has not tried if any, else the best one."""
+        endpoint = self.balancer.pick(tried) or self.balancer.pick()
+        if endpoint is None:
+            raise ServerUnavailableError(f"{self.url}: no address to send to (the name resolved to none)")
+        return endpoint
+
+    def _retry_delay(self, err: TTSError, produced: bool, tried: list[Endpoint]) -> float:
+        """Seconds to wait before resending a request that failed with ``err`` on ``tried[-1]`` after trying
+        ``tried``; raises ``err`` when it may not be resent (see the module docstring)."""
+        attempt = len(tried) - 1
+        if produced or attempt >= self.retries or isinstance(err, InvalidInputError | TTSTimeoutError):
+            raise err
+        if self.balancer.untried(tried):
+            self.balancer.retried(tried[-1])
+            return 0.0
+        if isinstance(err, ServerUnavailableError) and not isinstance(err, ServerBusyError):
+            self.balancer.retried(tried[-1])
             return RETRY_BACKOFF_S * 2**attempt
         raise err
 
 
 class TTSClient(_Settings, Closing):
-    """Blocking gRPC client of ``tts``; ``url`` is ``host:port`` or ``grpc://host:port``.
+    """Blocking gRPC client of ``tts``; ``url`` is ``host:port``, ``grpc://host:port`` or ``dns:///NAME:PORT``, or
+    several of them (a sequence, or comma-separated), balanced by :attr:`balancer` (see the module docstring).
 
     ``timeout`` (seconds, None for no limit) bounds every call; a method's own ``timeout`` overrides
     it. ``stall_timeout`` (seconds, None for none) bounds the wait for each response of a stream, ``retries``
@@ -114,13 +144,19 @@ class TTSClient(_Settings, Closing):
     (Locust) after ``grpc.experimental.gevent.init_gevent()``.
     """
 
-    def __init__(self, url: str = DEFAULT_GRPC_URL, *, model: str = TTS, timeout: float | None = None,
-                 stall_timeout: float | None = STALL_TIMEOUT_S, retries: int = RETRIES) -> None:
+    def __init__(self, url: str | Sequence[str] = DEFAULT_GRPC_URL, *, model: str = TTS,
+                 timeout: float | None = None, stall_timeout: float | None = STALL_TIMEOUT_S,
+                 retries: int = RETRIES) -> None:
         super().__init__(url, model=model, timeout=timeout, stall_timeout=stall_timeout, retries=retries)
-        self._client = grpcclient.InferenceServerClient(self.url)
-        self._idle: list[grpcclient.InferenceServerClient] = []
+        self._clients: dict[str, grpcclient.InferenceServerClient] = {}  # per address, for calls other than streams
+        self._idle: dict[str, list[grpcclient.InferenceServerClient]] = {}  # per address, pooled stream clients
         self._lock = threading.Lock()
         self._closed = False
+        self._stop_probing = threading.Event()
+        self._prober: threading.Thread | None = None
+        if self._probing:
+            self._prober = threading.Thread(target=self._probe_loop, name="tts-client-prober", daemon=True)
+            self._prober.start()
 
     def stream(self, text: str, **options: Unpack[RequestOptions]) -> Generator[AudioChunk, None, None]:
         """Synthesize ``text``, yielding audio chunks as the server sends them.
@@ -141,47 +177,89 @@ class TTSClient(_Settings, Closing):
         return Synthesis.from_chunks(chunks, time.perf_counter() - start)
 
     def voices(self, *, timeout: float | None = None) -> VoiceCatalog:
-        """The server's voice bank, read from the ``voice_bank`` parameter of the model's config."""
-        with translated_errors():
-            config = self._client.get_model_config(self.model, as_json=True, client_timeout=self._timeout(timeout))
-        return VoiceCatalog.from_model_config(config)
+        """The server's voice bank, read from the ``voice_bank`` parameter of the model's config (from the best
+        endpoint that answers)."""
+        error: TTSError = ServerUnavailableError(f"{self.url}: no address to ask")
+        for endpoint in self.balancer.ranked():
+            try:
+                with translated_errors():
+                    config = self._control(endpoint.address).get_model_config(
+                        self.model, as_json=True, client_timeout=self._timeout(timeout))
+                return VoiceCatalog.from_model_config(config)
+            except ServerUnavailableError as err:
+                error = err
+        raise error
 
     def is_ready(self, *, timeout: float | None = None) -> bool:
-        """True when the server is reachable and the model is ready; never raises."""
-        try:
-            timeout = self._timeout(timeout)
-            return bool(self._client.is_server_ready(client_timeout=timeout)
-                        and self._client.is_model_ready(self.model, client_timeout=timeout))
-        except InferenceServerException:
-            return False
+        """True when an endpoint is reachable and its model ready (each endpoint's answer updates the balancer);
+        never raises."""
+        answers = [(endpoint, self._ready(endpoint.address, self._timeout(timeout)))
+                   for endpoint in self.balancer.endpoints()]
+        for endpoint, ready in answers:
+            self.balancer.probed(endpoint, ready)
+        return any(ready for _, ready in answers)
 
     def close(self) -> None:
         """Release the connections; streams still open are closed when they finish. Idempotent."""
+        self._stop_probing.set()
         with self._lock:
             self._closed = True
-            clients, self._idle = [self._client, *self._idle], []
+            clients = [*self._clients.values(), *(c for idle in self._idle.values() for c in idle)]
+            self._clients, self._idle = {}, {}
         for client in clients:
             client.close()
+        if self._prober is not None and self._prober is not threading.current_thread():
+            self._prober.join(timeout=PROBE_TIMEOUT_S + 1)
+
+    def _control(self, address: str) -> grpcclient.InferenceServerClient:
+        """The client object of ``address`` for calls other than streams."""
+        with self._lock:
+            if self._closed:
+                raise TTSError("the client is closed")
+            if address not in self._clients:
+                self._clients[address] = grpcclient.InferenceServerClient(address)
+            return self._clients[address]
+
+    def _ready(self, address: str, timeout: float | None) -> bool:
+        try:
+            client = self._control(address)
+            return bool(client.is_server_ready(client_timeout=timeout)
+                        and client.is_model_ready(self.model, client_timeout=timeout))
+        except (InferenceServerException, TTSError):
+            return False
+
+    def _probe_loop(self) -> None:
+        """The background prober: ejected endpoints probed when due, ``dns:///`` names resolved when due."""
+        while not self._stop_probing.wait(PROBE_TICK_S):
+            self.balancer.refresh()
+            for endpoint in self.balancer.due_probes():
+                self.balancer.probed(endpoint, self._ready(endpoint.address, PROBE_TIMEOUT_S))
 
     def _stream(self, request: TTSRequest) -> Generator[AudioChunk, None, None]:
-        for attempt in itertools.count():
-            produced = False
+        tried: list[Endpoint] = []
+        while True:
+            endpoint = self._pick(tried)
+            tried.append(endpoint)
+            produced, error = False, None
             try:
-                with contextlib.closing(self._attempt(request)) as chunks:
+                with contextlib.closing(self._attempt(request, endpoint.address)) as chunks:
                     for chunk in chunks:
                         produced = True
                         yield chunk
                 return
             except TTSError as err:
-                delay = self._retry_delay(err, produced, attempt)
-            time.sleep(delay)
+                error = err
+            finally:
+                self.balancer.done(endpoint, error)
+            time.sleep(self._retry_delay(error, produced, tried))
 
-    def _attempt(self, request: TTSRequest) -> Generator[AudioChunk, None, None]:
+    def _attempt(self, request: TTSRequest, address: str) -> Generator[AudioChunk, None, None]:
         timeout = self._timeout(request.timeout)
         with self._lock:
             if self._closed:
                 raise TTSError("the client is closed")
-            client = self._idle.pop() if self._idle else grpcclient.InferenceServerClient(self.url)
+            idle = self._idle.setdefault(address, [])
+            client = idle.pop() if idle else grpcclient.InferenceServerClient(address)
         responses: queue.SimpleQueue[tuple[Any, InferenceServerException | None]] = queue.SimpleQueue()
         request_id = new_request_id()
         wait = _Waits(timeout, self.stall_timeout)
@@ -233,7 +311,7 @@ class TTSClient(_Settings, Closing):
                 client.stop_stream(cancel_requests=True)
             with self._lock:
                 if not self._closed:
-                    self._idle.append(client)
+                    self._idle.setdefault(address, []).append(client)
                     client = None
             if client is not None:
                 client.close()
@@ -325,14 +403,16 @@ class _Waits:
 class AsyncTTSClient(_Settings):
     """asyncio twin of :class:`TTSClient`: the same methods, awaited, and ``stream`` yields with ``async for``.
 
-    Concurrent streams share one channel. The gRPC channel is created on first use and belongs to
-    that event loop: use one client per loop.
+    Concurrent streams to one endpoint share its channel. The channels (and the background prober, with several
+    endpoints) are created on first use and belong to that event loop: use one client per loop.
     """
 
-    def __init__(self, url: str = DEFAULT_GRPC_URL, *, model: str = TTS, timeout: float | None = None,
-                 stall_timeout: float | None = STALL_TIMEOUT_S, retries: int = RETRIES) -> None:
+    def __init__(self, url: str | Sequence[str] = DEFAULT_GRPC_URL, *, model: str = TTS,
+                 timeout: float | None = None, stall_timeout: float | None = STALL_TIMEOUT_S,
+                 retries: int = RETRIES) -> None:
         super().__init__(url, model=model, timeout=timeout, stall_timeout=stall_timeout, retries=retries)
-        self._client: grpcclient_aio.InferenceServerClient | None = None
+        self._clients: dict[str, grpcclient_aio.InferenceServerClient] = {}
+        self._prober: asyncio.Task[None] | None = None
 
     def stream(self, text: str, **options: Unpack[RequestOptions]) -> AsyncGenerator[AudioChunk, None]:
         """Synthesize ``text``, yielding audio chunks as they arrive (``async for``); see :meth:`TTSClient.stream`."""
@@ -347,28 +427,38 @@ class AsyncTTSClient(_Settings):
         return Synthesis.from_chunks(chunks, time.perf_counter() - start)
 
     async def voices(self, *, timeout: float | None = None) -> VoiceCatalog:
-        """The server's voice bank, read from the ``voice_bank`` parameter of the model's config."""
-        with translated_errors():
-            config = await self._grpc().get_model_config(
-                self.model, as_json=True, client_timeout=self._timeout(timeout)
-            )
-        return VoiceCatalog.from_model_config(config)
+        """The server's voice bank, read from the ``voice_bank`` parameter of the model's config (from the best
+        endpoint that answers)."""
+        error: TTSError = ServerUnavailableError(f"{self.url}: no address to ask")
+        for endpoint in self.balancer.ranked():
+            try:
+                with translated_errors():
+                    config = await self._grpc(endpoint.address).get_model_config(
+                        self.model, as_json=True, client_timeout=self._timeout(timeout))
+                return VoiceCatalog.from_model_config(config)
+            except ServerUnavailableError as err:
+                error = err
+        raise error
 
     async def is_ready(self, *, timeout: float | None = None) -> bool:
-        """True when the server is reachable and the model is ready; never raises."""
-        try:
-            timeout = self._timeout(timeout)
-            client = self._grpc()
-            return bool(await client.is_server_ready(client_timeout=timeout)
-                        and await client.is_model_ready(self.model, client_timeout=timeout))
-        except InferenceServerException:
-            return False
+        """True when an endpoint is reachable and its model ready (each endpoint's answer updates the balancer);
+        never raises."""
+        endpoints = self.balancer.endpoints()
+        answers = await asyncio.gather(*(self._ready(e.address, self._timeout(timeout)) for e in endpoints))
+        for endpoint, ready in zip(endpoints, answers, strict=True):
+            self.balancer.probed(endpoint, ready)
+        return any(answers)
 
     async def close(self) -> None:
-        """Close the channel, cancelling streams still open. Idempotent."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        """Close the channels, cancelling streams still open. Idempotent."""
+        if self._prober is not None:
+            self._prober.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._prober
+            self._prober = None
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.close()
 
     async def __aenter__(self) -> AsyncTTSClient:
         return self
@@ -376,30 +466,56 @@ class AsyncTTSClient(_Settings):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    def _grpc(self) -> grpcclient_aio.InferenceServerClient:
-        if self._client is None:
-            self._client = grpcclient_aio.InferenceServerClient(self.url)
-        return self._client
+    def _grpc(self, address: str) -> grpcclient_aio.InferenceServerClient:
+        if self._prober is None and self._probing:
+            self._prober = asyncio.get_running_loop().create_task(self._probe_loop(), name="tts-client-prober")
+        if address not in self._clients:
+            self._clients[address] = grpcclient_aio.InferenceServerClient(address)
+        return self._clients[address]
+
+    async def _ready(self, address: str, timeout: float | None) -> bool:
+        try:
+            client = self._grpc(address)
+            return bool(await client.is_server_ready(client_timeout=timeout)
+                        and await client.is_model_ready(self.model, client_timeout=timeout))
+        except InferenceServerException:
+            return False
+
+    async def _probe_loop(self) -> None:
+        """The background prober: ejected endpoints probed when due, ``dns:///`` names resolved when due."""
+        while True:
+            await asyncio.sleep(PROBE_TICK_S)
+            if self.balancer.dynamic:
+                await asyncio.to_thread(self.balancer.refresh)
+            due = self.balancer.due_probes()
+            answers = await asyncio.gather(*(self._ready(e.address, PROBE_TIMEOUT_S) for e in due))
+            for endpoint, ready in zip(due, answers, strict=True):
+                self.balancer.probed(endpoint, ready)
 
     async def _stream(self, request: TTSRequest) -> AsyncGenerator[AudioChunk, None]:
-        for attempt in itertools.count():
-            produced = False
+        tried: list[Endpoint] = []
+        while True:
+            endpoint = self._pick(tried)
+            tried.append(endpoint)
+            produced, error = False, None
             try:
-                async with contextlib.aclosing(self._attempt(request)) as chunks:
+                async with contextlib.aclosing(self._attempt(request, endpoint.address)) as chunks:
                     async for chunk in chunks:
                         produced = True
                         yield chunk
                 return
             except TTSError as err:
-                delay = self._retry_delay(err, produced, attempt)
-            await asyncio.sleep(delay)
+                error = err
+            finally:
+                self.balancer.done(endpoint, error)
+            await asyncio.sleep(self._retry_delay(error, produced, tried))
 
     def _request(self, request: TTSRequest, request_id: str) -> dict[str, Any]:
         return {"model_name": self.model, "inputs": request.infer_inputs(grpcclient_aio),
                 "outputs": request.requested_outputs(grpcclient_aio), "request_id": request_id,
                 "parameters": request.parameters}
 
-    async def _attempt(self, request: TTSRequest) -> AsyncGenerator[AudioChunk, None]:
+    async def _attempt(self, request: TTSRequest, address: str) -> AsyncGenerator[AudioChunk, None]:
         request_id = new_request_id()
         wait = _Waits(self._timeout(request.timeout), self.stall_timeout)
 
@@ -409,7 +525,7 @@ class AsyncTTSClient(_Settings):
 
         start = time.perf_counter()
         with translated_errors():
-            responses = self._grpc().stream_infer(requests(), stream_timeout=wait.grpc)
+            responses = self._grpc(address).stream_infer(requests(), stream_timeout=wait.grpc)
         reader = _Reader(responses)
         end = "broken"  # how the stream stands when the generator ends: "final", "open", "errored", "stalled"
         try:
@@ -438,11 +554,11 @@ class AsyncTTSClient(_Settings):
                         index += 1
                         yield chunk
         finally:
-            if end != "final" and not await self._finish(reader, request_id, end):
+            if end != "final" and not await self._finish(reader, request_id, end, address):
                 reader.cancel()
                 responses.cancel()
 
-    async def _finish(self, reader: _Reader, request_id: str, end: str) -> bool:
+    async def _finish(self, reader: _Reader, request_id: str, end: str, address: str) -> bool:
         """Bring the stream to its end without a cancel (see :meth:`TTSClient._finish`); the stop goes on a stream
         of its own. False when that is not possible or takes longer than :data:`STOP_WAIT_S`."""
         if end not in ("open", "errored"):
@@ -453,7 +569,7 @@ class AsyncTTSClient(_Settings):
 
         async def drain() -> None:
             if end == "open":
-                async for _ in self._grpc().stream_infer(stop_requests(), stream_timeout=STOP_WAIT_S):
+                async for _ in self._grpc(address).stream_infer(stop_requests(), stream_timeout=STOP_WAIT_S):
                     pass  # the stop's own FINAL carries no response
             while await reader.next(None) != (None, None):
                 pass  # the stopped stream's last chunks, then its end

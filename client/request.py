@@ -35,7 +35,7 @@ from .errors import InvalidInputError, TTSError
 from .results import AudioChunk, Word
 
 __all__ = ["RequestOptions", "TTSRequest", "build_request", "build_stop", "chunk_from_result", "is_final_response",
-           "new_request_id", "parse_url"]
+           "new_request_id"]
 
 #: The inputs of ``tts`` / ``tts_offline`` by name (the outputs are read by name from the response).
 INPUTS: dict[str, TensorSpec] = {t.name: t for t in TTS_INPUTS}
@@ -205,13 +205,3 @@ def is_final_response(result: Any) -> bool:
     """True for the response Triton flags as the last of a streamed request (``tritonclient.grpc``)."""
     parameters = result.get_response().parameters
     return FINAL_RESPONSE_PARAMETER in parameters and parameters[FINAL_RESPONSE_PARAMETER].bool_param
-
-
-def parse_url(url: str, scheme: str) -> str:
-    """``host:port`` from ``host:port`` or ``<scheme>://host:port`` (Locust's ``--host`` form)."""
-    prefix, sep, rest = url.partition("://")
-    if not sep:
-        return url.rstrip("/")
-    if prefix != scheme:
-        raise ValueError(f"expected a {scheme}:// URL or host:port, got {url!r}")
-    return rest.rstrip("/")

@@ -37,7 +37,7 @@ def example_inputs(spec: contract.ModelSpec, batch: int = TRACE_BATCH, sizes: di
         shape = (batch, *(sizes[d] if isinstance(d, str) else d for d in t.dims))
         if t.dtype == "int32":
             out[t.name] = torch.randint(1, 100, shape, generator=g, dtype=torch.int32)
-        elif t.name == "mask":
+        elif t.name == contract.MASK:
             out[t.name] = torch.ones(shape)
         elif t.name.startswith("attention_weights"):
             out[t.name] = torch.softmax(torch.randn(shape, generator=g), dim=-1)

@@ -150,12 +150,9 @@ def _gpu_networks() -> dict[str, NetworkSettings]:
     (ragged batches allowed), and a delay would only hold back a lone stream. The style encoder runs once per
     request with reference audio, eagerly (reference lengths vary), batched by 8. Two decoder, two vocoder and eight
     BLS instances: a model's per-call work on the host (its stub's hand-over, merging, copies) runs beside the other
-    instance's graph replay. Under MPS on one H200 at concurrency 256: one decoder and two BLS 538x real time, two
-    decoders and four BLS 723x, two vocoders more 916x, eight BLS 1047x against four's 859x. Each CUDA instance
-    holds about 0.9-1.0 GB, 0.2-0.3 GB of it the graphs of its largest calls: batch budgets (rows x tokens, rows x
-    mel frames) keep those to what typical batches need; smaller budgets (decoder 64 x 64, text encoder 32 x 128)
-    saved 0.15 GB and cost 5-10 % of the throughput at concurrency 128 (measurements: BENCHMARKS.md and
-    docs/bench/history.md)."""
+    instance's graph replay. Batch budgets (rows x tokens, rows x mel frames) keep the CUDA graphs an instance holds
+    for its largest calls to what typical batches need. The measurements behind each number: "Numbers behind the
+    serving defaults" in docs/records/bench/history.md."""
     return {
         TEXT_ENCODER: NetworkSettings(max_batch_size=32, max_queue_delay_us=0, batch_budget=32 * 256),
         STYLE_ENCODER: NetworkSettings(max_batch_size=8, max_queue_delay_us=0, response_cache=True),
@@ -165,9 +162,9 @@ def _gpu_networks() -> dict[str, NetworkSettings]:
 
 
 def default_max_streams(target: str) -> int:
-    """The admission bound a target's repository gets: 256 streams on a GPU (one H200 served 1,050x real time
-    at 128 with a first-chunk p99 of 150 ms and went past 400 ms at 256: past 256 a new stream only slows the
-    others), 32 on the CPU target (a 2-core host's first chunks took 4-6 s at 64 streams)."""
+    """The admission bound a target's repository gets: 256 streams on a GPU, 32 on the CPU target; past them a
+    new stream only slows the others (measured: "Numbers behind the serving defaults" in
+    docs/records/bench/history.md)."""
     runtime = RUNTIME_TARGETS.get(target)
     return 256 if runtime is not None and runtime.instance_kind == KIND_GPU else 32
 

@@ -12,8 +12,9 @@ Locust rounds response times above 100 ms in its statistics, so every request is
 exactly; at test stop each process prints a percentile table and, if TTS_RESULTS_DIR is set, writes
 ``requests[-<worker>].csv`` (one row per request) and ``latency_percentiles[-<worker>].csv`` there.
 
-Configuration: ``--host grpc://HOST:8001`` (default ``$TTS_HOST``, else grpc://localhost:8001), and
-environment variables:
+Configuration: ``--host grpc://HOST:8001`` (default ``$TTS_HOST``, else grpc://localhost:8001), several of them
+comma-separated or ``dns:///NAME:8001``: the users of one Locust process share one client, whose balancer sends
+each stream to the server with the fewest of the process's streams in flight; and environment variables:
 
 - TTS_TIMEOUT: seconds allowed per request (default 60);
 - TTS_VOICES / TTS_EMOTIONS: comma-separated subsets of the voice bank to draw from (default: all);
@@ -32,6 +33,7 @@ import logging
 import os
 import random
 import sys
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -79,8 +81,20 @@ def _voice_bank(host: str, timeout: float) -> VoiceCatalog:
         return client.voices()
 
 
+_CLIENTS: dict[tuple[str, float], TTSClient] = {}
+_CLIENTS_LOCK = threading.Lock()  # users start side by side, and making a client lets other greenlets run
+
+
+def _shared_client(host: str, timeout: float) -> TTSClient:
+    """The process's client (thread- and greenlet-safe): one balancer sees every user's streams."""
+    with _CLIENTS_LOCK:
+        if (host, timeout) not in _CLIENTS:
+            _CLIENTS[host, timeout] = TTSClient(host, timeout=timeout)
+        return _CLIENTS[host, timeout]
+
+
 class TTSStreamUser(User):
-    """Streams one sentence per task over its own gRPC connection."""
+    """Streams one sentence per task through the process's shared client (a gRPC stream of its own)."""
 
     host = os.environ.get("TTS_HOST", f"grpc://{DEFAULT_GRPC_URL}")
     wait_time = between(float(os.environ.get("TTS_WAIT_MIN", "0")), float(os.environ.get("TTS_WAIT_MAX", "1")))
@@ -97,11 +111,7 @@ class TTSStreamUser(User):
         except (TTSError, ValueError) as e:  # server unreachable, no voice bank, or a bad TTS_VOICES/TTS_EMOTIONS
             self._fire("voices", 0.0, 0, e)
             raise StopUser() from e
-        self.client = TTSClient(self.host, timeout=self.timeout)
-
-    def on_stop(self) -> None:
-        if hasattr(self, "client"):
-            self.client.close()
+        self.client = _shared_client(self.host, self.timeout)
 
     @task
     def stream(self) -> None:

@@ -1,7 +1,7 @@
 """Why the mel covers the whole 0-11025 Hz band: what is lost by cutting espeak-ng's voice at 8 kHz.
 
     .venv/bin/python scripts/mel_band.py [--sentences 4] [--voices m1,m8,f2] [--emotions sad,neutral,surprised]
-        [--iterations 64] [--jobs N] [--out docs/mel_band.md]
+        [--iterations 64] [--jobs N] [--out docs/records/mel_band.md]
 
 The first ``--sentences`` test sentences are rendered by espeak-ng (:func:`tts_triton.data.prosody.render`)
 in every voice x emotion given. Each rendering is compared (MCD-DTW and mean F0, as

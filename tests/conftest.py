@@ -212,7 +212,7 @@ def gateway(server: TritonServer) -> Iterator[Any]:
     from tts_triton.gateway.server import BackgroundGateway
     from tts_triton.ops.triton_server import free_port
 
-    with BackgroundGateway(GatewayConfig(triton_url=server.grpc_url), port=free_port()) as running:
+    with BackgroundGateway(GatewayConfig(triton_endpoints=(server.grpc_url,)), port=free_port()) as running:
         yield running
 
 

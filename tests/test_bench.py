@@ -202,7 +202,7 @@ def _report(trained: bool | None) -> Report:
                   server=[("Triton", "triton 2.51.0")], trained=trained,
                   settings={"vocoder": {"max_batch_size": 16, "max_queue_delay_us": 2000, "instances": 1}},
                   levels=[level], sentences=[("short", "Hello.", "9", "2.00", "2.00")],
-                  plot="docs/bench/concurrency.png", warmup=2, seconds=60.0, grace=120.0)
+                  plot="docs/records/bench/concurrency.png", warmup=2, seconds=60.0, grace=120.0)
 
 
 def test_render_markdown_has_every_section() -> None:
@@ -214,7 +214,7 @@ def test_render_markdown_has_every_section() -> None:
     assert "| vocoder | 8 | 0 | 2 | 4.00 | 1.00 | 0.00 |" in text
     assert "| vocoder | 16 | 2000 | 1 | – | – | – |" in text  # settings: no batch budget, threads not given
     assert "### Opening burst" in text and "| triton | 2 | 2,000.0 | 2,000.0 |" in text
-    assert "![latency and throughput against concurrency](docs/bench/concurrency.png)" in text
+    assert "![latency and throughput against concurrency](docs/records/bench/concurrency.png)" in text
     assert "`TTSError: boom`" in text
     assert "- Shared: during the levels other processes used 30-30 % of all cores, CPU steal time 1-1 %" in text
     assert "UNTRAINED" not in text
@@ -289,7 +289,7 @@ def test_baseline_ratios_pair_equal_concurrencies() -> None:
     assert baseline_pairs(SERVED[:1], EAGER[1:]) == []
 
 
-GOALS = Goals.load(Path(__file__).parents[1] / "docs" / "bench" / "goals.toml")
+GOALS = Goals.load(Path(__file__).parents[1] / "docs" / "bench-goals.toml")
 
 
 def test_goals_judge_this_runs_numbers() -> None:
@@ -344,7 +344,7 @@ def test_render_markdown_with_baseline_memory_and_soak() -> None:
     report.soak = _level()
     report.memory = [MemorySample("start", 0.0, 2**30), MemorySample("after c=2", 10.0, 1.5 * 2**30)]
     report.soak_memory = [MemorySample("soak", 11.0, 1.5 * 2**30), MemorySample("soak end", 20.0, 1.5 * 2**30)]
-    report.goals, report.goals_file = GOALS, "docs/bench/goals.toml"
+    report.goals, report.goals_file = GOALS, "docs/bench-goals.toml"
     text = render_markdown(report)
     results = text.split("## Results")[1]
     assert "| triton torch-cuda | 2 | 4 | 2 | 1 | 1 | 1,000.0 |" in results
@@ -353,7 +353,7 @@ def test_render_markdown_with_baseline_memory_and_soak() -> None:
     assert "| " + " | ".join(RATIO_HEADERS) + " |" in results
     assert "- Sweep: first 1.00 GiB, peak 1.50 GiB, last 1.50 GiB, growth +512 MiB (2 samples)" in results
     assert "- Soak: first 1.50 GiB, peak 1.50 GiB, last 1.50 GiB, growth +0 MiB (2 samples)" in results
-    assert "### Goals (from `docs/bench/goals.toml`)" in results
+    assert "### Goals (from `docs/bench-goals.toml`)" in results
     assert "| no GPU memory growth over the soak (<= 64 MiB) | +0 MiB over 4 requests | yes |" in results
     assert "Concurrency 2 (soak):" in results
 
@@ -468,10 +468,6 @@ tts_cache_lookups_total_created{model="tts",outcome="hit"} 1.7e9
 
 
 def test_cache_lookups_sum_models_by_outcome_and_are_empty_without_a_cache() -> None:
-    from tts_triton.bench.prometheus import CACHE_LOOKUPS_METRIC
-    from tts_triton.cache.settings import LOOKUPS_METRIC
-
-    assert CACHE_LOOKUPS_METRIC == LOOKUPS_METRIC  # what the BLS emits
     assert cache_lookups(CPU_METRICS + CACHE_LINES) == {"hit": 9.0, "miss": 2.0, "error": 0.0}
     assert cache_lookups(CPU_METRICS) == {}
 

@@ -259,7 +259,8 @@ def rejected_references(server: TritonServer, count: int, minutes: float = 30.0)
             "messages": sorted(messages)}
 
 
-#: Rejected 30-minute references the test sends, as the documented measurement does (docs/bench/rejected-requests.md).
+#: Rejected 30-minute references the test sends, as the documented measurement does
+#: (docs/records/bench/rejected-requests.md).
 REJECTED = 20
 #: The most a process or the shared memory may keep of all those requests, MiB (about 1 GB was sent).
 KEPT_MIB = 50

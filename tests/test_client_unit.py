@@ -36,9 +36,11 @@ from tts_triton.client import (
     load_reference_audio,
     save_wav,
 )
+from tts_triton.client.balancer import parse_targets
 from tts_triton.client.errors import ServerBusyError, classify_error, translate_error, translated_errors
-from tts_triton.client.request import INPUTS, chunk_from_result, is_final_response, parse_url
-from tts_triton.core.contract import STOP_PARAMETER
+from tts_triton.client.request import INPUTS, chunk_from_result, is_final_response
+from tts_triton.core.contract import EMOTION, STOP_PARAMETER, TEXT, VOICE
+from tts_triton.errors import BUSY, FAILED, INVALID_INPUT, TIMED_OUT, mark
 
 NUMPY_DTYPES = {"bytes": np.object_, "float32": np.float32, "int32": np.int32}
 SR = 22050
@@ -129,10 +131,15 @@ def test_clients_validate_eagerly_without_connecting() -> None:
     client.close()
 
 
-def test_parse_url() -> None:
-    assert parse_url("localhost:8001", "grpc") == "localhost:8001"
-    assert parse_url("grpc://tts.example:9001/", "grpc") == "tts.example:9001"
-    assert parse_url("http://h:8000", "http") == "h:8000"
+def test_parse_targets() -> None:
+    assert parse_targets("localhost:8001") == ("localhost:8001",)
+    assert parse_targets("grpc://tts.example:9001/") == ("tts.example:9001",)
+    assert parse_targets("http://h:8000", "http") == ("h:8000",)
+    assert parse_targets(["a:1,grpc://b:2", " dns:///tts-grpc.ns.svc:8001 ", "a:1"]) == (
+        "a:1", "b:2", "dns:///tts-grpc.ns.svc:8001")
+    for bad in ("localhost", "a:1,http://b:2", "dns:///name", ","):
+        with pytest.raises(ValueError):
+            parse_targets(bad)
     with pytest.raises(ValueError, match="http://"):
         HttpTTSClient("grpc://h:8001")
 
@@ -154,16 +161,21 @@ def test_parse_url() -> None:
         ("decoder failed", "StatusCode.INTERNAL", TTSError),
         ("VOICE: 'x' is unknown", "StatusCode.INTERNAL", TTSError),  # a status is not second-guessed by text
         ("Deadline Exceeded", "500", TTSError),
-        # stream errors: the message alone (real Triton 2.51 texts)
-        ("invalid input VOICE: unknown voice 'zed'", None, InvalidInputError),
+        # the server's mark decides, with a status or without (a stream error)
+        (mark(INVALID_INPUT, "VOICE: unknown voice 'zed'", VOICE), None, InvalidInputError),
+        (mark(INVALID_INPUT, "VOICE: unknown voice 'zed'", VOICE), "StatusCode.INVALID_ARGUMENT", InvalidInputError),
+        (mark(BUSY, "server busy: limit of 2"), None, ServerBusyError),
+        (mark(BUSY, "server busy: limit of 2"), "StatusCode.UNAVAILABLE", ServerBusyError),
+        (mark(TIMED_OUT, "synthesis stopped at its time limit of 1 s"), "StatusCode.UNAVAILABLE", TTSTimeoutError),
+        (mark(FAILED, "synthesis failed: RuntimeError: x"), None, TTSError),
+        ("server busy: limit of 2", None, TTSError),  # unmarked prose decides nothing
+        ("invalid input VOICE: unknown voice 'zed'", None, TTSError),
+        # Triton's own stream errors: no mark, no status (real Triton 2.51 texts)
         ("[request id: <id_unknown>] inference input 'TEXT' data-type is 'INT32', but model 'tts' expects 'BYTES'",
          None, InvalidInputError),
-        ("REFERENCE_SAMPLE_RATE must be positive", None, InvalidInputError),
-        ("Invalid argument: empty", None, InvalidInputError),
         ("Request for unknown model: 'tts' is not found", None, ServerUnavailableError),
         ("Request for unknown model: 'tts' has no available versions", None, ServerUnavailableError),
         ("Stream removed (Deadline Exceeded)", None, TTSTimeoutError),
-        ("the text could not be read", None, TTSError),  # lower-case "text" is not an input name
         ("CUDA out of memory", None, TTSError),
     ],
 )
@@ -189,9 +201,10 @@ def test_translate_error_keeps_server_message_and_status() -> None:
     assert (error.message, error.status) == (message, "INVALID_ARGUMENT")
     assert str(error) == f"[INVALID_ARGUMENT] {message}"
 
-    stream_error = translate_error(InferenceServerException("invalid input TEXT: empty text"))
+    stream_error = translate_error(InferenceServerException(mark(INVALID_INPUT, "TEXT: empty text", TEXT)))
     assert type(stream_error) is InvalidInputError and stream_error.status is None
-    assert str(stream_error) == "invalid input TEXT: empty text"
+    assert str(stream_error) == "TEXT: empty text", "the mark is not part of the message"
+    assert (stream_error.kind, stream_error.input_name) == (INVALID_INPUT.name, TEXT)
 
     timeout = translate_error(FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded"))
     assert type(timeout) is TTSTimeoutError and isinstance(timeout, TimeoutError)
@@ -377,7 +390,7 @@ def test_stream_completes_gracefully_and_reuses_the_stream_client(scripted: type
     chunks = list(client.stream("hi", voice="alice"))
     assert [c.index for c in chunks] == [0, 1, 2] and [c.audio[0] for c in chunks] == [0, 1, 2]
     assert all(0 <= a.elapsed <= b.elapsed for a, b in zip(chunks, chunks[1:], strict=False))
-    stream_client = scripted.instances[1]  # [0] serves unary calls
+    stream_client = scripted.instances[0]  # the unary calls' client is made on first use
     model, inputs, kwargs = stream_client.requests[0]
     assert model == "tts" and {i.name() for i in inputs} == {"TEXT", "VOICE"}
     assert kwargs["enable_empty_final_response"] is True
@@ -385,7 +398,7 @@ def test_stream_completes_gracefully_and_reuses_the_stream_client(scripted: type
     assert stream_client.stream_timeout == 7.0 + 2 * grpc_client.STOP_WAIT_S and stream_client.stops == [False]
     synthesis = client.synthesize("again", timeout=2.0)
     assert synthesis.chunks == 3 and synthesis.audio.shape == (300,)
-    assert len(scripted.instances) == 2 and stream_client.stream_timeout == 2.0 + 2 * grpc_client.STOP_WAIT_S
+    assert len(scripted.instances) == 1 and stream_client.stream_timeout == 2.0 + 2 * grpc_client.STOP_WAIT_S
     client.close()
     assert all(c.closed for c in scripted.instances)
     with pytest.raises(TTSError, match="closed"):
@@ -398,7 +411,7 @@ def test_closing_the_stream_early_stops_it_in_band(scripted: type[ScriptedGrpcCl
         for chunk in client.stream("hi"):
             assert chunk.index == 0
             break
-        stream_client = scripted.instances[1]
+        stream_client = scripted.instances[0]
         (_, _, first), (model, stop_inputs, stop) = stream_client.requests
         assert model == "tts" and [i.name() for i in stop_inputs] == ["TEXT"]
         assert stop["parameters"] == {STOP_PARAMETER: first["request_id"]} and stop["enable_empty_final_response"]
@@ -409,20 +422,20 @@ def test_a_stop_left_unanswered_falls_back_to_a_cancel(scripted: type[ScriptedGr
     scripted.script, scripted.answers_stops = three_chunks_then_final()[:2], False
     with TTSClient("localhost:1") as client, contextlib.closing(client.stream("hi")) as chunks:
         next(chunks)
-    assert scripted.instances[1].stops == [True]
+    assert scripted.instances[0].stops == [True]
 
 
 def test_stream_error_message_is_typed_and_waits_for_its_final(scripted: type[ScriptedGrpcClient]) -> None:
     first = (infer_response(audio=np.zeros(10, np.float32), final=False), None)
-    error = (None, InferenceServerException("invalid input EMOTION: unknown emotion 'x'"))
+    error = (None, InferenceServerException(mark(INVALID_INPUT, "EMOTION: unknown emotion 'x'", EMOTION)))
     scripted.script = [first, error, (infer_response(final=True), None)]
     with TTSClient("localhost:1") as client:
         chunks = client.stream("hi", emotion="x")
         assert next(chunks).index == 0
         with pytest.raises(InvalidInputError, match="EMOTION") as info:
             next(chunks)
-        assert info.value.message == "invalid input EMOTION: unknown emotion 'x'" and info.value.status is None
-        assert scripted.instances[1].stops == [False] and len(scripted.instances[1].requests) == 1  # no stop sent
+        assert info.value.message == "EMOTION: unknown emotion 'x'" and info.value.status is None
+        assert scripted.instances[0].stops == [False] and len(scripted.instances[0].requests) == 1  # no stop sent
 
 
 def test_unavailable_before_any_audio_is_retried_busy_and_started_ones_are_not(
@@ -432,22 +445,23 @@ def test_unavailable_before_any_audio_is_retried_busy_and_started_ones_are_not(
     scripted.script = three_chunks_then_final()
     with TTSClient("localhost:1", retries=2) as client:
         assert client.synthesize("hi").chunks == 3
-        assert len(scripted.instances[1].requests) == 3
+        assert len(scripted.instances[0].requests) == 3
         scripted.next_scripts = [refused] * 3
         with pytest.raises(ServerUnavailableError):
             client.synthesize("hi")
-        busy = [(None, InferenceServerException("server busy: tts already runs 16 requests ... limit of 32"))]
+        refusal = mark(BUSY, "server busy: tts already runs 16 requests ... limit of 32")
+        busy = [(None, InferenceServerException(refusal))]
         scripted.next_scripts = [busy]
-        sent = len(scripted.instances[1].requests)
+        sent = len(scripted.instances[0].requests)
         with pytest.raises(ServerBusyError, match="limit of 32"):
             client.synthesize("hi")
-        assert len(scripted.instances[1].requests) == sent + 1
+        assert len(scripted.instances[0].requests) == sent + 1
         cut = [three_chunks_then_final()[0], refused[0]]
         scripted.next_scripts = [cut]
-        sent = len(scripted.instances[1].requests)
+        sent = len(scripted.instances[0].requests)
         with pytest.raises(ServerUnavailableError):
             list(client.stream("hi"))
-        assert len(scripted.instances[1].requests) == sent + 1, "a request that produced audio is never resent"
+        assert len(scripted.instances[0].requests) == sent + 1, "a request that produced audio is never resent"
 
 
 def test_a_stalled_stream_ends_with_a_timeout_error(scripted: type[ScriptedGrpcClient]) -> None:
@@ -455,7 +469,7 @@ def test_a_stalled_stream_ends_with_a_timeout_error(scripted: type[ScriptedGrpcC
     with TTSClient("localhost:1", stall_timeout=0.05) as client:
         with pytest.raises(TTSTimeoutError, match="stall_timeout"):
             list(client.stream("hi"))
-        assert scripted.instances[1].stops == [True]
+        assert scripted.instances[0].stops == [True]
     scripted.script = three_chunks_then_final()[:1]
     with TTSClient("localhost:1", timeout=0.05, stall_timeout=None) as client:
         with pytest.raises(TTSTimeoutError, match="within its timeout"):

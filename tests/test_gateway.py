@@ -6,6 +6,7 @@ import concurrent.futures
 import io
 import threading
 import time
+import wave
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import tritonclient.grpc as grpcclient
 from tts_triton.client import HttpTTSClient, TTSClient
 from tts_triton.core.contract import DECODER
 from tts_triton.gateway import GatewayConfig
-from tts_triton.gateway.encoders import FORMATS, PCM_RATE
+from tts_triton.gateway.encoders import FORMATS, OUTPUT_RATE
 from tts_triton.gateway.server import BackgroundGateway
 from tts_triton.gateway.voices import VoiceMap
 from tts_triton.ops.triton_server import TritonServer, free_port
@@ -29,6 +30,8 @@ from tts_triton.ops.triton_server import TritonServer, free_port
 SENTENCE = "The quick brown fox jumps over the lazy dog while the cat watches from the old wooden fence."
 #: About 3 s of audio: an encoder's padding (MP3, AAC: under 0.1 s) stays well below 5 % of it.
 TEXT = " ".join([SENTENCE] * 12)
+#: About 1 s of audio: enough to measure speeds and levels on.
+SHORT_TEXT = " ".join([SENTENCE] * 4)
 #: About 6 s of audio, decoded in several seconds here: a stream with a distinct start and end.
 LONG_TEXT = " ".join([SENTENCE] * 24)
 KEY = "sk-test-key"
@@ -51,7 +54,7 @@ def offline_duration(server: TritonServer) -> float:
 def decode(data: bytes, response_format: str) -> tuple[np.ndarray, int]:
     """Samples and rate: raw int16 for pcm, PyAV (FFmpeg) for AAC, soundfile (libsndfile) for the rest."""
     if response_format == "pcm":
-        return np.frombuffer(data, "<i2").astype(np.float32) / 32768, PCM_RATE
+        return np.frombuffer(data, "<i2").astype(np.float32) / 32768, OUTPUT_RATE
     if response_format == "aac":
         with av.open(io.BytesIO(data)) as container:
             frames = [f.to_ndarray().reshape(-1) for f in container.decode(audio=0)]
@@ -104,10 +107,9 @@ def test_streaming_response_delivers_first_bytes_long_before_the_end(client: ope
     ("voice", {"voice": "nobody"}),
     ("response_format", {"response_format": "ogg"}),
     ("speed", {"speed": 5.0}),
-    ("speed", {"speed": 0.3}),  # inside OpenAI's range, outside the model's
+    ("speed", {"speed": 0.2}),
     ("input", {"input": "   "}),
     ("stream_format", {"extra_body": {"stream_format": "websocket"}}),
-    ("language", {"extra_body": {"language": "en"}}),
     ("instructions", {"extra_body": {"instructions": 7}}),
 ])
 def test_bad_requests_are_bad_request_errors_naming_the_field(client: openai.OpenAI, field: str,
@@ -119,13 +121,51 @@ def test_bad_requests_are_bad_request_errors_naming_the_field(client: openai.Ope
     assert caught.value.body["param"] == field and caught.value.body["type"] == "invalid_request_error"
 
 
-def test_speed_reaches_the_model_and_its_range_is_named(client: openai.OpenAI) -> None:
-    with pytest.raises(openai.BadRequestError, match="speed: 3 is outside this model's range 0.5-2"):
-        client.audio.speech.create(model="tts-1", voice="alloy", input="Hello.", speed=3.0)
-    seconds = {speed: decode(client.audio.speech.create(model="tts-1", voice="alloy", input=TEXT, speed=speed,
-                                                        response_format="pcm").content, "pcm")[0].shape[0] / PCM_RATE
-               for speed in (1.0, 2.0)}
-    assert seconds[2.0] < 0.75 * seconds[1.0], seconds
+def _seconds(client: openai.OpenAI, **request: object) -> float:
+    content = client.audio.speech.create(model="tts-1", voice="alloy", response_format="pcm", **request).content
+    return len(content) / 2 / OUTPUT_RATE
+
+
+def test_openai_s_whole_speed_range_with_durations_in_order(client: openai.OpenAI) -> None:
+    """0.25 and 4: the model's rate control at its limit (0.5, 2) times the gateway's time-stretch (0.5, 2)."""
+    seconds = {speed: _seconds(client, input=SHORT_TEXT, speed=speed) for speed in (0.25, 1.0, 4.0)}
+    assert seconds[0.25] > seconds[1.0] > seconds[4.0]
+    assert 3.4 < seconds[0.25] / seconds[1.0] < 4.6 and 3.4 < seconds[1.0] / seconds[4.0] < 4.6, seconds
+
+
+def test_nulls_mean_the_defaults_and_unknown_fields_are_ignored(client: openai.OpenAI) -> None:
+    extra = {"speed": None, "response_format": None, "instructions": None, "stream_format": None,
+             "language": "en", "seed": 7}
+    audio = client.audio.speech.create(model="tts-1", voice="alloy", input="Hello there.", extra_body=extra)
+    assert audio.response.headers["content-type"] == "audio/mpeg" and len(audio.content) > 1000
+
+
+def test_a_wav_that_python_s_wave_opens_at_24_khz(client: openai.OpenAI, offline_duration: float) -> None:
+    audio = client.audio.speech.create(model="tts-1", voice="alloy", input=TEXT, response_format="wav")
+    with wave.open(io.BytesIO(audio.content)) as w:
+        assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (OUTPUT_RATE, 1, 2)
+        frames = w.readframes(w.getnframes())
+    assert abs(len(frames) / 2 / OUTPUT_RATE - offline_duration) / offline_duration < 0.05
+
+
+def test_instructions_set_volume_rate_and_emotion(client: openai.OpenAI) -> None:
+    def pcm(**request: object) -> np.ndarray:
+        content = client.audio.speech.create(model="tts-1", voice="alloy", input=SHORT_TEXT, response_format="pcm",
+                                             **request).content
+        return np.frombuffer(content, "<i2").astype(np.float32) / 32768
+
+    plain, whisper, slow = pcm(), pcm(instructions="Whisper it."), pcm(instructions="Speak slowly.")
+    level = 20 * np.log10(np.sqrt(np.mean(whisper ** 2)) / np.sqrt(np.mean(plain ** 2)))
+    assert -17 < level < -13, level  # the table's -15 dB
+    assert abs(len(slow) / len(plain) - 1 / 0.85) < 0.05
+    assert not np.array_equal(pcm(instructions="Sound angry."), plain)
+
+
+def test_models_are_listed_in_openai_s_shape(client: openai.OpenAI, gateway: BackgroundGateway) -> None:
+    assert {m.id for m in client.models.list()} == {"tts-1", "tts-1-hd", "gpt-4o-mini-tts"}
+    audio_models = httpx.get(f"{gateway.url}/v1/audio/models").json()
+    assert audio_models["object"] == "list" and [m["id"] for m in audio_models["models"]] == [
+        m["id"] for m in audio_models["data"]]
 
 
 def test_limits_answer_413_and_errors_are_json(client: openai.OpenAI, gateway: BackgroundGateway) -> None:
@@ -168,7 +208,7 @@ def test_a_disconnecting_client_stops_decoding_within_a_second(gateway: Backgrou
         received = 0
         for part in response.iter_bytes():
             received += len(part)
-            if received > 2 * PCM_RATE:  # one second of the ~6 s in: the stream is well under way
+            if received > 2 * OUTPUT_RATE:  # one second of the ~6 s in: the stream is well under way
                 break
         before = _decoder_calls(server)
     left = time.perf_counter()  # the connection is closed here
@@ -184,7 +224,7 @@ def test_a_disconnecting_client_stops_decoding_within_a_second(gateway: Backgrou
 
 
 def test_keys_and_the_stream_limit(server: TritonServer) -> None:
-    config = GatewayConfig(triton_url=server.grpc_url, api_keys=frozenset({KEY}), max_streams=1)
+    config = GatewayConfig(triton_endpoints=(server.grpc_url,), api_keys=frozenset({KEY}), max_streams=1)
     with BackgroundGateway(config, port=free_port()) as limited:
         anonymous = openai.OpenAI(base_url=f"{limited.url}/v1", api_key="wrong", max_retries=0)
         with pytest.raises(openai.AuthenticationError):
@@ -227,7 +267,7 @@ def test_triton_down_is_503_and_the_gateway_recovers(make_triton: Callable[..., 
                                                      model_repository: Path) -> None:
     server = make_triton(model_repository)
     server.start()
-    with BackgroundGateway(GatewayConfig(triton_url=server.grpc_url), port=free_port()) as running:
+    with BackgroundGateway(GatewayConfig(triton_endpoints=(server.grpc_url,)), port=free_port()) as running:
         api = openai.OpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0, timeout=60)
         assert api.audio.speech.create(model="tts-1", voice="alloy", input="Hello.").content
         server.stop()

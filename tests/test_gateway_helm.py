@@ -23,8 +23,14 @@ def test_the_gateway_talks_to_the_headless_grpc_service_with_keys_from_a_secret(
     container = pod["spec"]["containers"][0]
     headless = _one(docs, "Service", "tts-tts-triton-grpc")
     assert headless["spec"]["clusterIP"] == "None"
-    assert f"--triton-url=tts-tts-triton-grpc:{headless['spec']['ports'][0]['port']}" in container["args"]
+    # its own balancer over every ready pod of the headless Service, which Triton's max connection age keeps fresh
+    # for plain gRPC clients too
+    assert f"--triton-url=dns:///tts-tts-triton-grpc:{headless['spec']['ports'][0]['port']}" in container["args"]
+    triton = _one(docs, "Deployment", "tts-tts-triton")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert any(a.startswith("--grpc-max-connection-age=") for a in triton)
     assert "--api-keys-file=/etc/tts-gateway/keys" in container["args"]
+    assert {"--header-timeout=10", "--body-timeout=10", "--keep-alive=75", "--max-connections=8192"} <= set(
+        container["args"])
     secret = _one(docs, "Secret", f"{GATEWAY}-keys")
     assert secret["stringData"]["keys"].split() == ["sk-one", "sk-two"]
     assert pod["spec"]["volumes"][1]["secret"]["secretName"] == f"{GATEWAY}-keys"

@@ -1,9 +1,11 @@
-"""The gateway's pure logic: request parsing, voices and emotions, keys and limits, the encoders' byte sink."""
+"""The gateway's pure logic: request parsing, voices, instructions, keys and limits, the encoders' byte sink and
+wav header, the time-stretch."""
 
 from __future__ import annotations
 
 import io
 import json
+import wave
 from pathlib import Path
 
 import numpy as np
@@ -11,10 +13,12 @@ import pytest
 import soundfile as sf
 
 from tts_triton.client import VoiceCatalog
-from tts_triton.gateway.encoders import FORMATS, _Sink, new_encoder
+from tts_triton.gateway.encoders import FORMATS, OUTPUT_RATE, _Sink, new_encoder
 from tts_triton.gateway.errors import ApiError
+from tts_triton.gateway.instructions import read_instructions
 from tts_triton.gateway.limits import StreamLimiter, auth_problem, check_key, load_api_keys
 from tts_triton.gateway.schema import parse_speech_request
+from tts_triton.gateway.stretch import TimeStretch, split_speed
 from tts_triton.gateway.voices import VoiceMap, load_voice_map
 
 BANK = VoiceCatalog(voices=("f1", "m1"), emotions=("neutral", "happy", "angry"), default_voice="f1",
@@ -30,22 +34,26 @@ def test_a_request_gets_openai_defaults_and_every_problem_names_its_field() -> N
     request = _parse()
     assert (request.response_format, request.speed, request.stream_format) == ("mp3", 1.0, "audio")
     assert _parse(voice={"id": "f1"}).voice == "f1"
-    for body, param, status in (({"speed": "fast"}, "speed", 400), ({"speed": 0.1}, "speed", 400),
+    nulls = _parse(speed=None, response_format=None, instructions=None, stream_format=None)
+    assert (nulls.response_format, nulls.speed, nulls.instructions, nulls.stream_format) == ("mp3", 1.0, None, "audio")
+    assert _parse(speed=0.25).speed == 0.25 and _parse(speed=4).speed == 4.0
+    assert _parse(stream=True, language="en").ignored == ("language", "stream")  # unknown fields: ignored, named
+    for body, param, status in (({"speed": "fast"}, "speed", 400), ({"speed": 0.2}, "speed", 400),
+                                ({"speed": 4.5}, "speed", 400), ({"speed": True}, "speed", 400),
                                 ({"input": "x" * 21}, "input", 413), ({"voice": ""}, "voice", 400),
-                                ({"model": 3}, "model", 400), ({"stream": True}, "stream", 400)):
+                                ({"model": 3}, "model", 400), ({"model": None}, "model", 400),
+                                ({"response_format": "ogg"}, "response_format", 400)):
         with pytest.raises(ApiError) as caught:
             _parse(**body)
         assert (caught.value.param, caught.value.status) == (param, status) and param in caught.value.message
 
 
-def test_voices_map_through_the_table_and_instructions_pick_an_emotion() -> None:
+def test_voices_map_through_the_table() -> None:
     voices = VoiceMap({"alloy": "f1", "echo": "m9"})
     assert voices.voice("m1", BANK) == "m1" and voices.voice("Alloy", BANK) == "f1"
     assert voices.voice("echo", BANK) == "f1"  # a preset the bank lacks: the bank's default voice
     with pytest.raises(ApiError, match="available voices: f1, m1, alloy, echo"):
         voices.voice("nobody", BANK)
-    assert voices.emotion("Speak in a cheerful tone, not angry", BANK) == "happy"
-    assert voices.emotion("ANGRY!", BANK) == "angry" and voices.emotion("slowly", BANK) is None
     m1_default = VoiceCatalog(voices=("f1", "m1"), emotions=("neutral",), default_voice="m1", default_emotion="neutral")
     assert VoiceMap().voice("alloy", m1_default) == "m1"  # OpenAI's usual name: the server's default voice
 
@@ -120,3 +128,63 @@ def test_aac_is_refused_up_front_naming_the_field_where_pyav_is_missing(monkeypa
         _parse(response_format="aac")
     assert refused.value.status == 400 and refused.value.param == "response_format"
     assert "PyAV" in str(refused.value.body()) and _parse(response_format="wav").response_format == "wav"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Speak in a cheerful tone, not angry", {"emotion": "happy"}),
+    ("ANGRY!", {"emotion": "angry"}),
+    ("Sound surprised", {}),  # an emotion BANK lacks
+    ("whisper", {"volume": -15.0}),
+    ("Speak softly and slowly", {"volume": -6.0, "speed": 0.85}),
+    ("Very slowly, in a deep voice, sadly", {"speed": 0.7, "pitch": -3.0}),  # sad: not in BANK
+    ("a high-pitched, excited voice, very fast", {"pitch": 3.0, "emotion": "happy", "speed": 1.4}),
+    ("LOUD and quick", {"volume": 4.0, "speed": 1.2}),
+    ("Shouting!", {"volume": 8.0}),
+    ("Not too fast, don't shout, never sad", {}),  # negated
+    ("slowly at first, then quickly", {"speed": 0.85}),  # the first phrase of a control wins
+    ("talk like a pirate", {}),  # beyond the controls: nothing changes
+    (None, {}),
+])
+def test_instructions_map_phrases_to_the_controls(text: str | None, expected: dict) -> None:
+    found = read_instructions(text, BANK.emotions)
+    defaults = {"emotion": None, "speed": 1.0, "pitch": 0.0, "volume": 0.0}
+    assert {k: getattr(found, k) for k in defaults} == {**defaults, **expected}
+    assert len(found.phrases) == len(expected)
+
+
+def test_wav_streams_with_the_streaming_sizes_and_python_wave_reads_it_all() -> None:
+    encoder = new_encoder("wav", 22050)
+    tone = (0.3 * np.sin(np.arange(22050) * 2 * np.pi * 220 / 22050)).astype(np.float32)
+    data = b"".join(encoder.encode(tone[i:i + 2205]) for i in range(0, tone.size, 2205)) + encoder.finish()
+    assert data[4:8] == data[40:44] == b"\xff\xff\xff\xff"  # OpenAI's streamed wav has the same header
+    with wave.open(io.BytesIO(data)) as w:
+        assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (OUTPUT_RATE, 1, 2)
+        frames = w.readframes(w.getnframes())
+    assert len(frames) == len(data) - 44 and abs(len(frames) / 2 / OUTPUT_RATE - 1.0) < 0.01
+
+
+def _f0(samples: np.ndarray, rate: int) -> float:
+    """The F0 of a steady harmonic signal: the autocorrelation's peak between 60 and 400 Hz."""
+    ac = np.correlate(samples, samples, "full")[len(samples) - 1:]
+    low, high = rate // 400, rate // 60
+    return rate / (low + int(np.argmax(ac[low:high])))
+
+
+@pytest.mark.parametrize("speed", [0.5, 0.8, 1.5, 2.0])
+def test_the_time_stretch_keeps_pitch_and_level_and_is_chunk_safe(speed: float) -> None:
+    rate = 22050
+    phase = 2 * np.pi * 150 * np.arange(rate) / rate  # 1 s of a 150 Hz voice-like harmonic tone
+    tone = (0.2 * sum(np.sin(k * phase) / k for k in range(1, 8))).astype(np.float32)
+    whole = TimeStretch(speed, rate)
+    once = np.concatenate([whole.process(tone), whole.finish()])
+    pieces = TimeStretch(speed, rate)
+    chunked = np.concatenate([*(pieces.process(tone[i:i + 1234]) for i in range(0, rate, 1234)), pieces.finish()])
+    assert len(once) == round(rate / speed) and np.array_equal(once, chunked)
+    middle = once[len(once) // 4: 3 * len(once) // 4]
+    assert abs(_f0(middle, rate) / 150 - 1) < 0.02
+    assert abs(np.sqrt(np.mean(middle ** 2)) / np.sqrt(np.mean(tone ** 2)) - 1) < 0.05  # no cancellation dips
+
+
+def test_speeds_beyond_the_model_go_to_the_time_stretch() -> None:
+    assert split_speed(1.5) == (1.5, 1.0) and split_speed(4.0) == (2.0, 2.0) and split_speed(0.25) == (0.5, 0.5)
+    assert split_speed(3.0) == (2.0, 1.5)

@@ -152,7 +152,8 @@ def test_render_defaults():
     restricted = "shared-memory,logging,trace,model-repository:tts-triton-admin-key=$(TTS_TRITON_ADMIN_KEY)"
     assert f"--http-restricted-api={restricted}" in c["args"]
     assert f"--grpc-restricted-protocol={restricted}" in c["args"]
-    assert c["startupProbe"]["httpGet"]["path"] == "/v2/health/live"
+    warm_up = ["python3", "-m", "tts_triton.ops.health", "--url=127.0.0.1:8001", "--timeout=30", "--probe=startup"]
+    assert c["startupProbe"]["exec"]["command"] == [*warm_up, "--quiet"]  # ready only once warmed up
     assert c["lifecycle"]["preStop"]["exec"]["command"] == [
         "python3", "-m", "tts_triton.ops.model_control", "drain", "--http=127.0.0.1:8000", "--metrics=127.0.0.1:8002",
         "--delay=15", "--grace=60"]
@@ -189,7 +190,7 @@ def test_render_autoscaling_and_servicemonitor():
     metric = hpa["spec"]["metrics"][0]
     assert metric["type"] == "Pods"
     assert metric["pods"]["metric"]["name"] == "tts_streams_in_flight"
-    assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": "16"}
+    assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": "32"}
     assert "replicas" not in _one(docs, "Deployment")["spec"]  # the HPA owns the replica count
     monitor = _one(docs, "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"

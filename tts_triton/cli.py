@@ -8,6 +8,7 @@
   tts-triton loadtest --users 16 --spawn-rate 4 --duration 1m
   tts-triton gateway [--port 8080]         OpenAI-compatible /v1/audio/speech in front of a running server
   tts-triton bench-gateway --out DIR       the gateway's first byte and throughput against direct gRPC
+  tts-triton bench-stream --out DIR        streamed text in (stream-input): first audio, sessions, cut prosody
 
 The model repository defaults to ~/.cache/tts-triton/model_repository ($XDG_CACHE_HOME), whatever the
 working directory. Each command has its own --help.
@@ -102,8 +103,8 @@ def _transport_hint(err: Exception, args: argparse.Namespace) -> str:
     """A one-line reason for a failed request, with what to do about it."""
     from tts_triton.client import ServerUnavailableError
 
-    url = args.url or (DEFAULT_HTTP_URL if args.http else DEFAULT_GRPC_URL)
-    if not args.http and _answers_http(url):
+    url = ",".join(args.url) if args.url else (DEFAULT_HTTP_URL if args.http else DEFAULT_GRPC_URL)
+    if not args.http and _answers_http(url.split(",")[0]):
         return (f"{url} is Triton's HTTP port, not its gRPC port: use the gRPC port "
                 f"({GRPC_PORT} by default), or add --http")
     if isinstance(err, ServerUnavailableError):
@@ -173,7 +174,7 @@ def _say(args: argparse.Namespace) -> int:
     except failures as err:
         return _fail(_transport_hint(err, args))
     except ValueError as err:  # the client's URL check: "expected a grpc:// URL or host:port, got ..."
-        return _fail(f"--url {args.url}: {err}" + ("" if args.http else "; for HTTP add --http"))
+        return _fail(f"--url {','.join(args.url or [])}: {err}" + ("" if args.http else "; for HTTP add --http"))
     except OSError as err:  # the output file could not be written
         return _fail(f"-o {args.output}: {err.strerror or err}")
     try:
@@ -225,7 +226,8 @@ def _voices(args: argparse.Namespace) -> int:
 
 def loadtest_command(args: argparse.Namespace, out: Path) -> list[str]:
     """The headless Locust command line of ``tts-triton loadtest``, run with this interpreter."""
-    locustfile, host = ("gateway_locustfile.py", args.gateway) if args.gateway else ("locustfile.py", args.url)
+    locustfile, host = (("gateway_locustfile.py", args.gateway) if args.gateway
+                        else ("locustfile.py", ",".join(args.url or [f"grpc://{DEFAULT_GRPC_URL}"])))
     return [sys.executable, "-m", "locust", "-f", str(LOADTEST_DIR / locustfile), "--headless",
             "--users", str(args.users), "--spawn-rate", str(args.spawn_rate), "--run-time", args.duration,
             "--host", host, "--stop-timeout", str(args.stop_timeout), "--csv", str(out / "locust"),
@@ -240,7 +242,7 @@ def _loadtest(args: argparse.Namespace) -> int:
     env = {**os.environ, "TTS_RESULTS_DIR": str(out)}
     if args.repeat_ratio is not None:  # the locustfile's texts (tts_triton.bench.workload)
         env["TTS_REPEAT_RATIO"] = str(args.repeat_ratio)
-    target = args.gateway or args.url
+    target = args.gateway or ",".join(args.url or [f"grpc://{DEFAULT_GRPC_URL}"])
     print(f"==> locust: {args.users} users, {args.spawn_rate}/s, {args.duration} against {target} -> {out}", flush=True)
     status = subprocess.run(loadtest_command(args, out), env=env, check=False).returncode
     report = subprocess.run([sys.executable, str(LOADTEST_DIR / "report.py"), str(out)], check=False).returncode
@@ -254,6 +256,8 @@ def _loadtest(args: argparse.Namespace) -> int:
 def _gateway(args: argparse.Namespace) -> int:
     from tts_triton.gateway import GatewayConfig, serve
     from tts_triton.gateway.limits import auth_problem, load_api_keys
+    from tts_triton.gateway.server import TlsFiles
+    from tts_triton.gateway.sessions import SessionLimits
     from tts_triton.gateway.voices import load_voice_map
 
     try:
@@ -263,23 +267,47 @@ def _gateway(args: argparse.Namespace) -> int:
         return _fail(str(err))
     if problem := auth_problem(args.host, keys, allow_anonymous=args.allow_anonymous):
         return _fail(problem)
-    config = GatewayConfig(triton_url=args.triton_url, api_keys=keys, max_streams=args.max_streams,
+    from tts_triton.client.balancer import parse_targets
+
+    try:
+        endpoints = parse_targets(args.triton_url or [DEFAULT_GRPC_URL])
+    except ValueError as err:
+        return _fail(f"--triton-url: {err}")
+    if (args.ssl_certfile is None) != (args.ssl_keyfile is None):
+        return _fail("--ssl-certfile and --ssl-keyfile go together")
+    for path in (args.ssl_certfile, args.ssl_keyfile):
+        if path is not None and not path.is_file():
+            return _fail(f"{path}: no such file")
+    tls = TlsFiles(args.ssl_certfile, args.ssl_keyfile) if args.ssl_certfile else None
+    sessions = SessionLimits(max_sessions=args.max_sessions, max_sessions_per_key=args.max_sessions_per_key,
+                             max_session_s=args.max_session_seconds)
+    config = GatewayConfig(triton_endpoints=endpoints, api_keys=keys, max_streams=args.max_streams,
                            max_input_chars=args.max_input_chars, request_timeout_s=args.timeout,
-                           voice_map=voice_map)
-    print(f"gateway: http://{args.host}:{args.port}/v1/audio/speech -> Triton {args.triton_url} "
-          f"(API keys: {len(keys) or 'off'}, at most {args.max_streams} streams)", flush=True)
-    serve(config, host=args.host, port=args.port, log_level=args.log_level)
+                           voice_map=voice_map, sessions=sessions, header_timeout_s=args.header_timeout,
+                           body_timeout_s=args.body_timeout, keep_alive_s=args.keep_alive,
+                           max_connections=args.max_connections)
+    scheme = "https" if tls else "http"
+    print(f"gateway: {scheme}://{args.host}:{args.port}/v1/audio/speech and {'wss' if tls else 'ws'}://"
+          f"{args.host}:{args.port}/v1/text-to-speech/{{voice_id}}/stream-input -> Triton {', '.join(endpoints)} "
+          f"(API keys: {len(keys) or 'off'}, at most {args.max_streams} streams, {args.max_sessions} sessions)",
+          flush=True)
+    serve(config, host=args.host, port=args.port, log_level=args.log_level, tls=tls)
     return 0
 
 
 def _gateway_parser(sub: argparse._SubParsersAction) -> None:
     g = sub.add_parser("gateway", help="OpenAI-compatible speech API (/v1/audio/speech) in front of Triton",
                        description="Serve OpenAI's POST /v1/audio/speech (mp3, opus, aac, flac, wav, pcm; "
-                                   "streamed) plus /v1/audio/voices, /healthz, /readyz and /metrics, talking to "
-                                   "a running Triton's streaming tts model over one gRPC channel.")
+                                   "streamed), ElevenLabs' input-streaming WebSockets (/v1/text-to-speech/"
+                                   "{voice_id}/stream-input and multi-stream-input) plus /v1/audio/voices, /healthz, "
+                                   "/readyz and /metrics, talking to the streaming tts model of one or more "
+                                   "running Tritons over gRPC.")
     g.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s: loopback only)")
     g.add_argument("--port", type=int, default=8080, help="HTTP port (default %(default)s)")
-    g.add_argument("--triton-url", default=DEFAULT_GRPC_URL, help="Triton's gRPC address (default %(default)s)")
+    g.add_argument("--triton-url", action="append", metavar="ENDPOINT",
+                   help=f"Triton's gRPC address, host:port or dns:///NAME:PORT (every address of NAME, re-resolved); "
+                        f"repeat it or give a comma-separated list for several servers: each stream goes to the one "
+                        f"with the fewest in flight (default {DEFAULT_GRPC_URL})")
     g.add_argument("--api-keys-file", type=Path,
                    help="file of API keys, one per line (also read: $TTS_GATEWAY_API_KEYS, comma-separated)")
     g.add_argument("--allow-anonymous", action="store_true",
@@ -289,8 +317,26 @@ def _gateway_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--max-input-chars", type=int, default=4096,
                    help="longest `input`; longer is 413 (default %(default)s, OpenAI's limit)")
     g.add_argument("--timeout", type=float, default=300.0, help="seconds one synthesis may take (default %(default)s)")
+    g.add_argument("--header-timeout", type=float, default=10.0,
+                   help="seconds a request's head may take to arrive; then 408 and close (default %(default)s)")
+    g.add_argument("--body-timeout", type=float, default=10.0,
+                   help="seconds a request's body may take after its head; then 408 and close (default %(default)s)")
+    g.add_argument("--keep-alive", type=float, default=5.0,
+                   help="seconds an idle kept-alive connection stays open (default %(default)s; behind a proxy, "
+                        "more than the proxy's own upstream keep-alive)")
+    g.add_argument("--max-connections", type=int, default=8192,
+                   help="connections open at once; one more is answered 503 with Retry-After (default %(default)s)")
     g.add_argument("--voice-map", type=Path,
                    help="JSON object of OpenAI voice name -> preset, over the built-in table")
+    g.add_argument("--ssl-certfile", type=Path, help="PEM certificate: serve https:// and wss:// (with --ssl-keyfile)")
+    g.add_argument("--ssl-keyfile", type=Path, help="PEM private key of --ssl-certfile")
+    g.add_argument("--max-sessions", type=int, default=64,
+                   help="concurrent input-streaming WebSocket sessions; more are closed at once with code 1013 "
+                        "(default %(default)s)")
+    g.add_argument("--max-sessions-per-key", type=int, default=16,
+                   help="concurrent sessions of one API key (default %(default)s)")
+    g.add_argument("--max-session-seconds", type=float, default=600.0,
+                   help="longest session; longer is closed with code 1008 (default %(default)s)")
     g.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                    help="uvicorn's log level (default %(default)s)")
     g.set_defaults(func=_gateway)
@@ -367,7 +413,10 @@ def _client_parsers(sub: argparse._SubParsersAction) -> None:
     y.add_argument("--voice", help="preset voice (default: the server's; `tts-triton voices` lists them)")
     y.add_argument("--emotion", help="neutral, happy, sad, angry or surprised (default: the server's)")
     y.add_argument("--reference", type=Path, help="audio file whose style to copy (instead of --voice/--emotion)")
-    y.add_argument("--url", help=f"server address (default {DEFAULT_GRPC_URL}, or {DEFAULT_HTTP_URL} with --http)")
+    y.add_argument("--url", action="append", metavar="ENDPOINT",
+                   help=f"server address (default {DEFAULT_GRPC_URL}, or {DEFAULT_HTTP_URL} with --http); repeat it "
+                        "or give a comma-separated list for several servers (dns:///NAME:PORT: every address of NAME): "
+                        "the request goes to one of them and, failing before any audio, once to another")
     y.add_argument("--http", action="store_true", help="use HTTP and tts_offline instead of the gRPC stream")
     y.add_argument("--timeout", type=float, default=120.0, help="seconds allowed (default %(default)s)")
     y.add_argument("--speed", type=float, help="speaking rate, 0.5-2 (1: as trained)")
@@ -388,7 +437,10 @@ def _client_parsers(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("loadtest", help="Locust load test of a running server, with a report",
                        description="Run loadtest/locustfile.py headless with this interpreter against a running "
                                    "server, then draw report.png (loadtest/README.md).")
-    t.add_argument("--url", default=f"grpc://{DEFAULT_GRPC_URL}", help="server (default %(default)s)")
+    t.add_argument("--url", action="append", metavar="ENDPOINT",
+                   help=f"server (default grpc://{DEFAULT_GRPC_URL}); repeat it or give a comma-separated list to "
+                        "spread the users' streams over several servers (least outstanding streams per Locust "
+                        "process)")
     t.add_argument("--gateway", metavar="URL",
                    help="load-test the OpenAI-compatible gateway at URL (e.g. http://localhost:8080) instead of gRPC "
                         "(loadtest/gateway_locustfile.py)")
@@ -419,6 +471,11 @@ def parser() -> argparse.ArgumentParser:
                    description="Start Triton and a gateway, measure the gateway's first byte and throughput "
                                "against direct gRPC side by side (options: tts-triton bench-gateway --help).",
                    add_help=False)
+    sub.add_parser("bench-stream", help="text streamed in at an LLM's pace: first audio, sessions, cut prosody "
+                                        "(tts-triton bench-stream --help)",
+                   description="Stream text into a gateway's stream-input sockets at an LLM's pace and measure the "
+                               "first audio after a sentence's end at several numbers of sessions, and what cutting "
+                               "costs in prosody (options: tts-triton bench-stream --help).", add_help=False)
     return p
 
 
@@ -433,6 +490,10 @@ def main(argv: list[str] | None = None) -> int:
         from tts_triton.gateway.bench import main as bench_gateway_main
 
         return bench_gateway_main(argv[1:])
+    if argv[:1] == ["bench-stream"]:  # parses its own options too
+        from tts_triton.gateway.stream_bench import main as bench_stream_main
+
+        return bench_stream_main(argv[1:])
     args = parser().parse_args(argv)
     try:
         return args.func(args)

@@ -4,7 +4,7 @@
 #     scripts/gpu/bench.sh [-- BENCH_ARGS...]
 # Steps: the host's environment (host-env.sh: Triton, numpy 1.26 and tritonclient from the bundle, espeak-ng, this
 # checkout importable), nvidia-smi, then `tts-triton bench --target torch-cuda --mps --baseline-device cuda
-# --goals docs/bench/goals.toml --out $OUT` (--mps where nvidia-cuda-mps-control is installed) with BENCH_ARGS, or without them the full measurement: the sweep 1..256,
+# --goals docs/bench-goals.toml --out $OUT` (--mps where nvidia-cuda-mps-control is installed) with BENCH_ARGS, or without them the full measurement: the sweep 1..256,
 # the eager baseline at 1 and 64 and a 2000-request soak (5-8 minutes; each level holds its load 12 s: >= 10 s of
 # measured load at every concurrency). The report, plot, JSON and server log are
 # written into $OUT as the run goes (each level rewrites them), so a run cut off keeps what it finished.
@@ -29,7 +29,7 @@ full=(--concurrency 1 8 32 64 128 256 --seconds 12 --grace 20 --warmup 3 --basel
 mps=()
 command -v nvidia-cuda-mps-control >/dev/null 2>&1 && mps=(--mps)  # the GPU host's driver tools; a CPU host has none
 bench=(python3 -m tts_triton.cli bench --target torch-cuda "${mps[@]}" --baseline-device cuda
-       --goals docs/bench/goals.toml --out "$OUT" "${full[@]}" "$@")
+       --goals docs/bench-goals.toml --out "$OUT" "${full[@]}" "$@")
 say "${bench[*]}"
 status=0
 PYTHONUNBUFFERED=1 timeout --signal=INT --kill-after=30 "${BENCH_TIMEOUT:-520}" "${bench[@]}" 2>&1 \

@@ -98,8 +98,11 @@ def parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog="tts-triton bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--url", help="gRPC address host:port of a running server (default: start the embedded server "
-                                 "on free loopback ports and stop it afterwards)")
+    p.add_argument("--url", action="append", metavar="ENDPOINT",
+                   help="gRPC address host:port of a running server (default: start the embedded server on free "
+                        "loopback ports and stop it afterwards); repeat it or give a comma-separated list (or "
+                        "dns:///NAME:PORT) to load several servers through the client's balancer: the server "
+                        "description and per-model statistics are then the first endpoint's")
     p.add_argument("--metrics-url", help="with --url: the server's Prometheus metrics page, for GPU memory and "
                                          "cache hits (e.g. http://localhost:8002/metrics)")
     p.add_argument("--target", default=DEFAULT_TARGET, choices=[AUTO, *embedded_targets()],
@@ -160,7 +163,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-every", type=float, default=5.0,
                    help="seconds between GPU memory samples during the soak (default %(default)s)")
     p.add_argument("--goals", type=Path,
-                   help="a goals file (TOML or JSON; example: docs/bench/goals.toml) to judge this run against")
+                   help="a goals file (TOML or JSON; example: docs/bench-goals.toml) to judge this run against")
     p.add_argument("--reference", type=Path,
                    help="the bench.json of an earlier run whose best aggregate this run's is compared with (the "
                         "goal scale_vs_reference)")
@@ -216,7 +219,7 @@ def _setting_value(text: str) -> Any:
 def _server(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator[ServerUnderTest]:
     """``--url``, or the embedded server on free loopback ports for the duration of the block."""
     if args.url:
-        yield ServerUnderTest(args.url, args.metrics_url)
+        yield ServerUnderTest(",".join(args.url), args.metrics_url)
         return
     from tts_triton.export.build import ensure_repository
     from tts_triton.export.repository import RepositorySettings
@@ -357,7 +360,7 @@ async def _bench(run: _Run, tested: ServerUnderTest) -> None:
 
     from tts_triton.client import AsyncTTSClient
 
-    server = grpcclient_aio.InferenceServerClient(tested.url)
+    server = grpcclient_aio.InferenceServerClient(tested.url.split(",")[0])  # the first endpoint's facts
     try:
         info = await describe_server(server, tested.url, tested.repository)
         if info.trained is not True:
@@ -434,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.out.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(tested.log_file, args.out / SERVER_LOG)
     except (InferenceServerException, TTSError, TritonServerError) as err:
-        print(f"error: benchmark of {args.url or 'the embedded server'} failed: {err}", file=sys.stderr)
+        print(f"error: benchmark of {','.join(args.url or ['the embedded server'])} failed: {err}", file=sys.stderr)
         return 2
     print("\n" + text_table(LEVEL_HEADERS, [level_row(s, r) for r, s in report.rows()]))
     for level in report.levels:

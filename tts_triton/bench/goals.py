@@ -26,7 +26,7 @@ lists them::
     p99_at_most_ms = 250
     at_least = 1.8
 
-``docs/bench/goals.toml`` is an example.
+``docs/bench-goals.toml`` is an example.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 
+from tts_triton.core.contract import CACHE_LOOKUPS_METRIC
+
 __all__ = [
     "CACHE_LOOKUPS_METRIC",
     "GPU_MEMORY_METRIC",
@@ -16,11 +18,6 @@ __all__ = [
 
 #: Triton's per-GPU memory gauge (``gpu_uuid`` label), in bytes.
 GPU_MEMORY_METRIC = "nv_gpu_memory_used_bytes"
-#: The utterance cache's lookup counter (labels ``model`` and ``outcome``: hit, miss, error, skipped), emitted by
-#: the BLS through Triton's metrics: ``tts_triton.cache.settings.LOOKUPS_METRIC``, spelled here because importing
-#: the cache package imports the Redis client, which a host that only runs the bench may lack (a test keeps the two
-#: equal).
-CACHE_LOOKUPS_METRIC = "tts_cache_lookups_total"
 
 
 def _labels(text: str) -> dict[str, str]:

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from tts_triton.cache.metrics import CounterMeter
-from tts_triton.cache.settings import OPT_OUT_PARAMETER, CacheSettings
+from tts_triton.cache.settings import CacheSettings
 from tts_triton.cache.utterance import UtteranceCache
+from tts_triton.core.contract import CACHE_PARAMETER
 from tts_triton.errors import InvalidInput
 
 #: Build settings that change only speed, never the audio: left out so that differently tuned servers share.
@@ -58,12 +59,12 @@ def open_cache(environ: Mapping[str, str], model_dir: str | None, model: str, mo
 
 def cache_wanted(parameters: str | Mapping[str, Any] | None) -> bool:
     """Whether a request's Triton parameters (JSON text or a dict) leave the cache on: the
-    :data:`~tts_triton.cache.settings.OPT_OUT_PARAMETER` parameter ``false`` (bool, or the string
+    :data:`~tts_triton.core.contract.CACHE_PARAMETER` parameter ``false`` (bool, or the string
     ``"false"``) opts out; raises InvalidInput for any other value than true/false."""
     values = json.loads(parameters or "{}") if isinstance(parameters, str | None) else parameters
-    value = values.get(OPT_OUT_PARAMETER, True)
+    value = values.get(CACHE_PARAMETER, True)
     if isinstance(value, str) and value.lower() in ("true", "false"):
         value = value.lower() == "true"
     if not isinstance(value, bool):
-        raise InvalidInput(OPT_OUT_PARAMETER, f"request parameter must be true or false, got {value!r}")
+        raise InvalidInput(CACHE_PARAMETER, f"request parameter must be true or false, got {value!r}")
     return value

@@ -9,20 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tts_triton.cache.settings import (
-    BYTE_DIRECTIONS,
-    BYTES_METRIC,
-    LOOKUP_OUTCOMES,
-    LOOKUPS_METRIC,
-    WRITE_OUTCOMES,
-    WRITES_METRIC,
-)
+from tts_triton.cache.settings import BYTE_DIRECTIONS, LOOKUP_OUTCOMES, WRITE_OUTCOMES
+from tts_triton.core.contract import CACHE_BYTES_METRIC, CACHE_LOOKUPS_METRIC, CACHE_WRITES_METRIC
 
 #: Metric name -> (description, label name, label values).
 METRICS = {
-    LOOKUPS_METRIC: ("Utterance cache lookups by outcome", "outcome", LOOKUP_OUTCOMES),
-    BYTES_METRIC: ("Utterance cache entry bytes read from and written to Redis", "direction", BYTE_DIRECTIONS),
-    WRITES_METRIC: ("Utterance cache entry writes by outcome", "outcome", WRITE_OUTCOMES),
+    CACHE_LOOKUPS_METRIC: ("Utterance cache lookups by outcome", "outcome", LOOKUP_OUTCOMES),
+    CACHE_BYTES_METRIC: ("Utterance cache entry bytes read from and written to Redis", "direction", BYTE_DIRECTIONS),
+    CACHE_WRITES_METRIC: ("Utterance cache entry writes by outcome", "outcome", WRITE_OUTCOMES),
 }
 
 
@@ -37,13 +31,13 @@ class CounterMeter:
         }
 
     def lookup(self, outcome: str) -> None:
-        self.counters[LOOKUPS_METRIC, outcome].increment(1)
+        self.counters[CACHE_LOOKUPS_METRIC, outcome].increment(1)
 
     def bytes(self, direction: str, count: int) -> None:
-        self.counters[BYTES_METRIC, direction].increment(count)
+        self.counters[CACHE_BYTES_METRIC, direction].increment(count)
 
     def write(self, outcome: str) -> None:
-        self.counters[WRITES_METRIC, outcome].increment(1)
+        self.counters[CACHE_WRITES_METRIC, outcome].increment(1)
 
     def close(self) -> None:
         """Drop the counters, then their families (a metric must go before its family)."""

@@ -15,12 +15,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-#: Prometheus counter of lookups by ``model`` and ``outcome`` (:data:`LOOKUP_OUTCOMES`).
-LOOKUPS_METRIC = "tts_cache_lookups_total"
-#: Prometheus counter of entry bytes by ``model`` and ``direction`` (:data:`BYTE_DIRECTIONS`).
-BYTES_METRIC = "tts_cache_bytes_total"
-#: Prometheus counter of entry writes by ``model`` and ``outcome`` (:data:`WRITE_OUTCOMES`).
-WRITES_METRIC = "tts_cache_writes_total"
 #: ``hit``: answered from Redis; ``miss``: synthesized (and stored when it completes); ``error``: Redis
 #: failed, timed out or is backed off, so synthesized; ``skipped``: not looked up (opt-out, text over
 #: the bound).
@@ -28,8 +22,6 @@ LOOKUP_OUTCOMES = ("hit", "miss", "error", "skipped")
 BYTE_DIRECTIONS = ("read", "written")
 #: ``stored``; ``too_large``: over ``max_entry_bytes``, not stored; ``error``: Redis refused or failed.
 WRITE_OUTCOMES = ("stored", "too_large", "error")
-#: Request parameter (Triton request parameters, gRPC and HTTP) that opts one request out: ``"cache": false``.
-OPT_OUT_PARAMETER = "cache"
 #: Environment variables are ``ENV_PREFIX`` + the field name in capitals, e.g. ``TTS_CACHE_REDIS_URL``.
 ENV_PREFIX = "TTS_CACHE_"
 URL_SCHEMES = ("redis", "rediss", "unix")

@@ -4,7 +4,7 @@ The constants follow the HiFi-GAN / Tacotron2 LJSpeech convention (22050 Hz, n_f
 window 1024, Slaney mel, natural-log magnitude mel clamped at 1e-5) except for the mel layout: 128
 bins over the whole 0-11025 Hz instead of 80 over 0-8000 Hz. The band above 8 kHz is part of the
 voice, and 80 bins blur the harmonics of low voices; ``scripts/mel_band.py`` measures both (see
-docs/mel_band.md: low-passing espeak-ng's rendering at 8 kHz alone costs ~20 dB of MCD; Griffin-Lim
+docs/records/mel_band.md: low-passing espeak-ng's rendering at 8 kHz alone costs ~20 dB of MCD; Griffin-Lim
 lands ~22 dB away from an 80-bin 8 kHz mel, 3.5 dB from an 80-bin full-band one and 3.0 dB from this
 layout, with F0 errors of 12-16 Hz on sad male voices at 80 bins and 1-2 Hz at 128). A public LJSpeech
 generator expects the old layout (``tts_triton.training.remel`` carries checkpoints across layouts).

@@ -195,24 +195,21 @@ class StreamingConfig:
     """
 
     chunk_frames: tuple[int, ...] = (12, 24, 48, 72)
-    #: 12 frames each side reproduce one-shot vocoding of the default checkpoint at >= 33.7 dB SNR (bound 30;
-    #: 16: 52 dB, 8: 33.5 dB; ``scripts/vocoder_context.py``, docs/vocoder_context.md). 12 + a first chunk of 12 is
-    #: exactly one decoder call (K * r = 24 frames), so the first audio needs no second call; 16 would
-    #: need two.
+    #: Frames of context each side: enough for streamed audio to match one-shot vocoding at >= 30 dB SNR
+    #: (tested; ``scripts/vocoder_context.py`` measures it). 12 + a first chunk of 12 is exactly one decoder call
+    #: (K * r = 24 frames), so the first audio needs no second call.
     left_context: int = 12
     right_context: int = 12
     #: Encoder memory is padded to the smallest bucket that fits so that streams share batches.
     token_buckets: tuple[int, ...] = (32, 64, 128, 256, 512)
     #: Every vocoder call holds one of these frame counts (context included): the planner widens a window's
     #: left context to the smallest that fits (into silence before the sentence). Two sizes: streams at
-    #: different points share a vocoder batch in at most two graph replays (each shape costs a replay; on the
-    #: H200 a batch of 15 mixed windows took 12 ms as four replays, one of 16 x 96 frames 5.7 ms), at about
+    #: different points share a vocoder batch in at most two graph replays (each shape costs one), at about
     #: 1.2x the frames of the tightest windows. Every shape has its CUDA graph or engine profile.
     vocoder_frames: tuple[int, ...] = (48, 96)
     #: Latency first: a stream keeps one vocoder call in flight, and decodes on only once its first chunk is
-    #: vocoded, so that fewer of its calls queue ahead of other streams' first ones. On one H200 this cut the
-    #: first chunk's p50 / p99 at 64-128 streams by 17-26 %, for 3.5-6 % less throughput and a 17 % slower single
-    #: stream. Off: every ready window is vocoded at once, beside the next decoder call.
+    #: vocoded, so that fewer of its calls queue ahead of other streams' first ones: a faster first chunk under
+    #: load for less throughput. Off: every ready window is vocoded at once, beside the next decoder call.
     first_chunk_first: bool = False
 
     def __post_init__(self) -> None:

@@ -87,6 +87,26 @@ TTS_OFFLINE = "tts_offline"
 #: Request parameter (string) of an in-band stop sent to ``tts``: the request id of the stream to end early.
 #: The stop request carries an empty ``TEXT`` and gets a FINAL of its own; the named stream ends with a normal FINAL.
 STOP_PARAMETER = "tts_stop"
+#: Request parameter (bool, or the string ``"false"``) that opts one request out of the utterance cache.
+CACHE_PARAMETER = "cache"
+
+# Metrics the models report beside Triton's own (Prometheus names).
+#: Gauge of synthesis requests in progress, by ``model`` and ``instance``.
+ACTIVE_METRIC = "tts_active_requests"
+#: Counter of synthesis requests by ``model`` and ``outcome`` (how each ended: tts_triton.errors.KINDS).
+REQUESTS_METRIC = "tts_requests_total"
+#: Counter of the seconds the network models' ``execute`` spent, by ``model`` and ``phase``.
+PHASE_METRIC = "tts_network_seconds_total"
+#: The utterance cache's counters: lookups by ``outcome``, entry bytes by ``direction``, writes by ``outcome``.
+CACHE_LOOKUPS_METRIC = "tts_cache_lookups_total"
+CACHE_BYTES_METRIC = "tts_cache_bytes_total"
+CACHE_WRITES_METRIC = "tts_cache_writes_total"
+
+# Tensor names of the networks (``mel`` and ``audio`` spelled NET_ apart from the public MEL and AUDIO).
+PHONEMES, MASK, MEMORY, PROCESSED_MEMORY = "phonemes", "mask", "memory", "processed_memory"
+REF_MEL, STYLE = "ref_mel", "style"
+NET_MEL, GATE, ALIGNMENT, NET_AUDIO = "mel", "gate", "alignment", "audio"
+STATE, ATTENTION = "state", "attention"
 
 #: Suffix of a decoder output that carries the next value of a recurrent state input.
 STATE_OUT_SUFFIX = "_out"
@@ -114,21 +134,21 @@ def decoder_states(cfg: ModelConfig) -> tuple[TensorSpec, ...]:
     :func:`decoder_state_fields` concatenated, and ``attention``, the attention weights and their running
     sum over the tokens. Two tensors, not eight: every tensor of a call costs the BLS and the decoder model
     a shared-memory hand-over per request."""
-    return (f32("state", sum(size for _, size in decoder_state_fields(cfg))), f32("attention", 2, TOKENS))
+    return (f32(STATE, sum(size for _, size in decoder_state_fields(cfg))), f32(ATTENTION, 2, TOKENS))
 
 
 def text_encoder_spec(cfg: ModelConfig) -> ModelSpec:
     return ModelSpec(
         TEXT_ENCODER,
-        inputs=(TensorSpec("phonemes", "int32", (TOKENS,)), f32("mask", TOKENS)),
-        outputs=(f32("memory", TOKENS, cfg.text.dim), f32("processed_memory", TOKENS, cfg.decoder.attention_dim)),
+        inputs=(TensorSpec(PHONEMES, "int32", (TOKENS,)), f32(MASK, TOKENS)),
+        outputs=(f32(MEMORY, TOKENS, cfg.text.dim), f32(PROCESSED_MEMORY, TOKENS, cfg.decoder.attention_dim)),
         masked_axes=(TOKENS,),
     )
 
 
 def style_encoder_spec(cfg: ModelConfig) -> ModelSpec:
     return ModelSpec(
-        STYLE_ENCODER, inputs=(f32("ref_mel", REF_FRAMES, cfg.n_mels),), outputs=(f32("style", cfg.style.dim),)
+        STYLE_ENCODER, inputs=(f32(REF_MEL, REF_FRAMES, cfg.n_mels),), outputs=(f32(STYLE, cfg.style.dim),)
     )
 
 
@@ -136,26 +156,26 @@ def decoder_spec(cfg: ModelConfig) -> ModelSpec:
     d = cfg.decoder
     states = decoder_states(cfg)
     context = (
-        f32("memory", TOKENS, cfg.text.dim),
-        f32("processed_memory", TOKENS, d.attention_dim),
-        f32("mask", TOKENS),
-        f32("style", cfg.style.dim),
+        f32(MEMORY, TOKENS, cfg.text.dim),
+        f32(PROCESSED_MEMORY, TOKENS, d.attention_dim),
+        f32(MASK, TOKENS),
+        f32(STYLE, cfg.style.dim),
     )
     outputs = (
-        f32("mel", d.frames_per_call, cfg.n_mels),
-        f32("gate", d.steps_per_call),
-        f32("alignment", d.steps_per_call, TOKENS),
+        f32(NET_MEL, d.frames_per_call, cfg.n_mels),
+        f32(GATE, d.steps_per_call),
+        f32(ALIGNMENT, d.steps_per_call, TOKENS),
         *(TensorSpec(s.name + STATE_OUT_SUFFIX, s.dtype, s.dims) for s in states),
     )
     return ModelSpec(DECODER, inputs=context + states, outputs=outputs, masked_axes=(TOKENS,))
 
 
 #: Outputs the decode loop never reads; the BLS does not request them (direct callers may).
-DIAGNOSTIC_OUTPUTS = frozenset({"alignment"})
+DIAGNOSTIC_OUTPUTS = frozenset({ALIGNMENT})
 
 
 def vocoder_spec(cfg: ModelConfig) -> ModelSpec:
-    return ModelSpec(VOCODER, inputs=(f32("mel", FRAMES, cfg.n_mels),), outputs=(f32("audio", SAMPLES),))
+    return ModelSpec(VOCODER, inputs=(f32(NET_MEL, FRAMES, cfg.n_mels),), outputs=(f32(NET_AUDIO, SAMPLES),))
 
 
 def network_specs(cfg: ModelConfig) -> dict[str, ModelSpec]:

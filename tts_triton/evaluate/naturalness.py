@@ -1,7 +1,7 @@
 """Where naturalness is lost: every stage of the default voice and the engines beside it, through the judges.
 
     python -m tts_triton.evaluate.naturalness [--checkpoint CKPT] [--voices slt,f1,m1] [--sentences 30]
-        [--jobs 2] [--out docs/eval/naturalness.md]
+        [--jobs 2] [--out docs/records/eval/naturalness.md]
 
 On the first ``--sentences`` held-out sentences (:mod:`~tts_triton.evaluate.heldout`), in the neutral preset, each
 system's clips go through DistillMOS and Whisper tiny.en (:mod:`~tts_triton.evaluate.judges`) and PocketSphinx
@@ -173,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--sentences", type=int, default=30, help=f"held-out sentences (at most {len(HELDOUT_SENTENCES)})")
     p.add_argument("--jobs", type=int, default=2, help="worker processes that render and judge")
     p.add_argument("--no-references", action="store_true", help="only the checkpoint's stages and teachers")
-    p.add_argument("--out", type=Path, default=Path("docs/eval/naturalness.md"))
+    p.add_argument("--out", type=Path, default=Path("docs/records/eval/naturalness.md"))
     args = p.parse_args(argv)
     command = shlex.join(["python", "-m", "tts_triton.evaluate.naturalness", *(sys.argv[1:] if argv is None else argv)])
     if args.sentences > len(HELDOUT_SENTENCES):

@@ -1,6 +1,6 @@
 """The pitch control measured per voice: the median F0 a requested shift achieves, beside what the vocoder allows.
 
-    python -m tts_triton.evaluate.pitch --out docs/eval [--checkpoint PATH] [--voice-bank BANK] [--voices all]
+    python -m tts_triton.evaluate.pitch --out docs/records/eval [--checkpoint PATH] [--voice-bank BANK] [--voices all]
         [--sentences 4] [--shifts 4,-4,12,-12]
 
 Every voice of the bank (neutral emotion) says the first ``--sentences`` held-out sentences

@@ -1,8 +1,14 @@
 """The gateway's ASGI app (Starlette): routes, error handling and the shared Triton client.
 
-Routes: ``POST /v1/audio/speech`` (OpenAI's), ``GET /v1/audio/voices``, ``GET /healthz`` (the process),
-``GET /readyz`` (Triton reachable and ``tts`` ready), ``GET /metrics`` (Prometheus). Every error, unexpected
-ones included, is answered in OpenAI's shape (:mod:`.errors`), never with a traceback.
+Routes: ``POST /v1/audio/speech`` (OpenAI's), ``GET /v1/audio/voices``, ``GET /v1/models`` and
+``GET /v1/audio/models`` (OpenAI's list shape), ``GET /healthz`` (the process), ``GET /readyz`` (at least one
+Triton endpoint reachable with ``tts`` ready), ``GET /metrics`` (Prometheus, per Triton endpoint too),
+``GET /openapi.json`` (:mod:`.openapi`), and ElevenLabs' input-streaming WebSockets (:mod:`.stream_input`). The
+Triton endpoints are balanced by the client library (least outstanding streams, ejection and probing, a retry
+elsewhere before any audio: :mod:`tts_triton.client.balancer`). Every HTTP error, unexpected ones included, is
+answered in OpenAI's shape (:mod:`.errors`), never with a traceback; a client that leaves at any point (while its
+body is read, before the first audio byte, mid-stream) stops its synthesis and is counted as ``disconnected``,
+without a log line.
 """
 
 from __future__ import annotations
@@ -15,20 +21,27 @@ from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tts_triton.client import AsyncTTSClient, TTSError, VoiceCatalog
-from tts_triton.core.contract import CONTROLS, SPEED
+from tts_triton.core.contract import CONTROLS, PITCH, SPEED, VOLUME
 from tts_triton.core.endpoints import DEFAULT_GRPC_URL
 
+from .deadline import BodyDeadline
 from .encoders import available_formats
 from .errors import ApiError, error_body
+from .instructions import read_instructions
 from .limits import StreamLimiter, check_key
 from .metrics import GatewayMetrics
-from .schema import STREAM_FORMATS, SpeechRequest, parse_speech_request
+from .openapi import openapi_document
+from .schema import FIELDS, MODELS, OPENAI_SPEED_RANGE, STREAM_FORMATS, SpeechRequest, parse_speech_request
+from .sessions import SessionHub, SessionLimits
 from .speech import AudioStreamResponse, SpeechStream, api_error_for, first_chunk, media_type
+from .stream_input import stream_input_routes
+from .stretch import split_speed
 from .voices import VoiceMap
 
 __all__ = ["GatewayConfig", "create_app"]
@@ -42,9 +55,10 @@ READY_TIMEOUT_S = 2.0
 
 @dataclass(frozen=True)
 class GatewayConfig:
-    """What one gateway serves and its limits. ``api_keys`` empty: no key is asked for."""
+    """What one gateway serves and its limits. ``triton_endpoints``: Triton's gRPC addresses, each ``host:port`` or
+    ``dns:///NAME:PORT`` (comma-separated lists allowed). ``api_keys`` empty: no key is asked for."""
 
-    triton_url: str = DEFAULT_GRPC_URL
+    triton_endpoints: tuple[str, ...] = (DEFAULT_GRPC_URL,)
     api_keys: frozenset[str] = frozenset()
     max_streams: int = 64
     #: OpenAI's own limit on ``input``.
@@ -55,6 +69,16 @@ class GatewayConfig:
     request_timeout_s: float = 300.0
     retry_after_s: int = 1
     voice_map: VoiceMap = field(default_factory=VoiceMap)
+    #: Limits of the ElevenLabs-compatible input-streaming WebSockets (:mod:`.stream_input`).
+    sessions: SessionLimits = field(default_factory=SessionLimits)
+    #: Seconds a request head may take to arrive (from the connection's start, or its next request's first byte).
+    header_timeout_s: float = 10.0
+    #: Seconds a request body may take to arrive after its head (64 KiB in 10 s: a 52 kbit/s client).
+    body_timeout_s: float = 10.0
+    #: Seconds an idle kept-alive connection stays open (uvicorn's ``timeout_keep_alive``).
+    keep_alive_s: float = 5.0
+    #: Connections open at once in this process; one more is answered 503 (:mod:`.protocol`).
+    max_connections: int = 8192
 
 
 class _State:
@@ -62,9 +86,9 @@ class _State:
 
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
-        self.client = AsyncTTSClient(config.triton_url, timeout=config.request_timeout_s)
+        self.client = AsyncTTSClient(config.triton_endpoints, timeout=config.request_timeout_s)
         self.limiter = StreamLimiter(config.max_streams, config.retry_after_s)
-        self.metrics = GatewayMetrics()
+        self.metrics = GatewayMetrics(self.client.balancer)
         self._bank: tuple[float, VoiceCatalog] | None = None
 
     async def bank(self) -> VoiceCatalog:
@@ -87,6 +111,8 @@ def create_app(config: GatewayConfig | None = None) -> Starlette:
         yield
         await state.client.close()
 
+    logged_fields: set[str] = set()
+
     async def speech(request: Request) -> Response:
         started = time.perf_counter()
         fmt = "unknown"
@@ -95,10 +121,14 @@ def create_app(config: GatewayConfig | None = None) -> Starlette:
             body = await _read_body(request, state.config.max_body_bytes)
             speech_request = parse_speech_request(body, max_input_chars=state.config.max_input_chars)
             fmt = speech_request.response_format
-            return await _start(state, speech_request, started)
+            _log_ignored(speech_request.ignored, logged_fields)
+            return await _start(state, speech_request, started, request)
         except ApiError as e:
             state.metrics.requests.labels(_OUTCOMES.get(e.status, "error"), fmt).inc()
             raise
+        except ClientDisconnect:  # gone while its body was read or before the first audio: nothing to answer
+            state.metrics.requests.labels("disconnected", fmt).inc()
+            return Response(status_code=400)
 
     async def voices(request: Request) -> Response:
         check_key(state.config.api_keys, request.headers.get("authorization"))
@@ -113,14 +143,30 @@ def create_app(config: GatewayConfig | None = None) -> Starlette:
             "stream_formats": list(STREAM_FORMATS),
         })
 
+    async def models(request: Request) -> Response:
+        check_key(state.config.api_keys, request.headers.get("authorization"))
+        return JSONResponse(_model_list())
+
+    async def audio_models(request: Request) -> Response:
+        check_key(state.config.api_keys, request.headers.get("authorization"))
+        # "models": the same list under the key some web UIs read (OpenWebUI's TTS settings).
+        return JSONResponse({**_model_list(), "models": [{"id": m, "name": m} for m in MODELS]})
+
+    async def openapi(_: Request) -> Response:
+        try:
+            bank = await state.bank()
+        except ApiError:  # Triton cannot say now: any voice name
+            return JSONResponse(openapi_document(state.config))
+        return JSONResponse(openapi_document(state.config, [*bank.voices, *state.config.voice_map.openai_voices]))
+
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
     async def readyz(_: Request) -> Response:
         if await state.client.is_ready(timeout=READY_TIMEOUT_S):
             return JSONResponse({"status": "ready"})
-        return JSONResponse(error_body(503, f"Triton at {state.config.triton_url} is unreachable or its "
-                                            f"{state.client.model!r} model is not ready", code="not_ready"),
+        return JSONResponse(error_body(503, f"no Triton endpoint of {state.client.url} is reachable with its "
+                                            f"{state.client.model!r} model ready", code="not_ready"),
                             status_code=503)
 
     async def metrics(_: Request) -> Response:
@@ -129,29 +175,49 @@ def create_app(config: GatewayConfig | None = None) -> Starlette:
     routes = [
         Route("/v1/audio/speech", speech, methods=["POST"]),
         Route("/v1/audio/voices", voices, methods=["GET"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/audio/models", audio_models, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        *stream_input_routes(),
     ]
     handlers = {ApiError: _api_error, HTTPException: _http_error, Exception: _unexpected_error}
-    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+    middleware = [Middleware(BodyDeadline, seconds=state.config.body_timeout_s, metrics=state.metrics)]
+    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan, middleware=middleware)
     app.state.gateway = state
+    app.state.sessions = SessionHub(state.config.sessions, state.metrics.registry)
     return app
 
 
-_OUTCOMES = {400: "bad_request", 401: "unauthorized", 413: "too_large", 429: "rejected", 503: "unavailable",
-             504: "timeout"}
+_OUTCOMES = {400: "bad_request", 401: "unauthorized", 408: "request_timeout", 413: "too_large", 429: "rejected",
+             503: "unavailable", 504: "timeout"}
+#: Distinct ignored field names logged per process (a client sending random names cannot flood the log).
+_LOGGED_FIELDS_MAX = 100
 
 
-async def _start(state: _State, request: SpeechRequest, started: float) -> Response:
+def _log_ignored(names: tuple[str, ...], logged: set[str]) -> None:
+    """Log each ignored field name the first time a request sends it."""
+    new = [n for n in names if n not in logged][:max(0, _LOGGED_FIELDS_MAX - len(logged))]
+    if new:
+        logged.update(new)
+        log.warning("POST /v1/audio/speech: ignored field(s) %s, not in OpenAI's body (%s); logged once each",
+                    ", ".join(repr(n[:40]) for n in new), ", ".join(FIELDS))
+
+
+def _model_list() -> dict[str, object]:
+    return {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "tts-triton"}
+                                       for m in MODELS]}
+
+
+async def _start(state: _State, request: SpeechRequest, started: float, http: Request) -> Response:
     """Check what needs the voice bank, take a stream slot, open the Triton stream and await its first chunk."""
-    speed = CONTROLS[SPEED]
-    if not speed.low <= request.speed <= speed.high:
-        raise ApiError(400, f"speed: {request.speed:g} is outside this model's range {speed.low:g}-{speed.high:g}",
-                       param="speed", code="unsupported_value")
     bank = await state.bank()
     voice = state.config.voice_map.voice(request.voice, bank)
-    emotion = state.config.voice_map.emotion(request.instructions, bank)
+    directions = read_instructions(request.instructions, bank.emotions)
+    low, high = OPENAI_SPEED_RANGE
+    model_speed, stretch = split_speed(min(max(request.speed * directions.speed, low), high))
     state.limiter.acquire()
     state.metrics.in_flight.inc()
 
@@ -160,14 +226,21 @@ async def _start(state: _State, request: SpeechRequest, started: float) -> Respo
         state.metrics.in_flight.dec()
 
     try:
-        chunks = state.client.stream(request.input, voice=voice, emotion=emotion,
-                                     speed=None if request.speed == speed.neutral else request.speed)
-        first = await first_chunk(chunks)
+        chunks = state.client.stream(request.input, voice=voice, emotion=directions.emotion,
+                                     speed=_unless(model_speed, CONTROLS[SPEED].neutral),
+                                     pitch=_unless(directions.pitch, CONTROLS[PITCH].neutral),
+                                     volume=_unless(directions.volume, CONTROLS[VOLUME].neutral))
+        first = await first_chunk(chunks, http.receive)
     except BaseException:
         release()
         raise
-    stream = SpeechStream(request, first, chunks, state.metrics, started, release)
+    stream = SpeechStream(request, first, chunks, state.metrics, started, release, stretch=stretch)
     return AudioStreamResponse(stream, media_type(request), {"Cache-Control": "no-store"})
+
+
+def _unless(value: float, neutral: float) -> float | None:
+    """``value``, or None (the server's default) when it is the control's neutral value."""
+    return None if value == neutral else value
 
 
 async def _read_body(request: Request, limit: int) -> bytes:

@@ -36,7 +36,7 @@ from tts_triton.bench.workload import SENTENCES as WORKLOAD_SENTENCES
 from tts_triton.client import AsyncTTSClient
 from tts_triton.core.paths import default_model_repository
 from tts_triton.export.targets import AUTO, DEFAULT_TARGET, embedded_targets
-from tts_triton.gateway.encoders import PCM_RATE, available_formats
+from tts_triton.gateway.encoders import OUTPUT_RATE, available_formats
 from tts_triton.jobs.progress import ProgressLine
 from tts_triton.ops.embedded import triton_home
 from tts_triton.ops.triton_server import free_port, set_parent_death_signal
@@ -78,7 +78,7 @@ async def _gateway(http: httpx.AsyncClient, text: str, fmt: str) -> tuple[float,
             if part and first is None:
                 first = time.perf_counter() - start
             size += len(part)
-    return first or 0.0, size / 2 / PCM_RATE if fmt == "pcm" else 0.0
+    return first or 0.0, size / 2 / OUTPUT_RATE if fmt == "pcm" else 0.0
 
 
 async def _closed_loop(streams: int, requests: int, one: Callable[[str], Awaitable[tuple[float, float]]]) -> tuple[

@@ -1,21 +1,24 @@
 """Streaming audio encoders for the OpenAI ``response_format`` values.
 
 Each encoder takes mono float32 chunks at the model's rate and returns the encoded bytes that are ready
-to send, chunk by chunk, then the tail on :meth:`Encoder.finish`. libsndfile (``soundfile``) encodes wav,
-flac, mp3, ogg/opus and raw pcm; PyAV (FFmpeg) encodes AAC in ADTS frames. Resampling, where a format
-or OpenAI's contract needs another rate, is soxr's streaming resampler (state carried across chunks).
+to send, chunk by chunk, then the tail on :meth:`Encoder.finish`. Every format is sent at 24 kHz
+(:data:`OUTPUT_RATE`, OpenAI's rate), resampled by soxr's streaming resampler (state carried across chunks).
+libsndfile (``soundfile``) encodes flac, mp3 and ogg/opus; PyAV (FFmpeg) encodes AAC in ADTS frames; wav and
+pcm are 16-bit little-endian samples written here.
 
-Every format but flac streams: mp3, ogg/opus, ADTS AAC and raw pcm are written front to back; for wav,
-libsndfile goes back at the end to fill in the header's sizes, bytes already sent by then, so the stream
-keeps the sizes of 0 it started with, which libsndfile, FFmpeg and browsers read to the end of the data.
-flac is sent whole, at the end: its STREAMINFO header gets its sample count and MD5 only once the audio
-is complete, and libsndfile (soundfile) cannot read a FLAC stream whose header lacks them to its end.
+Every format but flac streams: mp3, ogg/opus, ADTS AAC, wav and raw pcm are written front to back. A streamed
+wav cannot know its length when its header leaves, so the header has the streaming convention OpenAI's own
+wav has: RIFF and ``data`` sizes of 0xFFFFFFFF ("to the end of the stream"), which Python's ``wave``, FFmpeg,
+libsndfile and browsers read to the end of the data (``wave``'s ``getnframes`` then reports that maximum, not
+the length). flac is sent whole, at the end: its STREAMINFO header gets its sample count and MD5 only once the
+audio is complete, and libsndfile (soundfile) cannot read a FLAC stream whose header lacks them to its end.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import io
+import struct
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -24,26 +27,31 @@ import soundfile as sf
 import soxr
 from soundfile import _ffi, _snd  # soundfile's cffi handles, for the one libsndfile command it does not wrap
 
-__all__ = ["FORMATS", "Encoder", "OutputFormat", "available_formats", "new_encoder"]
+__all__ = ["FORMATS", "OUTPUT_RATE", "Encoder", "OutputFormat", "available_formats", "new_encoder", "wav_header"]
+
+
+#: The rate of every OpenAI format (its ``pcm`` is 24 kHz 16-bit little-endian mono; libopus takes 24 kHz too).
+OUTPUT_RATE = 24_000
 
 
 @dataclass(frozen=True)
 class OutputFormat:
-    """One ``response_format``: its media type, libsndfile format/subtype (None: PyAV's AAC), the rate it
-    is sent at (None: the model's own) and whether its bytes leave as they are encoded."""
+    """One output format: its media type, libsndfile format/subtype (None: written by PyAV, or here for
+    ``wav``/``pcm``), the rate it is sent at, whether it needs PyAV, whether its bytes leave as they are encoded
+    and, for MP3, the constant bit rate (None: libsndfile's middle setting, about 80 kbit/s at 24 kHz)."""
 
     name: str
     media_type: str
     sf_format: str | None
     sf_subtype: str | None
-    rate: int | None = None
+    rate: int = OUTPUT_RATE
+    needs_av: bool = False
     streams: bool = True
+    bitrate_kbps: int | None = None
 
 
-#: OpenAI's ``pcm``: 24 kHz, 16-bit little-endian, mono, no header.
-PCM_RATE = 24_000
-#: libopus encodes 8, 12, 16, 24 or 48 kHz only; 24 kHz is OpenAI's output rate.
-OPUS_RATE = 24_000
+#: A RIFF or ``data`` size that says "to the end of the stream" (what OpenAI's streamed wav carries).
+STREAMING_SIZE = 0xFFFFFFFF
 #: libsndfile's SFC_SET_OGG_PAGE_LATENCY_MS (sndfile.h): without it an Ogg page holds about a second.
 _SFC_SET_OGG_PAGE_LATENCY_MS = 0x1302
 #: Ogg page latency: a page (the unit a player can start from) per 50 ms of audio, a few Opus frames.
@@ -51,11 +59,11 @@ OGG_PAGE_LATENCY_MS = 50.0
 
 FORMATS: dict[str, OutputFormat] = {f.name: f for f in (
     OutputFormat("mp3", "audio/mpeg", "MP3", "MPEG_LAYER_III"),
-    OutputFormat("opus", "audio/ogg", "OGG", "OPUS", OPUS_RATE),
-    OutputFormat("aac", "audio/aac", None, None),
+    OutputFormat("opus", "audio/ogg", "OGG", "OPUS"),
+    OutputFormat("aac", "audio/aac", None, None, needs_av=True),
     OutputFormat("flac", "audio/flac", "FLAC", "PCM_16", streams=False),
-    OutputFormat("wav", "audio/wav", "WAV", "PCM_16"),
-    OutputFormat("pcm", "audio/pcm", "RAW", "PCM_16", PCM_RATE),
+    OutputFormat("wav", "audio/wav", None, None),
+    OutputFormat("pcm", "audio/pcm", None, None),
 )}
 
 
@@ -127,19 +135,19 @@ class _Resampler:
 
 
 class SoundfileEncoder:
-    """libsndfile writing ``fmt`` into a :class:`_Sink`."""
+    """libsndfile writing ``fmt`` at its rate into a :class:`_Sink`."""
 
     def __init__(self, fmt: OutputFormat, rate: int) -> None:
-        out_rate = fmt.rate or rate
-        self._resample = _Resampler(rate, out_rate)
+        self._resample = _Resampler(rate, fmt.rate)
         self._sink = _Sink()
         self._streams = fmt.streams
         endian = "LITTLE" if fmt.sf_format == "RAW" else "FILE"
-        # Constant bit rate MP3 (about 80 kbit/s at 22 kHz): with VBR, LAME's Xing header (filled in at close,
-        # too late) keeps a wrong frame count that readers trust for the duration. libsndfile applies the
-        # bit-rate mode only together with a compression level.
-        mp3 = {"bitrate_mode": "CONSTANT", "compression_level": 0.5} if fmt.sf_format == "MP3" else {}
-        self._file = sf.SoundFile(self._sink, "w", samplerate=out_rate, channels=1, format=fmt.sf_format,
+        # Constant bit rate MP3: with VBR, LAME's Xing header (filled in at close, too late) keeps a wrong frame
+        # count that readers trust for the duration. libsndfile applies the bit-rate mode only together with a
+        # compression level.
+        mp3 = {"bitrate_mode": "CONSTANT", "compression_level": _mp3_level(fmt.bitrate_kbps, fmt.rate)} \
+            if fmt.sf_format == "MP3" else {}
+        self._file = sf.SoundFile(self._sink, "w", samplerate=fmt.rate, channels=1, format=fmt.sf_format,
                                   subtype=fmt.sf_subtype, endian=endian, **mp3)
         if fmt.sf_format == "OGG":
             latency = _ffi.new("double*", OGG_PAGE_LATENCY_MS)
@@ -159,30 +167,71 @@ class SoundfileEncoder:
         return self._sink.take()
 
 
+def _mp3_level(kbps: int | None, rate: int) -> float:
+    """libsndfile's compression level for a constant ``kbps``: it maps 0..1 linearly onto LAME's bit-rate range,
+    32-320 kbit/s for MPEG-1 rates (32 kHz and up), 8-160 below (measured: 0.842 at 22.05 kHz gives 32)."""
+    if kbps is None:
+        return 0.5
+    low, high = (32, 320) if rate >= 32_000 else (8, 160)
+    return min(max((high - kbps) / (high - low), 0.0), 0.99)  # 1.0 itself is refused by libsndfile
+
+
+class PcmEncoder:
+    """16-bit little-endian samples at :data:`OUTPUT_RATE`, after ``header`` (a wav's, or none for raw pcm)."""
+
+    def __init__(self, rate: int, header: bytes = b"") -> None:
+        self._resample = _Resampler(rate, OUTPUT_RATE)
+        self._header = header
+
+    def encode(self, audio: np.ndarray) -> bytes:
+        return self._pcm(self._resample(np.asarray(audio, dtype=np.float32)))
+
+    def finish(self) -> bytes:
+        return self._pcm(self._resample(np.zeros(0, np.float32), last=True))
+
+    def _pcm(self, samples: np.ndarray) -> bytes:
+        data = np.round(np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+        head, self._header = self._header, b""
+        return head + data
+
+
+def wav_header(rate: int, data_bytes: int = STREAMING_SIZE) -> bytes:
+    """The 44-byte header of a mono 16-bit PCM wav with ``data_bytes`` of samples; left out, the streaming
+    convention's sizes (:data:`STREAMING_SIZE`)."""
+    riff = STREAMING_SIZE if data_bytes == STREAMING_SIZE else 36 + data_bytes
+    return (b"RIFF" + struct.pack("<I", riff) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, 1, rate, 2 * rate, 2, 16)
+            + b"data" + struct.pack("<I", data_bytes))
+
+
 class AacEncoder:
-    """FFmpeg's AAC encoder (PyAV) in an ADTS stream: self-delimiting frames, playable as they arrive."""
+    """FFmpeg's AAC encoder (PyAV) at :data:`OUTPUT_RATE` in an ADTS stream: self-delimiting frames, playable as
+    they arrive."""
 
     def __init__(self, rate: int) -> None:
         import av  # FFmpeg, for this format only (an environment without PyAV serves the others)
 
         self._av = av
-        self._rate = rate
+        self._resample = _Resampler(rate, OUTPUT_RATE)
         self._sink = _Sink()
         self._container = av.open(self._sink, mode="w", format="adts")
-        self._stream = self._container.add_stream("aac", rate=rate, layout="mono")
+        self._stream = self._container.add_stream("aac", rate=OUTPUT_RATE, layout="mono")
 
     def encode(self, audio: np.ndarray) -> bytes:
-        samples = np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0)
-        if samples.size:
-            frame = self._av.AudioFrame.from_ndarray(samples[None, :], format="flt", layout="mono")
-            frame.sample_rate = self._rate
-            self._mux(frame)
+        self._write(self._resample(np.asarray(audio, dtype=np.float32)))
         return self._sink.take()
 
     def finish(self) -> bytes:
+        self._write(self._resample(np.zeros(0, np.float32), last=True))
         self._mux(None)
         self._container.close()
         return self._sink.take()
+
+    def _write(self, samples: np.ndarray) -> None:
+        if samples.size:
+            frame = self._av.AudioFrame.from_ndarray(np.clip(samples, -1.0, 1.0)[None, :], format="flt",
+                                                     layout="mono")
+            frame.sample_rate = OUTPUT_RATE
+            self._mux(frame)
 
     def _mux(self, frame: object | None) -> None:
         for packet in self._stream.encode(frame):
@@ -192,10 +241,13 @@ class AacEncoder:
 def available_formats() -> tuple[str, ...]:
     """The formats this environment can encode: AAC only where PyAV is installed (the ``gateway`` extra)."""
     has_av = importlib.util.find_spec("av") is not None
-    return tuple(name for name, fmt in FORMATS.items() if fmt.sf_format is not None or has_av)
+    return tuple(name for name, fmt in FORMATS.items() if not fmt.needs_av or has_av)
 
 
 def new_encoder(response_format: str, rate: int) -> Encoder:
     """A fresh encoder for ``response_format`` (a key of :data:`FORMATS`) fed at ``rate`` Hz."""
-    fmt = FORMATS[response_format]
-    return AacEncoder(rate) if fmt.sf_format is None else SoundfileEncoder(fmt, rate)
+    if response_format == "aac":
+        return AacEncoder(rate)
+    if response_format in ("wav", "pcm"):
+        return PcmEncoder(rate, wav_header(OUTPUT_RATE) if response_format == "wav" else b"")
+    return SoundfileEncoder(FORMATS[response_format], rate)

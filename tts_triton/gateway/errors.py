@@ -8,8 +8,8 @@ __all__ = ["ApiError", "error_body"]
 
 #: OpenAI's ``error.type`` for each status the gateway answers with.
 _TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
-          405: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_exceeded",
-          500: "server_error", 503: "server_error", 504: "server_error"}
+          405: "invalid_request_error", 408: "invalid_request_error", 413: "invalid_request_error",
+          429: "rate_limit_exceeded", 500: "server_error", 503: "server_error", 504: "server_error"}
 
 
 class ApiError(Exception):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .errors import ApiError
 
-__all__ = ["API_KEYS_ENV", "StreamLimiter", "auth_problem", "check_key", "load_api_keys"]
+__all__ = ["API_KEYS_ENV", "StreamLimiter", "auth_problem", "check_key", "key_allowed", "load_api_keys"]
 
 #: Environment variable holding comma-separated API keys.
 API_KEYS_ENV = "TTS_GATEWAY_API_KEYS"
@@ -55,8 +55,13 @@ def check_key(keys: frozenset[str], authorization: str | None) -> None:
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         raise ApiError(401, "missing API key: send `Authorization: Bearer <key>`", code="invalid_api_key")
-    if not any(hmac.compare_digest(token.encode(), key.encode()) for key in keys):
+    if not key_allowed(keys, token):
         raise ApiError(401, "incorrect API key", code="invalid_api_key")
+
+
+def key_allowed(keys: frozenset[str], token: str) -> bool:
+    """Whether ``token`` is one of ``keys`` (compared in constant time)."""
+    return any(hmac.compare_digest(token.encode(), key.encode()) for key in keys)
 
 
 class StreamLimiter:

@@ -1,7 +1,9 @@
 """The request body of ``POST /v1/audio/speech`` (OpenAI's), parsed and checked field by field.
 
-Every problem is an :class:`ApiError` naming the field: 400 for a missing, mistyped or out-of-range field
-or an unknown one (never silently ignored), 413 for an ``input`` over the gateway's limit.
+Every problem is an :class:`ApiError` naming the field: 400 for a missing, mistyped or out-of-range field,
+413 for an ``input`` over the gateway's limit. ``null`` in an optional field means its default, as in OpenAI's
+SDKs. A field OpenAI's body does not have is ignored and named in :attr:`SpeechRequest.ignored` (the app logs
+it), so clients that add their own fields keep working.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from typing import Any
 from .encoders import FORMATS, available_formats
 from .errors import ApiError
 
-__all__ = ["OPENAI_SPEED_RANGE", "STREAM_FORMATS", "SpeechRequest", "parse_speech_request"]
+__all__ = ["FIELDS", "MODELS", "OPENAI_SPEED_RANGE", "STREAM_FORMATS", "SpeechRequest", "parse_speech_request"]
 
 #: The ``speed`` range OpenAI's API accepts.
 OPENAI_SPEED_RANGE = (0.25, 4.0)
 STREAM_FORMATS = ("audio", "sse")
-_FIELDS = ("model", "input", "voice", "response_format", "speed", "instructions", "stream_format")
+#: OpenAI's documented body of ``POST /v1/audio/speech``.
+FIELDS = ("model", "input", "voice", "instructions", "response_format", "speed", "stream_format")
+#: The model names listed by ``GET /v1/models`` (OpenAI's speech models); ``model`` may be any name: there is one.
+MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,8 @@ class SpeechRequest:
     speed: float = 1.0
     instructions: str | None = None
     stream_format: str = "audio"
+    #: Fields of the body that OpenAI's does not have, ignored.
+    ignored: tuple[str, ...] = ()
 
 
 def parse_speech_request(body: bytes, *, max_input_chars: int) -> SpeechRequest:
@@ -43,10 +50,6 @@ def parse_speech_request(body: bytes, *, max_input_chars: int) -> SpeechRequest:
         raise ApiError(400, f"the request body is not valid JSON: {e}") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object")
-    unknown = sorted(data.keys() - set(_FIELDS))
-    if unknown:
-        raise ApiError(400, f"unknown parameter {unknown[0]!r}; this endpoint takes {', '.join(_FIELDS)}",
-                       param=unknown[0], code="unknown_parameter")
     text = _string(data, "input", required=True)
     if not text.strip():
         raise ApiError(400, "input: must contain text to speak", param="input")
@@ -67,9 +70,10 @@ def parse_speech_request(body: bytes, *, max_input_chars: int) -> SpeechRequest:
         input=text,
         voice=voice,
         response_format=response_format,
-        speed=_speed(data.get("speed", 1.0)),
+        speed=_speed(data.get("speed")),
         instructions=_string(data, "instructions", required=False) or None,
         stream_format=_choice(data, "stream_format", STREAM_FORMATS, "audio"),
+        ignored=tuple(sorted(data.keys() - set(FIELDS))),
     )
 
 
@@ -84,13 +88,17 @@ def _string(data: dict[str, Any], name: str, *, required: bool) -> str:
 
 
 def _choice(data: dict[str, Any], name: str, choices: tuple[str, ...], default: str) -> str:
-    value = data.get(name, default)
+    value = data.get(name)
+    if value is None:
+        return default
     if value not in choices:
         raise ApiError(400, f"{name}: {value!r:.40} is not one of {', '.join(choices)}", param=name)
     return value
 
 
 def _speed(value: Any) -> float:
+    if value is None:
+        return 1.0
     low, high = OPENAI_SPEED_RANGE
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ApiError(400, f"speed: expected a number, got {value!r:.40}", param="speed")

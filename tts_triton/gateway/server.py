@@ -1,27 +1,62 @@
-"""Running the gateway: uvicorn serving :func:`~.app.create_app` (``tts-triton gateway``)."""
+"""Running the gateway: uvicorn serving :func:`~.app.create_app` (``tts-triton gateway``), over TLS when given a
+certificate and its key (``wss://`` is what ElevenLabs' SDK connects to).
+
+uvicorn runs :class:`~.protocol.GatewayProtocol` (its h11 protocol with a deadline on request heads and a
+connection cap), the app bounds request bodies (:class:`~.deadline.BodyDeadline`), and uvicorn's own
+``timeout_keep_alive`` closes idle kept-alive connections.
+"""
 
 from __future__ import annotations
 
+import functools
+import logging
 import threading
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import uvicorn
 
 from .app import GatewayConfig, create_app
+from .protocol import FrontDoor, GatewayProtocol, raise_fd_limit
 
-__all__ = ["BackgroundGateway", "serve", "uvicorn_config"]
+log = logging.getLogger("tts_triton.gateway")
+
+__all__ = ["BackgroundGateway", "TlsFiles", "serve", "uvicorn_config"]
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """A PEM certificate (chain) and its private key: the gateway then serves https:// and wss://."""
+
+    certfile: Path
+    keyfile: Path
 
 
 def uvicorn_config(config: GatewayConfig, *, host: str = "127.0.0.1", port: int = 8080,
-                   log_level: str = "info") -> uvicorn.Config:
-    """uvicorn's settings for one gateway process (one event loop: one shared Triton channel)."""
-    return uvicorn.Config(create_app(config), host=host, port=port, log_level=log_level, access_log=False,
-                          lifespan="on", timeout_graceful_shutdown=10)
+                   log_level: str = "info", tls: TlsFiles | None = None) -> uvicorn.Config:
+    """uvicorn's settings for one gateway process (one event loop: one shared Triton channel). WebSocket
+    messages are bounded like request bodies; uvicorn pings each socket (its default, every 20 s). Raises this
+    process's open-file limit to hold ``config.max_connections`` (lowering the cap, with a warning, where the
+    hard limit is too low)."""
+    app = create_app(config)
+    cap = raise_fd_limit(config.max_connections)
+    if cap < config.max_connections:
+        log.warning("the open-file limit holds %d connections, not the %d asked for: the cap is %d",
+                    cap, config.max_connections, cap)
+    door = FrontDoor(config.header_timeout_s, cap, config.retry_after_s, app.state.gateway.metrics)
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on",
+                          timeout_graceful_shutdown=10, timeout_keep_alive=config.keep_alive_s,  # type: ignore[arg-type]
+                          http=functools.partial(GatewayProtocol, door=door),  # type: ignore[arg-type]
+                          ws_max_size=config.max_body_bytes,
+                          ssl_certfile=None if tls is None else str(tls.certfile),
+                          ssl_keyfile=None if tls is None else str(tls.keyfile))
 
 
-def serve(config: GatewayConfig, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info") -> None:
+def serve(config: GatewayConfig, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info",
+          tls: TlsFiles | None = None) -> None:
     """Serve until SIGINT/SIGTERM (uvicorn's handlers: streams in flight get 10 s to finish)."""
-    uvicorn.Server(uvicorn_config(config, host=host, port=port, log_level=log_level)).run()
+    uvicorn.Server(uvicorn_config(config, host=host, port=port, log_level=log_level, tls=tls)).run()
 
 
 class BackgroundGateway:
@@ -30,9 +65,10 @@ class BackgroundGateway:
     ``start`` returns once the port accepts connections; ``stop`` lets streams in flight end and joins.
     """
 
-    def __init__(self, config: GatewayConfig, *, host: str = "127.0.0.1", port: int) -> None:
-        self.url = f"http://{host}:{port}"
-        self._server = uvicorn.Server(uvicorn_config(config, host=host, port=port, log_level="warning"))
+    def __init__(self, config: GatewayConfig, *, host: str = "127.0.0.1", port: int,
+                 tls: TlsFiles | None = None) -> None:
+        self.url = f"{'http' if tls is None else 'https'}://{host}:{port}"
+        self._server = uvicorn.Server(uvicorn_config(config, host=host, port=port, log_level="warning", tls=tls))
         self._thread = threading.Thread(target=self._server.run, name=f"gateway-{port}", daemon=True)
 
     def start(self, timeout: float = 30.0) -> BackgroundGateway:

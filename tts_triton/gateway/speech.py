@@ -1,9 +1,10 @@
 """One speech request end to end: checks, the Triton stream, encoding, and the streamed HTTP body.
 
 The first audio chunk is awaited before the response starts, so that what Triton rejects (or Triton being
-unreachable) becomes a proper 4xx/5xx; from then on the body streams chunk by chunk. The body is an async
-generator: leaving it early (the client went away, see :class:`AudioStreamResponse`) closes the Triton
-stream through the client library, so the decoder stops.
+unreachable) becomes a proper 4xx/5xx; a client leaving during that wait stops the stream at once
+(:func:`first_chunk`). From then on the body streams chunk by chunk. The body is an async generator: leaving it
+early (the client went away, see :class:`AudioStreamResponse`) closes the Triton stream through the client
+library, so the decoder stops. Speeds beyond the model's own range are finished here (:mod:`.stretch`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
+import numpy as np
+from starlette.requests import ClientDisconnect
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
@@ -27,11 +30,13 @@ from tts_triton.client import (
     TTSTimeoutError,
 )
 from tts_triton.core.contract import EMOTION, SPEED, TEXT, VOICE
+from tts_triton.errors import BUSY, FAILED, INVALID_INPUT, KINDS, TIMED_OUT
 
 from .encoders import FORMATS, new_encoder
 from .errors import ApiError
 from .metrics import GatewayMetrics
 from .schema import SpeechRequest
+from .stretch import TimeStretch
 
 __all__ = ["AudioStreamResponse", "SpeechStream", "api_error_for", "first_chunk", "media_type"]
 
@@ -42,24 +47,39 @@ _PARAMS = {TEXT: "input", VOICE: "voice", EMOTION: "instructions", SPEED: "speed
 
 
 def api_error_for(error: TTSError) -> ApiError:
-    """The HTTP error for a failed Triton request (no traceback, the server's message as it came)."""
+    """The HTTP error for a failed Triton request (no traceback, the server's message as it came): the status
+    and code of its error kind (:data:`tts_triton.errors.KINDS`), or of its class when Triton itself failed it."""
     if isinstance(error, InvalidInputError):
-        param = next((p for name, p in _PARAMS.items() if name in error.message), None)
-        return ApiError(400, error.message, param=param)
+        return ApiError(INVALID_INPUT.http, error.message, param=_PARAMS.get(error.input_name or ""))
     if isinstance(error, ServerBusyError):  # Triton's own admission limit: not started, worth retrying soon
-        return ApiError(503, f"the speech model is busy: {error.message}", code="model_busy",
+        return ApiError(BUSY.http, f"the speech model is busy: {error.message}", code=BUSY.code,
                         headers={"Retry-After": str(BUSY_RETRY_AFTER_S)})
     if isinstance(error, ServerUnavailableError):
         return ApiError(503, f"the speech model is unavailable: {error.message}", code="model_unavailable")
     if isinstance(error, TTSTimeoutError):
-        return ApiError(504, f"synthesis timed out: {error.message}", code="timeout")
-    return ApiError(500, f"synthesis failed: {error.message}", code="synthesis_failed")
+        return ApiError(TIMED_OUT.http, f"synthesis timed out: {error.message}", code=TIMED_OUT.code)
+    kind = KINDS.get(error.kind or "", FAILED)
+    return ApiError(kind.http, f"synthesis failed: {error.message}", code=kind.code)
 
 
-async def first_chunk(chunks: AsyncGenerator[AudioChunk, None]) -> AudioChunk:
-    """The stream's first chunk; raises the :class:`ApiError` for a request Triton failed (closing ``chunks``)."""
+async def first_chunk(chunks: AsyncGenerator[AudioChunk, None], receive: Receive) -> AudioChunk:
+    """The stream's first chunk; raises the :class:`ApiError` for a request Triton failed, or
+    :class:`ClientDisconnect` when ``receive`` says the client left first (``chunks`` closed: stopped in-band)."""
+    reading = asyncio.ensure_future(anext(chunks))
+    leaving = asyncio.ensure_future(_disconnect(receive))
     try:
-        return await anext(chunks)
+        await asyncio.wait({reading, leaving}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        leaving.cancel()
+        if not reading.done():
+            reading.cancel()  # one CancelledError: the client library stops the stream in-band and waits for it
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait({reading})
+    if reading.cancelled():
+        await chunks.aclose()  # a no-op after the in-band stop; closes a stream that had not started
+        raise ClientDisconnect
+    try:
+        return reading.result()
     except TTSError as e:
         await chunks.aclose()
         raise api_error_for(e) from None
@@ -67,14 +87,21 @@ async def first_chunk(chunks: AsyncGenerator[AudioChunk, None]) -> AudioChunk:
         raise ApiError(500, "the server ended the stream without audio", code="synthesis_failed") from None
 
 
+async def _disconnect(receive: Receive) -> None:
+    """Return once the client has disconnected (the request's body has been read)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
 class SpeechStream:
     """The streamed body of one request (:meth:`body`) and its end (:meth:`close`: the Triton stream
     closed, the outcome counted, the stream's slot released), whether or not the body ever ran."""
 
     def __init__(self, request: SpeechRequest, first: AudioChunk, chunks: AsyncGenerator[AudioChunk, None],
-                 metrics: GatewayMetrics, started: float, release: Callable[[], None]) -> None:
+                 metrics: GatewayMetrics, started: float, release: Callable[[], None], *, stretch: float = 1.0) -> None:
         self.request, self.first, self.chunks = request, first, chunks
         self.metrics, self.started, self._release = metrics, started, release
+        self.stretch = stretch
         self.outcome = "disconnected"
         self._closed = False
 
@@ -84,7 +111,11 @@ class SpeechStream:
         request, metrics = self.request, self.metrics
         fmt, sse = request.response_format, request.stream_format == "sse"
         encoder = new_encoder(fmt, self.first.sample_rate)
+        stretcher = TimeStretch(self.stretch, self.first.sample_rate) if self.stretch != 1.0 else None
         sent, deltas = 0, 0
+
+        def audio(samples: np.ndarray) -> np.ndarray:
+            return stretcher.process(samples) if stretcher else samples
 
         def frame(data: bytes) -> bytes:
             nonlocal sent, deltas
@@ -97,16 +128,16 @@ class SpeechStream:
             deltas += 1
             return _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
 
-        yield frame(encoder.encode(self.first.audio))
+        yield frame(encoder.encode(audio(self.first.audio)))
         try:
             async for chunk in self.chunks:
-                yield frame(encoder.encode(chunk.audio))
+                yield frame(encoder.encode(audio(chunk.audio)))
         except TTSError as e:
             self.outcome = "error"
             if sse:
                 yield _event({"type": "error", **api_error_for(e).body()})
             return
-        yield frame(encoder.finish())
+        yield frame((encoder.encode(stretcher.finish()) if stretcher else b"") + encoder.finish())
         if sse:
             # No tokenizer here: input_tokens counts characters, output_tokens the audio deltas.
             usage = {"input_tokens": len(request.input), "output_tokens": deltas,

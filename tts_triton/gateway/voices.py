@@ -1,19 +1,16 @@
-"""OpenAI voice names -> the server's preset voices, and the emotion an ``instructions`` text asks for.
+"""OpenAI voice names -> the server's preset voices.
 
-Voices: a request's ``voice`` is first looked up among the server's own voices (``f1``, ``m3``...); an OpenAI
+A request's ``voice`` is first looked up among the server's own voices (``f1``, ``m3``...); an OpenAI
 name is then mapped through :data:`OPENAI_VOICES` (override it with ``tts-triton gateway --voice-map FILE``,
 a JSON object of name -> preset). ``alloy``, the name OpenAI's examples use, maps to :data:`SERVER_DEFAULT`: the
 server's default voice, whichever its voice bank names. A mapped preset the server lacks falls back to that
 default too, so the table keeps working with any voice bank; any other name is a 400 naming ``voice``.
-
-Emotions: the first word of ``instructions`` (case-insensitive, whole words) that is one of the server's
-emotions or a synonym in :data:`EMOTION_WORDS` picks the emotion; no such word leaves the server's default.
+(``instructions``: :mod:`.instructions`.)
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -21,7 +18,7 @@ from tts_triton.client import VoiceCatalog
 
 from .errors import ApiError
 
-__all__ = ["EMOTION_WORDS", "OPENAI_VOICES", "SERVER_DEFAULT", "VoiceMap", "load_voice_map"]
+__all__ = ["OPENAI_VOICES", "SERVER_DEFAULT", "VoiceMap", "load_voice_map"]
 
 #: The map's value for "the server's default voice" (its voice bank's ``default_voice``); no preset is named so.
 SERVER_DEFAULT = "default"
@@ -31,25 +28,12 @@ OPENAI_VOICES: dict[str, str] = {
     "nova": "f3", "sage": "f4", "shimmer": "f5", "verse": "m2", "marin": "f2", "cedar": "m1",
 }
 
-#: Words of ``instructions`` that pick an emotion, beside the emotions' own names.
-EMOTION_WORDS: dict[str, str] = {
-    "cheerful": "happy", "joyful": "happy", "excited": "happy", "upbeat": "happy", "glad": "happy",
-    "sorrowful": "sad", "melancholy": "sad", "gloomy": "sad", "unhappy": "sad", "somber": "sad",
-    "furious": "angry", "annoyed": "angry", "irritated": "angry", "mad": "angry",
-    "amazed": "surprised", "astonished": "surprised", "shocked": "surprised",
-    "calm": "neutral", "flat": "neutral", "plain": "neutral",
-}
-
-_WORD = re.compile(r"[a-z]+")
-
 
 class VoiceMap:
-    """Resolves a request's ``voice`` and ``instructions`` against one voice bank."""
+    """Resolves a request's ``voice`` against one voice bank."""
 
-    def __init__(self, openai_voices: Mapping[str, str] = OPENAI_VOICES,
-                 emotion_words: Mapping[str, str] = EMOTION_WORDS) -> None:
+    def __init__(self, openai_voices: Mapping[str, str] = OPENAI_VOICES) -> None:
         self.openai_voices = dict(openai_voices)
-        self.emotion_words = dict(emotion_words)
 
     def voice(self, name: str, bank: VoiceCatalog) -> str:
         """The preset for ``name``; raises a 400 naming ``voice`` for a name neither native nor mapped."""
@@ -60,14 +44,6 @@ class VoiceMap:
             known = ", ".join([*bank.voices, *sorted(self.openai_voices)])
             raise ApiError(400, f"voice {name!r} is unknown; available voices: {known}", param="voice")
         return mapped if mapped in bank.voices else bank.default_voice
-
-    def emotion(self, instructions: str | None, bank: VoiceCatalog) -> str | None:
-        """The emotion ``instructions`` asks for, or None (the server's default)."""
-        for word in _WORD.findall((instructions or "").lower()):
-            emotion = word if word in bank.emotions else self.emotion_words.get(word)
-            if emotion in bank.emotions:
-                return emotion
-        return None
 
     def table(self, bank: VoiceCatalog) -> dict[str, str]:
         """Every OpenAI name with the preset it resolves to on ``bank``."""

@@ -8,12 +8,18 @@ model's config and :mod:`tts_triton.core.shapes`), through ``tts_offline`` and t
 visible (same host or container), looks for each Python model's stub processes. Each model is then:
 
 - ``ok``: it answered within ``timeout``;
-- ``slow``: no answer within ``timeout``, or refused as overloaded (RESOURCE_EXHAUSTED, UNAVAILABLE
-  "busy"): a loaded server, which readiness may shed but nothing must restart;
+- ``slow``: no answer within ``timeout``, refused as overloaded (RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED), or
+  an error whose kind reads so (:data:`tts_triton.errors.KINDS`: busy, timed out): a loaded server, which
+  readiness may shed but nothing must restart;
 - ``dead``: it answered with any other error (``Stub process 'vocoder_0_0' is not healthy``, unknown
   model, server gone), or a stub instance of it no longer exists (a dead BLS stub never answers at all).
 
 Liveness and self-healing act on ``dead`` only; readiness wants every model ``ok`` and no drain marker.
+
+:func:`warm_up` runs the same requests, several side by side, until every model answered ok: a fresh server's
+first calls (the BLS's first network calls, its cache connection, each network's first run) are paid by it, not
+by the first users. ``tts-triton serve`` (:class:`~tts_triton.ops.triton_server.TritonServer` with ``warm_up``)
+reports ready only after it, and the Helm chart's startup probe is ``--probe startup`` (a warm-up).
 Used by ``tts-triton serve`` (:mod:`tts_triton.ops.supervisor` reloads a dead model) and by the Helm chart's
 probes::
 
@@ -26,7 +32,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import sys
 import threading
 import time
@@ -43,11 +48,12 @@ from tts_triton.core import contract
 from tts_triton.core.config import ModelConfig
 from tts_triton.core.endpoints import DEFAULT_GRPC_URL
 from tts_triton.core.shapes import axis_values
+from tts_triton.errors import read_mark
 from tts_triton.ops.triton_server import port_holders
 from tts_triton.serving.request_shapes import RequestShapes
 
 __all__ = ["DEAD", "DRAIN_MARK_ENV", "HEALTH_TEXT", "OK", "SLOW", "HealthReport", "ModelHealth", "check_health",
-           "classify_error", "draining", "main", "missing_stubs", "smallest_inputs"]
+           "classify_error", "draining", "main", "missing_stubs", "smallest_inputs", "warm_up"]
 
 #: What the BLS checks speak: one short sentence.
 HEALTH_TEXT = "Hi."
@@ -58,8 +64,8 @@ OK, SLOW, DEAD = "ok", "slow", "dead"
 #: readiness probe fails and the liveness probe passes (the models are being unloaded on purpose).
 DRAIN_MARK_ENV = "TTS_TRITON_DRAIN_MARK"
 DEFAULT_DRAIN_MARK = "/tmp/tts-triton-draining"
-#: Error text of an overloaded server: admission control's refusals and gRPC's own deadline.
-_OVERLOADED = re.compile(r"RESOURCE_EXHAUSTED|DEADLINE_EXCEEDED|Deadline Exceeded|server busy|too many", re.I)
+#: gRPC statuses of an overloaded server: a refusal for load, gRPC's own deadline.
+_OVERLOADED = frozenset({"RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED"})
 _STUB = "triton_python_backend_stub"
 
 
@@ -111,12 +117,16 @@ class HealthReport:
 
 
 def classify_error(err: BaseException) -> str:
-    """``SLOW`` for a timeout or an overload refusal, ``DEAD`` for any other error."""
+    """``SLOW`` for a timeout, an overload status or an error whose kind is read as slow (the server's mark),
+    ``DEAD`` for any other error."""
     if isinstance(err, TimeoutError):
         return SLOW
-    status = err.status() if hasattr(err, "status") and callable(err.status) else ""
+    status = err.status() if hasattr(err, "status") and callable(err.status) else None
+    if status is not None and status.removeprefix("StatusCode.") in _OVERLOADED:
+        return SLOW
     message = err.message() if hasattr(err, "message") and callable(err.message) else str(err)
-    return SLOW if _OVERLOADED.search(f"{status} {message}") else DEAD
+    kind = read_mark(message or "").kind
+    return SLOW if kind is not None and kind.health == SLOW else DEAD
 
 
 def missing_stubs(server_pid: int, configs: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
@@ -183,7 +193,7 @@ def _infer_inputs(arrays: dict[str, np.ndarray]) -> list[grpcclient.InferInput]:
 
 
 def _text() -> list[grpcclient.InferInput]:
-    return _infer_inputs({"TEXT": np.array([HEALTH_TEXT.encode()], dtype=np.object_)})
+    return _infer_inputs({contract.TEXT: np.array([HEALTH_TEXT.encode()], dtype=np.object_)})
 
 
 def _check_network(client: grpcclient.InferenceServerClient, model: str, timeout: float) -> None:
@@ -193,7 +203,7 @@ def _check_network(client: grpcclient.InferenceServerClient, model: str, timeout
 
 def _check_offline(client: grpcclient.InferenceServerClient, model: str, timeout: float) -> None:
     result = client.infer(model, _text(), client_timeout=timeout)
-    if result.as_numpy("AUDIO").size == 0:
+    if result.as_numpy(contract.AUDIO).size == 0:
         raise RuntimeError("no audio")
 
 
@@ -286,20 +296,41 @@ def check_health(url: str, *, timeout: float = 10.0, models: Sequence[str] = CHE
     return HealthReport(tuple(results))
 
 
+def warm_up(url: str, *, timeout: float = 60.0, models: Sequence[str] = CHECKED_MODELS) -> HealthReport:
+    """Warm a server up: :func:`check_health`'s requests (TEXT :data:`HEALTH_TEXT`, cache included where the server
+    has one) sent as many times side by side as the most instances any of ``models`` has, so that each instance is
+    likely to get one (Triton picks the instance); then once more, all together, to confirm. Returns that last
+    report (``ok`` when every model answered within ``timeout``)."""
+    try:
+        with grpcclient.InferenceServerClient(url) as client:
+            rounds = max(sum(g.get("count", 1) for g in client.get_model_config(m, as_json=True,
+                                                                                client_timeout=timeout)
+                             ["config"].get("instance_group", [{}])) for m in models)
+    except Exception:  # an unreachable server: the check below says so
+        rounds = 1
+    if rounds > 1:
+        with ThreadPoolExecutor(rounds) as pool:
+            list(pool.map(lambda _: check_health(url, timeout=timeout, models=models),
+                          range(rounds)))
+    return check_health(url, timeout=timeout, models=models)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m tts_triton.ops.health``: exit status 0 when the probe passes, 1 otherwise."""
     parser = argparse.ArgumentParser(prog="python -m tts_triton.ops.health", description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default=DEFAULT_GRPC_URL, help="gRPC endpoint, host:port")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds each model may take")
-    parser.add_argument("--probe", choices=("full", "liveness", "readiness"), default="full",
+    parser.add_argument("--probe", choices=("full", "liveness", "readiness", "startup"), default="full",
                         help="full: every model ok; liveness: no model dead (slow is alive; passes while "
-                             "draining); readiness: every model ok and not draining (default %(default)s)")
+                             "draining); readiness: every model ok and not draining; startup: warm the server "
+                             "up (warm_up), then every model ok (default %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="print only failures")
     args = parser.parse_args(argv)
-    if args.probe != "full" and draining():
+    if args.probe in ("liveness", "readiness") and draining():
         print("draining", file=sys.stdout if args.probe == "liveness" else sys.stderr)
         return 0 if args.probe == "liveness" else 1
-    report = check_health(args.url, timeout=args.timeout)
+    check = warm_up if args.probe == "startup" else check_health
+    report = check(args.url, timeout=args.timeout)
     passed = report.alive if args.probe == "liveness" else report.ok
     if not args.quiet or not passed:
         print(report.summary(), file=sys.stdout if passed else sys.stderr)

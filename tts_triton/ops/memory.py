@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 #: Allocator name -> (shared library, settings it reads from the environment; the caller's own win).
 #: jemalloc: a background thread returns dirty pages after 1 s and keeps none "muzzy", so a finished 115 MB
-#: request is handed back to the kernel within about a second (docs/bench/rejected-requests.md).
+#: request is handed back to the kernel within about a second (docs/records/bench/rejected-requests.md).
 ALLOCATORS: dict[str, tuple[str, dict[str, str]]] = {
     "jemalloc": ("libjemalloc.so.2", {"MALLOC_CONF": "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0"}),
     "tcmalloc": ("libtcmalloc_minimal.so.4", {}),

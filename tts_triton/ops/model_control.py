@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tts_triton.core import contract
+from tts_triton.core.contract import ACTIVE_METRIC
 from tts_triton.ops.health import DEFAULT_DRAIN_MARK, DRAIN_MARK_ENV
 from tts_triton.ops.triton_server import ADMIN_HEADER, TritonServerError
 
@@ -43,8 +44,6 @@ __all__ = ["ACTIVE_METRIC", "PUBLIC_MODELS", "RELOAD_PARAMETER", "Endpoint", "ac
 RELOAD_PARAMETER = "tts_triton_reload"
 #: The models clients call; unloading them stops new work while the models they call keep serving.
 PUBLIC_MODELS = (contract.TTS, contract.TTS_OFFLINE)
-#: The BLS's gauge of requests in progress (one series per model).
-ACTIVE_METRIC = "tts_active_requests"
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy
 #: Environment variable holding the admin key (the chart's and `serve`'s).
 ADMIN_KEY_ENV = "TTS_TRITON_ADMIN_KEY"

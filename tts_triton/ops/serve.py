@@ -89,7 +89,7 @@ def serve(args: argparse.Namespace, parent_at_start: int) -> int:
     server = EmbeddedServer(args.model_repository.absolute(), host=args.host, http_port=args.http_port,
                             grpc_port=args.grpc_port, metrics_port=args.metrics_port, log_verbose=args.log_verbose,
                             admin_key=os.environ.get("TTS_TRITON_ADMIN_KEY"), mps=args.mps, install=install,
-                            environment=cache_env)
+                            environment=cache_env, warm_up=True)
     signals = _StopSignals(server)
     try:  # whatever the signals and wherever they land, serve exits only once the server's group is gone
         try:

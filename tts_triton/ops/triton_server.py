@@ -69,7 +69,7 @@ LOG_RETENTION_S = 14 * 24 * 3600
 
 #: numpy's OpenBLAS pool in every stub: one thread. Each BLS instance's small matrix products (the pitch
 #: control's) otherwise wake a pool of spinning threads per process: on a 16-core H200 host with 8 BLS
-#: instances that cost 4x of the throughput at 64 streams (docs/bench/history.md).
+#: instances that cost 4x of the throughput at 64 streams (docs/records/bench/history.md).
 STUB_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "1")
 
 
@@ -303,6 +303,9 @@ class TritonServer:
       both default to what the environment asks for (:func:`tts_triton.ops.memory.configured`).
     - With ``mps``, ``start`` first starts a CUDA MPS control daemon of the server's own
       (:class:`~tts_triton.ops.mps.MpsDaemon`; its absence is a ``TritonServerError``) and ``stop`` ends it.
+    - With ``warm_up``, ``start`` returns only once every model answered a warm-up request through gRPC, the way
+      users' requests come (:func:`tts_triton.ops.health.warm_up`; a failure is a ``TritonServerError``): Triton's
+      own readiness comes before the first calls have been paid for.
     """
 
     def __init__(
@@ -321,6 +324,7 @@ class TritonServer:
         mps: bool = False,
         allocator: str | None = None,
         shm_region_limit_mb: int | None = None,
+        warm_up: bool = False,
     ) -> None:
         self.model_repository = Path(model_repository).absolute()
         self.host = host
@@ -342,6 +346,7 @@ class TritonServer:
         default_allocator, default_limit = memory.configured(os.environ)
         self.allocator = allocator or default_allocator
         self.shm_region_limit_mb = default_limit if shm_region_limit_mb is None else shm_region_limit_mb
+        self.warm_up = warm_up
 
     @property
     def http_url(self) -> str:
@@ -459,6 +464,8 @@ class TritonServer:
         self._group_alive = True
         try:
             self._wait_ready(proc, timeout)
+            if self.warm_up:
+                self._warm_up(timeout)
         except TritonServerError as err:
             errors = "\n".join(self.log_errors()) or "(none)"
             report = f"{err}.\nErrors in the server log {self.log_file}:\n{errors}\nLast lines:\n{self.log_tail(15)}"
@@ -486,6 +493,13 @@ class TritonServer:
             if time.monotonic() > deadline:
                 raise TritonServerError(f"tritonserver not ready after {timeout:.0f} s")
             time.sleep(0.1)
+
+    def _warm_up(self, timeout: float) -> None:
+        from tts_triton.ops.health import warm_up  # health imports this module
+
+        report = warm_up(self.grpc_url, timeout=timeout)
+        if not report.ok:
+            raise TritonServerError(f"warm-up failed: {report.summary()}")
 
     def listens(self, pid: int | None = None) -> bool:
         """Whether process ``pid`` (default: the server) listens on the HTTP and gRPC ports (the readiness

@@ -20,8 +20,9 @@ from tts_triton.serving.pipeline import InferBackend
 
 async def run_encode(backend: InferBackend, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The ``encode`` ensemble for in-process backends: text_encoder and style_encoder, outputs merged."""
-    text = await backend.infer(contract.TEXT_ENCODER, {"phonemes": inputs["phonemes"], "mask": inputs["mask"]})
-    style = await backend.infer(contract.STYLE_ENCODER, {"ref_mel": inputs["ref_mel"]})
+    text_inputs = {name: inputs[name] for name in (contract.PHONEMES, contract.MASK)}
+    text = await backend.infer(contract.TEXT_ENCODER, text_inputs)
+    style = await backend.infer(contract.STYLE_ENCODER, {contract.REF_MEL: inputs[contract.REF_MEL]})
     return {**text, **style}
 
 

@@ -151,10 +151,6 @@ class TimeScaler:
         self.produced = total
         return (source[lo] * (1.0 - frac) + source[hi] * frac).astype(np.float32)
 
-    def output_frame(self, source_frame: float) -> float:
-        """Where source frame ``source_frame`` lands in the output."""
-        return source_frame / self.speed
-
 
 def pause_frames(seconds: float) -> int:
     """Mel frames (of HOP_LENGTH samples) nearest to ``seconds`` of silence."""

@@ -143,12 +143,13 @@ class Pipeline:
         which also returns the reference's ``style``.
         """
         phonemes, mask = pad_tokens(ids, self.streaming.bucket(len(ids)))
-        inputs = {"phonemes": phonemes, "mask": mask}
+        inputs = {contract.PHONEMES: phonemes, contract.MASK: mask}
         if ref_mel is None:
             out = await self.backend.infer(contract.TEXT_ENCODER, inputs)
         else:
-            out = await self.backend.infer(contract.ENCODE, {**inputs, "ref_mel": ref_mel[None].astype(np.float32)})
-        return {**out, "mask": mask}
+            inputs[contract.REF_MEL] = ref_mel[None].astype(np.float32)
+            out = await self.backend.infer(contract.ENCODE, inputs)
+        return {**out, contract.MASK: mask}
 
     def initial_state(self, tokens: int) -> dict[str, np.ndarray]:
         dims = {contract.TOKENS: tokens}
@@ -165,11 +166,11 @@ class Pipeline:
         d = self.cfg.decoder
         out = await self.encode(ids, ref_mel)
         if ref_mel is not None:
-            self.style = out["style"][0]
+            self.style = out[contract.STYLE][0]
         style = self.style if style is None else style
-        context = {"memory": out["memory"], "processed_memory": out["processed_memory"], "mask": out["mask"],
-                   "style": style[None].astype(np.float32)}
-        state = self.initial_state(context["mask"].shape[1])
+        context = {name: out[name] for name in (contract.MEMORY, contract.PROCESSED_MEMORY, contract.MASK)}
+        context[contract.STYLE] = style[None].astype(np.float32)
+        state = self.initial_state(context[contract.MASK].shape[1])
         max_steps = d.max_steps(len(ids))
         while True:
             if cancelled():
@@ -177,7 +178,7 @@ class Pipeline:
             out = await self.backend.infer(contract.DECODER, {**context, **state})
             stats.decoder_calls += 1
             state = {s.name: out[s.name + contract.STATE_OUT_SUFFIX] for s in self.state_specs}
-            gate = out["gate"][0]
+            gate = out[contract.GATE][0]
             stop = first_stop(gate)
             steps = d.steps_per_call if stop is None else stop + 1
             if stats.steps + steps >= max_steps:
@@ -185,9 +186,9 @@ class Pipeline:
                 stats.hit_max_steps = stop is None or stop + 1 > steps
                 stop = steps - 1
             stats.steps += steps
-            frames = out["mel"][0, : steps * d.frames_per_step]
+            frames = out[contract.NET_MEL][0, : steps * d.frames_per_step]
             stats.frames += frames.shape[0]
-            alignment = out["alignment"][0, :steps, : len(ids)] if "alignment" in out else None
+            alignment = out[contract.ALIGNMENT][0, :steps, : len(ids)] if contract.ALIGNMENT in out else None
             yield frames, alignment
             if stop is not None:
                 return
@@ -197,8 +198,8 @@ class Pipeline:
         if window.ctx_start < 0:
             silence = np.full((-window.ctx_start, mel.shape[1]), audio.SILENCE_LOG_MEL, np.float32)  # before frame 0
             frames = np.concatenate([silence, frames])
-        out = await self.backend.infer(contract.VOCODER, {"mel": frames[None]})
-        return window.trim(out["audio"][0])
+        out = await self.backend.infer(contract.VOCODER, {contract.NET_MEL: frames[None]})
+        return window.trim(out[contract.NET_AUDIO][0])
 
     async def stream(self, sentences: Sequence[list[int] | Sentence], style: np.ndarray | None = None,
                      cancelled: Callable[[], bool] = lambda: False,

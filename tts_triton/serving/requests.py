@@ -8,8 +8,9 @@
   at its next decoder call and ends the stream with a normal FINAL. No gRPC cancel is involved (Triton
   2.51's gRPC frontend can crash around cancelled decoupled streams).
 - :class:`Deadline`: the server-side time limit, shortened by the request's own ``timeout``.
-- :func:`outcome_of` and :func:`error_status`: the ``tts_requests_total`` outcome label of how a request
-  ended, and the Triton status and message its error response carries.
+- :func:`kind_of`, :func:`outcome_of` and :func:`error_status`: the error kind (:data:`tts_triton.errors.KINDS`)
+  of how a request ended, its ``tts_requests_total`` outcome label, and the Triton status and marked message
+  its error response carries.
 """
 
 from __future__ import annotations
@@ -24,14 +25,25 @@ from pathlib import Path
 
 from tts_triton.core.config import LIMITS
 from tts_triton.core.contract import STOP_PARAMETER
-from tts_triton.errors import InvalidInput
+from tts_triton.errors import (
+    BUSY,
+    CANCELLED,
+    FAILED,
+    INVALID_INPUT,
+    KINDS,
+    STOPPED,
+    TIMED_OUT,
+    ErrorKind,
+    InvalidInput,
+    mark,
+)
 from tts_triton.serving.pipeline import Cancelled
 
 __all__ = ["OUTCOMES", "STOP_PARAMETER", "Admission", "Deadline", "Refused", "StopBoard", "Stopped", "TimedOut",
-           "error_status", "outcome_of", "stop_target"]
+           "error_status", "kind_of", "outcome_of", "stop_target"]
 
-#: How a request ended, the ``outcome`` label of ``tts_requests_total``.
-OUTCOMES = ("completed", "stopped", "cancelled", "timed_out", "refused", "invalid_input", "failed")
+#: How a request ended, the ``outcome`` label of ``tts_requests_total``: completed, or its error kind's.
+OUTCOMES = ("completed", *(kind.outcome for kind in KINDS.values()))
 #: Request ids a stop may name: what a client library generates (uuid hex) and similar tokens.
 _REQUEST_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
@@ -180,25 +192,33 @@ def stop_target(parameters_json: str) -> str | None:
     return None if value is None else str(value)
 
 
+#: The exceptions that end a request, by the error kind they are (any other: :data:`~tts_triton.errors.FAILED`).
+_KIND_OF = ((Stopped, STOPPED), (Cancelled, CANCELLED), (TimedOut, TIMED_OUT), (Refused, BUSY),
+            (InvalidInput, INVALID_INPUT))
+
+
+def kind_of(err: BaseException) -> ErrorKind:
+    """The error kind of the exception that ended a request."""
+    return next((kind for cls, kind in _KIND_OF if isinstance(err, cls)), FAILED)
+
+
 def outcome_of(err: BaseException | None) -> str:
     """The :data:`OUTCOMES` label of a request that ended with ``err`` (None: it completed)."""
-    if err is None:
-        return "completed"
-    for kind, outcome in ((Stopped, "stopped"), (Cancelled, "cancelled"), (TimedOut, "timed_out"),
-                          (Refused, "refused"), (InvalidInput, "invalid_input")):
-        if isinstance(err, kind):
-            return outcome
-    return "failed"
+    return "completed" if err is None else kind_of(err).outcome
 
 
 def error_status(err: BaseException, failed: str) -> tuple[str, str]:
-    """The Triton status (a ``TritonError`` code name) and message of the error response for ``err``:
-    INVALID_ARG for bad input (the message names the input), CANCELLED, UNAVAILABLE past the time limit or
-    when refused, INTERNAL otherwise (``failed``: what failed, e.g. ``"synthesis failed"``, the model name)."""
-    if isinstance(err, InvalidInput):
-        return "INVALID_ARG", str(err)
-    if isinstance(err, Cancelled | Stopped):
-        return "CANCELLED", "request cancelled by the client"
-    if isinstance(err, TimedOut | Refused):
-        return "UNAVAILABLE", str(err)
-    return "INTERNAL", f"{failed}: {type(err).__name__}: {err}"
+    """The Triton status (a ``TritonError`` code name, the kind's) and message of the error response for ``err``,
+    the message marked with its kind (:func:`~tts_triton.errors.mark`): bad input names the input, a cancelled
+    or stopped request says so, a refused or timed-out one says why, a failure says what failed (``failed``,
+    e.g. ``"synthesis failed"`` or the model name) and the exception."""
+    kind = kind_of(err)
+    if kind is INVALID_INPUT:
+        return kind.triton, mark(kind, str(err), err.input_name)  # type: ignore[attr-defined]
+    if kind in (CANCELLED, STOPPED):
+        text = "request cancelled by the client"
+    elif kind is FAILED:
+        text = f"{failed}: {type(err).__name__}: {err}"
+    else:
+        text = str(err)
+    return kind.triton, mark(kind, text)

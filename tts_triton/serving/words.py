@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import numpy as np
 
@@ -35,11 +34,6 @@ class WordTime:
 def words_json(words: Sequence[WordTime]) -> bytes:
     """The WORDS output of one response: a JSON list of :class:`WordTime` objects."""
     return json.dumps([asdict(w) for w in words], ensure_ascii=False).encode()
-
-
-def parse_words(raw: bytes | str) -> list[dict[str, Any]]:
-    """The items of one WORDS output."""
-    return json.loads(raw)
 
 
 class WordClock:

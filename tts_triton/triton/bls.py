@@ -144,19 +144,19 @@ class TritonPythonModel:
         self.service = TTSService(self.cfg, VoiceBank.from_json(params[VOICE_BANK]), streaming)
         self.service.warm_up()
         self.backend = BlsBackend(self.cfg)
-        self.timing_backend = BlsBackend(self.cfg, frozenset({"alignment"}))  # for requests that want WORDS
+        self.timing_backend = BlsBackend(self.cfg, frozenset({contract.ALIGNMENT}))  # for requests that want WORDS
         self.name = config["name"]
         self.stops = StopBoard()
         self.admission = Admission(int_parameter(config, MAX_STREAMS, 0), self.name, self.stops.directory)
         labels = {"model": self.name}
         # Open requests: a scaling signal that rises with load even though the async BLS queues nothing.
         self.active_family = pb_utils.MetricFamily(
-            name="tts_active_requests", description="Synthesis requests in progress", kind=pb_utils.MetricFamily.GAUGE)
+            name=contract.ACTIVE_METRIC, description="Synthesis requests in progress", kind=pb_utils.MetricFamily.GAUGE)
         # Triton keeps a metric whose stub died: this instance's series starts from 0 again when it restarts.
         self.active = self.active_family.Metric(labels={**labels, "instance": args.get("model_instance_name", "")})
         self.active.set(0)
         self.outcome_family = pb_utils.MetricFamily(
-            name="tts_requests_total", description="Synthesis requests by how they ended",
+            name=contract.REQUESTS_METRIC, description="Synthesis requests by how they ended",
             kind=pb_utils.MetricFamily.COUNTER)
         self.outcomes = {o: self.outcome_family.Metric(labels={**labels, "outcome": o}) for o in OUTCOMES}
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -192,10 +192,10 @@ class TritonPythonModel:
 
     def chunk_response(self, chunk_audio: np.ndarray, mel: np.ndarray | None,
                        words: list[WordTime] | None = None) -> Any:
-        tensors = [pb_utils.Tensor("AUDIO", chunk_audio.astype(np.float32)),
-                   pb_utils.Tensor("SAMPLE_RATE", np.array([audio.SAMPLE_RATE], dtype=np.int32))]
+        tensors = [pb_utils.Tensor(contract.AUDIO, chunk_audio.astype(np.float32)),
+                   pb_utils.Tensor(contract.SAMPLE_RATE, np.array([audio.SAMPLE_RATE], dtype=np.int32))]
         if mel is not None:
-            tensors.append(pb_utils.Tensor("MEL", mel.astype(np.float32)))
+            tensors.append(pb_utils.Tensor(contract.MEL, mel.astype(np.float32)))
         if words is not None:
             tensors.append(pb_utils.Tensor(contract.WORDS, np.array([words_json(words)], dtype=np.object_)))
         return pb_utils.InferenceResponse(output_tensors=tensors)
@@ -261,7 +261,7 @@ class TritonPythonModel:
             if (target := stop_target(request.parameters())) is not None:
                 self.stops.post(target)  # the stop's own stream ends here, with its FINAL
                 return
-            want_mel = "MEL" in request.requested_output_names()
+            want_mel = contract.MEL in request.requested_output_names()
             want_words = contract.WORDS in request.requested_output_names()
             async with contextlib.aclosing(self.chunks(request)) as chunks:
                 async for chunk in chunks:
@@ -293,7 +293,7 @@ class TritonPythonModel:
         whole = np.concatenate([c.audio for c in chunks]) if chunks else np.zeros(0, np.float32)
         mel = np.concatenate([c.mel for c in chunks]) if chunks else np.zeros((0, self.cfg.n_mels), np.float32)
         words = [w for c in chunks for w in c.words] if contract.WORDS in request.requested_output_names() else None
-        return self.chunk_response(whole, mel if "MEL" in request.requested_output_names() else None, words)
+        return self.chunk_response(whole, mel if contract.MEL in request.requested_output_names() else None, words)
 
 
 

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from tts_triton.core.config import ModelConfig
-from tts_triton.core.contract import network_specs
+from tts_triton.core.contract import PHASE_METRIC, network_specs
 from tts_triton.core.layout import BATCH_BUDGET, CHECKPOINT_FILE, CUDA_GRAPHS, FP16, INTRA_OP_THREADS, MODEL_CONFIG
 from tts_triton.models.checkpoint import load_checkpoint
 from tts_triton.ops.memory import lift_file_size_limit
@@ -44,9 +44,8 @@ try:
 except ImportError:  # imported outside Triton: for documentation and for tests of the pure helpers
     pb_utils = None
 
-#: Counter of the seconds ``execute`` spent, by model and phase (:data:`PHASES`): where a network call's
-#: time goes inside the model. Triton's own ``compute_infer`` minus their sum is the stub's hand-over.
-PHASE_METRIC = "tts_network_seconds_total"
+#: The phases of :data:`~tts_triton.core.contract.PHASE_METRIC`: where a network call's time goes inside the
+#: model. Triton's own ``compute_infer`` minus their sum is the stub's hand-over.
 PHASES = ("inputs", "run", "responses")
 PHASE_DESCRIPTION = ("Seconds the network models' execute spent: inputs (reading and checking the requests), run "
                      "(merging, the device, splitting), responses (building them)")

@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 
 from tts_triton.bench.prometheus import fetch_metrics, samples
+from tts_triton.core.contract import PHASE_METRIC
 
 NETWORKS = ("text_encoder", "decoder", "vocoder")
 PHASES = ("inputs", "run", "responses")
-PHASE_METRIC = "tts_network_seconds_total"
 COUNTERS = (PHASE_METRIC, "nv_inference_compute_infer_duration_us", "nv_inference_exec_count", "nv_inference_count")
 
 

@@ -1,0 +1,486 @@
+"""ElevenLabs' input-streaming WebSockets: text comes in a few tokens at a time, audio goes out as it is made.
+
+Routes: ``WS /v1/text-to-speech/{voice_id}/stream-input`` (one utterance per socket, what the official SDK's
+``convert_realtime`` speaks) and ``WS /v1/text-to-speech/{voice_id}/multi-stream-input`` (several
+``context_id``s on one socket, what Pipecat speaks).
+
+Client messages (JSON objects; unknown fields are ignored): ``text`` (the first message's is usually ``" "``),
+``flush: true`` (synthesize what is buffered now), ``voice_settings`` (``speed`` is used; the rest accepted
+and ignored), ``generation_config.chunk_length_schedule``, ``xi_api_key``; ``{"text": ""}`` ends the
+utterance (stream-input; on multi-stream-input it is a keep-alive); multi-stream-input adds ``context_id``,
+``close_context: true`` (stop that context now) and ``close_socket: true`` (finish every context, then close).
+Query: ``output_format`` (:mod:`.stream_formats`), ``model_id`` (accepted, ignored), ``inactivity_timeout``.
+The API key (when the gateway has keys): the ``xi-api-key`` header, ``?xi_api_key=``, ``Authorization:
+Bearer``, or the first message's ``xi_api_key``.
+
+Server messages: ``{"audio": base64, "isFinal": null, "alignment": {...}, "normalizedAlignment": {...}}``
+(:mod:`.alignment`), then ``{"isFinal": true}`` when the utterance is complete (multi: each carries
+``contextId``); stream-input then closes normally. An error is ``{"message", "error", "code"}`` followed by a
+close with that code: 1008 for a bad message, key or parameter, 1009 for too much buffered text, 1013 for a
+session refused by a limit (at once, before any synthesis), 1011 when synthesis fails.
+
+Text is cut by :class:`~tts_triton.text.incremental.TextCutter`; each piece is one streamed Triton request,
+started as soon as it is cut (at most ``max_pieces_ahead`` at once per context) while earlier pieces' audio is
+still being sent; audio goes out in order through one encoder per context, so the pieces join without gaps.
+A closed socket cancels every request in flight (the client library's in-band stop: the decoder stops and
+the interrupted request is not cached); an idle buffer is flushed after ``idle_flush_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from starlette.routing import WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from tts_triton.client import AudioChunk, InvalidInputError, ServerBusyError, TTSError
+from tts_triton.text.incremental import Piece, TextCutter
+
+from .alignment import AlignedAudio, PieceAligner
+from .encoders import Encoder, OutputFormat
+from .errors import ApiError
+from .limits import key_allowed
+from .sessions import SessionHub
+from .stream_formats import DEFAULT_OUTPUT_FORMAT, new_stream_encoder, stream_format
+from .stream_messages import (
+    CLOSE_ERROR,
+    CLOSE_LATER,
+    CLOSE_OK,
+    CLOSE_POLICY,
+    CLOSE_TOO_BIG,
+    MAX_INACTIVITY_TIMEOUT_S,
+    SessionError,
+    describe,
+    optional_str,
+    parse_message,
+    schedule,
+    speed,
+)
+
+__all__ = ["stream_input_routes"]
+
+log = logging.getLogger("tts_triton.gateway.sessions")
+
+#: Waits before resending a piece Triton refused as busy (4.75 s in all).
+BUSY_BACKOFF_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 1.6)
+
+
+@dataclass
+class _Job:
+    """One piece: its synthesis task and what it produced (chunks, then None or the error)."""
+
+    piece: Piece
+    cut_at: float
+    events: asyncio.Queue = field(default_factory=asyncio.Queue)
+    task: asyncio.Task | None = None
+
+
+@dataclass
+class _Stats:
+    pieces: int = 0
+    characters: int = 0
+    audio_s: float = 0.0
+    first_audio_s: float | None = None
+
+
+class _Context:
+    """One utterance: its text cutter, its pieces in order and the task that sends their audio."""
+
+    def __init__(self, session: _Session, context_id: str | None, speed: float | None,
+                 schedule: tuple[int, ...]) -> None:
+        self.session, self.id, self.speed = session, context_id, speed
+        self.cutter = TextCutter(schedule)
+        self.jobs: asyncio.Queue[_Job | None] = asyncio.Queue()
+        self.ahead = asyncio.Semaphore(session.limits.max_pieces_ahead)
+        self.ended = False
+        self.encoder: Encoder | None = None
+        self._held: AlignedAudio | None = None  # a message waiting for the encoder to give out its audio
+        self._rate = 0
+        self.sender = asyncio.ensure_future(self._send_all())
+        self.stats = _Stats()
+
+    def feed(self, text: str) -> None:
+        self.stats.characters += len(text)
+        self._start(self.cutter.feed(text))
+        if self.cutter.buffered > self.session.limits.max_buffered_chars:
+            raise SessionError(CLOSE_TOO_BIG, "buffer_full",
+                               f"{self.cutter.buffered} characters are buffered without a place to cut them; "
+                               f"the limit is {self.session.limits.max_buffered_chars}")
+
+    def flush(self) -> None:
+        self._start(self.cutter.flush())
+
+    def end(self) -> None:
+        """No more text: synthesize what is buffered, then finish."""
+        if not self.ended:
+            self.flush()
+            self.ended = True
+            self.jobs.put_nowait(None)
+
+    def cancel(self) -> None:
+        """Stop now: every request in flight is stopped, nothing more is sent."""
+        self.ended = True
+        self.sender.cancel()
+        while not self.jobs.empty():
+            job = self.jobs.get_nowait()
+            if job is not None and job.task is not None:
+                job.task.cancel()
+
+    def _start(self, pieces: list[Piece]) -> None:
+        for piece in pieces:
+            self.session.hub.metrics.pieces.labels(piece.reason).inc()
+            job = _Job(piece, time.perf_counter())
+            job.task = asyncio.ensure_future(self._synthesize(job))
+            self.jobs.put_nowait(job)
+
+    async def _synthesize(self, job: _Job) -> None:
+        """Stream one piece from Triton into ``job.events``. A refusal for Triton's own stream limit (before any
+        audio) is retried after each of :data:`BUSY_BACKOFF_S`: a busy moment delays a piece, it does not
+        end the utterance."""
+        state = self.session.state
+        async with self.ahead:
+            state.metrics.in_flight.inc()
+            try:
+                for delay in (*BUSY_BACKOFF_S, None):
+                    chunks = state.client.stream(job.piece.text, voice=self.session.voice, speed=self.speed,
+                                                 return_words=True)
+                    try:
+                        async for chunk in chunks:
+                            job.events.put_nowait(chunk)
+                        job.events.put_nowait(None)
+                        return
+                    except ServerBusyError as e:
+                        if delay is None or not job.events.empty():
+                            job.events.put_nowait(e)
+                            return
+                    except TTSError as e:
+                        job.events.put_nowait(e)
+                        return
+                    finally:
+                        await chunks.aclose()
+                    await asyncio.sleep(delay)
+            finally:
+                state.metrics.in_flight.dec()
+
+    async def _send_all(self) -> None:
+        """Send the pieces' audio in order, then the final message; errors go to the session's inbox."""
+        current: _Job | None = None
+        try:
+            while (current := await self.jobs.get()) is not None:
+                await self._send_piece(current)
+            if self.encoder is not None:
+                held, self._held = self._held or AlignedAudio(np.zeros(0, np.float32)), None
+                if (tail := self.encoder.finish()) or held.alignment:
+                    await self._send_message(tail, held, self._rate, None)
+            await self._send({"isFinal": True})
+        except SessionError as e:
+            self.session.inbox.put_nowait(e)
+            return
+        except (WebSocketDisconnect, OSError, RuntimeError):  # the socket is gone: the reader reports it
+            return
+        except Exception as e:  # a bug: the session ends with an internal error, never hangs
+            log.exception("unexpected error sending a %s session's audio", self.session.endpoint)
+            self.session.inbox.put_nowait(SessionError(CLOSE_ERROR, "internal_error",
+                                                       f"internal error ({type(e).__name__})"))
+            return
+        finally:
+            if current is not None and current.task is not None:
+                current.task.cancel()
+        self.session.context_done(self)
+
+    async def _send_piece(self, job: _Job) -> None:
+        aligner = PieceAligner(job.piece.source, job.piece.text_offset)
+        while (event := await job.events.get()) is not None:
+            if isinstance(event, InvalidInputError):  # a piece the model cannot say: skipped, like silence
+                log.warning("piece skipped: %s", event.message)
+                return
+            if isinstance(event, TTSError):
+                raise SessionError(CLOSE_ERROR, "synthesis_failed", f"synthesis failed: {event.message}")
+            assert isinstance(event, AudioChunk)
+            await self._send_audio(aligner.add(event.audio, event.sample_rate, event.words), event.sample_rate, job)
+        if self._rate:
+            await self._send_audio(aligner.finish(), self._rate, job)
+        self.stats.pieces += 1
+
+    async def _send_audio(self, message: AlignedAudio, rate: int, job: _Job) -> None:
+        """Encode and send; a message whose audio the encoder still holds (a resampler's delay, an MP3 frame
+        not yet full), or that has none (a piece's last characters), waits and goes out with the next one."""
+        if self.encoder is None:
+            self.encoder, self._rate = new_stream_encoder(self.session.output_format, rate), rate
+        if self._held is not None:
+            message = self._held.then(message)
+            self._held = None
+        data = self.encoder.encode(message.audio)
+        if not data:
+            self._held = message
+            return
+        await self._send_message(data, message, rate, job)
+
+    async def _send_message(self, data: bytes, message: AlignedAudio, rate: int, job: _Job | None) -> None:
+        if self.stats.first_audio_s is None and job is not None and data:
+            self.stats.first_audio_s = time.perf_counter() - job.cut_at
+            self.session.hub.metrics.first_audio.observe(self.stats.first_audio_s)
+        seconds = message.audio.size / rate
+        self.stats.audio_s += seconds
+        self.session.hub.metrics.audio.inc(seconds)
+        await self._send({"audio": base64.b64encode(data).decode(), "isFinal": None,
+                          "alignment": message.alignment, "normalizedAlignment": message.normalized})
+
+    async def _send(self, payload: dict[str, Any]) -> None:
+        if self.id is not None:
+            payload["contextId"] = self.id
+        await self.session.send(payload)
+
+
+class _Session:
+    """One socket: its messages, contexts, limits and end."""
+
+    def __init__(self, websocket: WebSocket, multi: bool) -> None:
+        self.websocket, self.multi = websocket, multi
+        self.state = websocket.app.state.gateway
+        self.hub: SessionHub = websocket.app.state.sessions
+        self.limits = self.hub.limits
+        self.endpoint = "multi-stream-input" if multi else "stream-input"
+        self.inbox: asyncio.Queue[Any] = asyncio.Queue()
+        self.contexts: dict[str | None, _Context] = {}
+        self.voice = ""
+        self.output_format: OutputFormat
+        self.inactivity_s = self.limits.inactivity_timeout_s
+        self.started = time.perf_counter()
+        self.outcome = "ok"
+        self._send_lock = asyncio.Lock()
+        self._authorized = False
+        self._key: str | None = None
+        self._closing = False
+        self._retired: list[_Stats] = []
+
+    async def run(self) -> None:
+        await self.websocket.accept()
+        release: Callable[[], None] | None = None
+        reader = asyncio.ensure_future(self._read())
+        try:
+            self._handshake()
+            release = self.hub.admit(self._key)
+            await self._resolve_voice()
+            await self._loop()
+        except SessionError as e:
+            self.outcome = "refused" if e.code == CLOSE_LATER else "error"
+            await self._fail(e)
+        except WebSocketDisconnect:
+            self.outcome = "disconnected"
+        except Exception as e:  # a bug: the client gets an internal error, never a traceback
+            log.exception("unexpected error in a %s session", self.endpoint)
+            self.outcome = "error"
+            await self._fail(SessionError(CLOSE_ERROR, "internal_error", f"internal error ({type(e).__name__})"))
+        finally:
+            for context in self.contexts.values():
+                context.cancel()
+            reader.cancel()
+            if release is not None:
+                release()
+                self._record()
+            else:
+                self.hub.metrics.sessions.labels(self.endpoint, self.outcome).inc()
+
+    def _handshake(self) -> None:
+        """Query parameters and the key from the handshake (the key may also come in the first message)."""
+        params = self.websocket.query_params
+        try:
+            self.output_format = stream_format(params.get("output_format", DEFAULT_OUTPUT_FORMAT))
+        except ValueError as e:
+            raise SessionError(CLOSE_POLICY, "invalid_output_format", str(e)) from None
+        timeout = params.get("inactivity_timeout")
+        if timeout is not None:
+            if not timeout.isdigit() or not 1 <= int(timeout) <= MAX_INACTIVITY_TIMEOUT_S:
+                raise SessionError(CLOSE_POLICY, "invalid_inactivity_timeout",
+                                   f"inactivity_timeout: expected 1-{MAX_INACTIVITY_TIMEOUT_S} seconds, "
+                                   f"got {timeout!r:.20}")
+            self.inactivity_s = float(timeout)
+        headers = self.websocket.headers
+        bearer = headers.get("authorization", "")
+        candidates = [headers.get("xi-api-key"), params.get("xi_api_key"),
+                      bearer[7:].strip() if bearer.lower().startswith("bearer ") else None]
+        self._check_keys([c for c in candidates if c], final=False)
+
+    def _check_keys(self, candidates: list[str], *, final: bool) -> None:
+        keys = self.state.config.api_keys
+        if not keys:
+            self._authorized = True
+            return
+        for candidate in candidates:
+            if key_allowed(keys, candidate):
+                self._authorized, self._key = True, candidate
+                return
+        if candidates or final:
+            raise SessionError(CLOSE_POLICY, "invalid_api_key",
+                               "incorrect API key" if candidates else
+                               "missing API key: send the xi-api-key header or the first message's xi_api_key")
+
+    async def _resolve_voice(self) -> None:
+        voice_id = self.websocket.path_params["voice_id"]
+        try:
+            bank = await self.state.bank()
+            self.voice = self.state.config.voice_map.voice(voice_id, bank)
+        except ApiError as e:
+            code = CLOSE_POLICY if e.status < 500 else CLOSE_ERROR
+            raise SessionError(code, e.code or "invalid_voice_id", e.message) from None
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                message = await self.websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    self.inbox.put_nowait(WebSocketDisconnect(message.get("code", 1000)))
+                    return
+                self.inbox.put_nowait(message.get("text") if message.get("text") is not None else
+                                      message.get("bytes"))
+        except Exception as e:  # the connection broke: the session ends as a disconnect
+            self.inbox.put_nowait(WebSocketDisconnect(getattr(e, "code", 1006)))
+
+    async def _loop(self) -> None:
+        last_message = last_text = time.perf_counter()
+        while True:
+            now = time.perf_counter()
+            waits = [self.started + self.limits.max_session_s - now, last_message + self.inactivity_s - now]
+            if any(c.cutter.buffered and not c.ended for c in self.contexts.values()):
+                waits.append(last_text + self.limits.idle_flush_s - now)
+            try:
+                item = await asyncio.wait_for(self.inbox.get(), max(min(waits), 0.0))
+            except TimeoutError:
+                now = time.perf_counter()
+                if now >= self.started + self.limits.max_session_s:
+                    raise SessionError(CLOSE_POLICY, "session_too_long",
+                                       f"the session passed its limit of {self.limits.max_session_s:g} s") from None
+                if now >= last_message + self.inactivity_s:
+                    self._finish_all()
+                    last_message = math.inf  # only the contexts' ends remain to wait for
+                else:
+                    for context in self.contexts.values():
+                        if not context.ended:
+                            context.flush()
+                    last_text = now
+                continue
+            if isinstance(item, WebSocketDisconnect):
+                raise item
+            if isinstance(item, SessionError):
+                raise item
+            if item is _DONE:
+                await self.websocket.close(CLOSE_OK)
+                return
+            last_message = time.perf_counter()
+            if self._handle(parse_message(item)):
+                last_text = last_message
+
+    def _handle(self, message: dict[str, Any]) -> bool:
+        """Apply one client message; True when it carried text."""
+        if not self._authorized:
+            key = message.get("xi_api_key") or message.get("authorization")
+            self._check_keys([key] if isinstance(key, str) and key else [], final=True)
+        context_id = optional_str(message, "context_id") if self.multi else None
+        if self.multi and message.get("close_socket") is True:
+            self._finish_all()
+            return False
+        context = self.contexts.get(context_id)
+        if self.multi and message.get("close_context") is True:
+            if context is not None:
+                context.cancel()
+                self._retired.append(context.stats)
+                del self.contexts[context_id]
+                asyncio.ensure_future(self._send_final(context_id))
+            return False
+        text = message.get("text")
+        if not isinstance(text, str) and (text is not None or not (self.multi and "flush" in message)):
+            raise SessionError(CLOSE_POLICY, "invalid_message", f"text: expected a string, got {describe(text)}")
+        if context is None:
+            if self.multi and not text:
+                return False  # a keep-alive, or a flush of a context that holds nothing
+            context = self._open(context_id, message)
+        elif context.ended:
+            raise SessionError(CLOSE_POLICY, "invalid_message", 'text after the end of input ({"text": ""})')
+        if text == "" and not self.multi:
+            context.end()
+        elif text:
+            context.feed(text)
+        if message.get("flush") is True:
+            context.flush()
+        return bool(text)
+
+    def _open(self, context_id: str | None, message: dict[str, Any]) -> _Context:
+        if len(self.contexts) >= self.limits.max_contexts:
+            raise SessionError(CLOSE_POLICY, "too_many_contexts",
+                               f"{len(self.contexts)} contexts are open; the limit is {self.limits.max_contexts}")
+        context = _Context(self, context_id, speed(message), schedule(message))
+        self.contexts[context_id] = context
+        return context
+
+    def _finish_all(self) -> None:
+        if not self.contexts:
+            self.inbox.put_nowait(_DONE)
+        self._closing = True
+        for context in self.contexts.values():
+            context.end()
+
+    def context_done(self, context: _Context) -> None:
+        """A context sent its final message: stream-input (or a closing socket) ends when all have."""
+        if self.contexts.get(context.id) is context and self.multi:
+            self._retired.append(context.stats)
+            del self.contexts[context.id]
+        if not self.multi or (self._closing and not self.contexts):
+            self.inbox.put_nowait(_DONE)
+
+    async def _send_final(self, context_id: str | None) -> None:
+        with contextlib.suppress(Exception):  # the socket may be closing: the final message is moot then
+            await self.send({"isFinal": True, "contextId": context_id})
+
+    async def send(self, payload: dict[str, Any]) -> None:
+        async with self._send_lock:
+            await self.websocket.send_text(json.dumps(payload, separators=(",", ":")))
+
+    async def _fail(self, error: SessionError) -> None:
+        log.info("session %s ended: %s (%s)", self.endpoint, error.message, error.error)
+        with contextlib.suppress(Exception):  # the client may be gone already
+            await self.send({"message": error.message, "error": error.error, "code": error.code})
+            await self.websocket.close(error.code, error.error)
+
+    def _record(self) -> None:
+        metrics = self.hub.metrics
+        stats = [*self._retired, *(c.stats for c in self.contexts.values())]
+        seconds = time.perf_counter() - self.started
+        metrics.sessions.labels(self.endpoint, self.outcome).inc()
+        metrics.duration.observe(seconds)
+        characters = sum(s.characters for s in stats)
+        metrics.characters.inc(characters)
+        first = next((s.first_audio_s for s in stats if s.first_audio_s is not None), None)
+        log.info("session %s %s: %.1f s, %d contexts, %d characters, %d pieces, %.2f s of audio, first audio "
+                 "%s after its piece was cut", self.endpoint, self.outcome, seconds, len(stats), characters,
+                 sum(s.pieces for s in stats), sum(s.audio_s for s in stats),
+                 "-" if first is None else f"{first * 1000:.0f} ms")
+
+
+#: The inbox's marker for "every context has finished".
+_DONE = object()
+
+
+async def _stream_input(websocket: WebSocket) -> None:
+    await _Session(websocket, multi=False).run()
+
+
+async def _multi_stream_input(websocket: WebSocket) -> None:
+    await _Session(websocket, multi=True).run()
+
+
+def stream_input_routes() -> list[WebSocketRoute]:
+    """The two WebSocket routes; the app must hold its ``_State`` as ``app.state.gateway`` and a
+    :class:`SessionHub` as ``app.state.sessions``."""
+    return [WebSocketRoute("/v1/text-to-speech/{voice_id}/stream-input", _stream_input),
+            WebSocketRoute("/v1/text-to-speech/{voice_id}/multi-stream-input", _multi_stream_input)]
