@@ -19,6 +19,8 @@ from tts_triton.core.contract import (
     CONTROLS,
     EMOTION,
     MEL,
+    OUTPUT_SAMPLE_RATE,
+    OUTPUT_SAMPLE_RATES,
     REFERENCE_AUDIO,
     REFERENCE_SAMPLE_RATE,
     SAMPLE_RATE,
@@ -53,7 +55,8 @@ class RequestOptions(TypedDict, total=False):
     ``speed`` (0.5-2, 1 as trained), ``pitch`` (semitones, -12..12), ``volume`` (dB, -30..12): speech
     controls, None for as trained. ``ssml``: True when ``text`` is SSML (wrapped in ``<speak>`` if it does
     not start with it), or the SSML markup itself (``text`` then empty). ``return_words``: ask for WORDS,
-    each chunk's word timestamps (:attr:`AudioChunk.words`).
+    each chunk's word timestamps (:attr:`AudioChunk.words`). ``sample_rate``: the audio's rate in Hz, one of
+    :data:`~tts_triton.core.contract.OUTPUT_SAMPLE_RATES` (OUTPUT_SAMPLE_RATE; None: the model's own, 22050).
     """
 
     voice: str | None
@@ -67,6 +70,7 @@ class RequestOptions(TypedDict, total=False):
     volume: float | None
     ssml: bool | str | None
     return_words: bool
+    sample_rate: int | None
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,11 @@ def build_request(text: str, **options: Unpack[RequestOptions]) -> TTSRequest:
         value = options.get(name.lower())  # type: ignore[misc]
         if value is not None:
             tensors[name] = _control(name, value)
+    if (rate := options.get("sample_rate")) is not None:
+        if isinstance(rate, bool) or rate not in OUTPUT_SAMPLE_RATES:
+            raise InvalidInputError(f"{OUTPUT_SAMPLE_RATE}: expected one of "
+                                    f"{', '.join(map(str, OUTPUT_SAMPLE_RATES))} (Hz), got {rate!r}")
+        tensors[OUTPUT_SAMPLE_RATE] = np.array([rate], dtype=np.int32)
     outputs = (AUDIO, SAMPLE_RATE, *((MEL,) if options.get("return_mel") else ()),
                *((WORDS,) if options.get("return_words") else ()))
     return TTSRequest(tensors, outputs, options.get("timeout"))

@@ -198,10 +198,28 @@ def stop_all(servers: list[TritonServer]) -> None:
 
 
 @pytest.fixture(scope="session")
-def server(start_triton: Callable[..., TritonServer], model_repository: Path) -> TritonServer:
+def lexicon_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pronunciation lexicon that the session's ``server`` reads (its TTS_LEXICON): absent until a test writes
+    it; the server reads it again whenever it changes."""
+    return tmp_path_factory.mktemp("lexicon") / "lexicon.tsv"
+
+
+@pytest.fixture(scope="session")
+def server(start_triton: Callable[..., TritonServer], model_repository: Path, lexicon_file: Path) -> TritonServer:
     """One server of the default model repository for the whole session, shared by the modules that only send it
-    requests (a test that stops, kills or reconfigures a server starts its own with ``make_triton``)."""
-    return start_triton(model_repository)
+    requests (a test that stops, kills or reconfigures a server starts its own with ``make_triton``); it reads
+    ``lexicon_file`` as its pronunciation lexicon."""
+    from tts_triton.text.lexicon import LEXICON_ENV
+
+    saved = os.environ.get(LEXICON_ENV)
+    os.environ[LEXICON_ENV] = str(lexicon_file)  # the server's environment is this process's at its start
+    try:
+        return start_triton(model_repository)
+    finally:
+        if saved is None:
+            os.environ.pop(LEXICON_ENV)
+        else:
+            os.environ[LEXICON_ENV] = saved
 
 
 @pytest.fixture(scope="session")

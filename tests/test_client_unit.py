@@ -70,7 +70,7 @@ def test_full_request_matches_contract() -> None:
     stereo = np.random.default_rng(0).uniform(-1, 1, (4000, 2))  # float64
     request = build_request("hi", voice="alice", emotion="happy", reference_audio=stereo,
                             reference_sample_rate=16000, return_mel=True, speed=1.25, pitch=-2, volume=3.0,
-                            return_words=True)
+                            return_words=True, sample_rate=24000)
     assert set(request.tensors) == set(INPUTS)
     assert_matches_contract(request.tensors)
     np.testing.assert_allclose(request.tensors["REFERENCE_AUDIO"], stereo.mean(axis=1), rtol=1e-6)

@@ -56,7 +56,7 @@ MAX_TOKENS = STREAMING.max_tokens
         ("50% off", "fifty percent off"),
         ("30°C", "thirty degrees Celsius"),
         ("1 km, 5 kg, 90 km/h", "one kilometer, five kilograms, ninety kilometers per hour"),
-        ("#1 fan, ~5 people, 3~5", "number one fan, about five people, three five"),
+        ("#1 fan, ~5 people, 3~5", "number one fan, about five people, three to five"),  # a range
         ("at 10:30 or 3:05 or 7:00", "at ten thirty or three oh five or seven o'clock"),
         # abbreviations
         ("Dr. Smith met Mr Jones and Mrs. Brown.", "doctor Smith met mister Jones and missus Brown."),

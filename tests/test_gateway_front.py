@@ -215,7 +215,7 @@ def test_the_openapi_document_holds_under_fuzzing(door: BackgroundGateway) -> No
     statuses: list[int] = []
 
     @given(case=cases)
-    @settings(max_examples=15, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=15, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
     def check(case: schemathesis.Case) -> None:
         response = case.call(timeout=30)
         statuses.append(response.status_code)

@@ -252,7 +252,8 @@ def test_render_rejects_bad_values(sets):
 
 _EVERYTHING = ("autoscaling.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true",
                "metrics.dashboard.enabled=true", "mps.enabled=true", "gateway.enabled=true",
-               "gateway.apiKeys.keys[0]=k1", "cache.enabled=true", "cache.bundled.enabled=true")
+               "gateway.apiKeys.keys[0]=k1", "cache.enabled=true", "cache.bundled.enabled=true",
+               "lexicon.entries=zorblax\tcat")
 
 
 @needs_helm
@@ -300,3 +301,23 @@ def test_render_with_an_existing_admin_key_secret_is_stable():
     cmd = [HELM, "template", "tts", str(CHART), "--namespace", "tts", *[a for s in sets for a in ("--set", s)]]
     first, second = (subprocess.run(cmd, check=True, capture_output=True, text=True).stdout for _ in range(2))
     assert first == second and "kind: Secret" not in first
+
+
+@needs_helm
+def test_render_lexicon_configmap_mounted_and_named_by_the_environment():
+    """`lexicon.entries` -> a ConfigMap mounted without subPath (its updates reach the pod), named by TTS_LEXICON."""
+    from tts_triton.text.lexicon import LEXICON_ENV
+
+    assert not any(e["name"] == LEXICON_ENV for e in _container(_render()).get("env", []))
+    docs = _render("lexicon.entries=NVIDIA\t/ɛnˈvɪdiə/")
+    assert _one(docs, "ConfigMap", "tts-tts-triton-lexicon")["data"]["lexicon.tsv"] == "NVIDIA\t/ɛnˈvɪdiə/"
+    container = _container(docs)
+    path = next(e["value"] for e in container["env"] if e["name"] == LEXICON_ENV)
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "lexicon")
+    assert path == f"{mount['mountPath']}/lexicon.tsv" and "subPath" not in mount
+    volumes = _one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert next(v for v in volumes if v["name"] == "lexicon")["configMap"]["name"] == "tts-tts-triton-lexicon"
+    own = _render("lexicon.existingConfigMap=my-words")
+    assert not [d for d in own if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-lexicon")]
+    volumes = _one(own, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert next(v for v in volumes if v["name"] == "lexicon")["configMap"]["name"] == "my-words"

@@ -227,3 +227,54 @@ def test_hostile_ssml_is_invalid_arg_within_a_second(server: TritonServer, tmp_p
     assert seconds < 1.0, f"answered after {seconds:.2f} s"
     with pytest.raises(OSError):  # ENXIO: nobody has the FIFO open for reading
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+# --- Floods of the readings added for issue 36: read in linear time, each in words (the served request of all of
+# them is in test_edges_served). ---
+
+READING_FLOODS = {
+    "signs": ("-" * 5000 + "10°C", "minus ten degrees Celsius"),
+    "numerals": ("Chapter " + "X" * 5000, "Chapter"),
+    "names": ("Henry " + "VIII " * 2000, "Henry the eighth"),
+    "ranges": ("1-" * 3000 + "1", "one"),
+    "slashes": ("10 / " * 2000 + "2", "ten divided by ten"),
+    "cents": ("5¢" * 3000, "five cents five cents"),
+    "feet": ("6'2\"" * 1500, "six feet two inches"),
+    "units": ("9 km/h " * 1500, "nine kilometers per hour"),
+}
+
+
+@pytest.mark.parametrize("name", READING_FLOODS)
+def test_reading_floods_are_read_in_words(name: str) -> None:
+    from tts_triton.text import normalize
+
+    text, start = READING_FLOODS[name]
+    words = normalize(text)
+    assert start in words and not any(ch.isdigit() for ch in words) and len(words) < 30 * len(text)
+
+
+def test_a_clause_espeak_reads_otherwise_in_context_is_shared_out_at_once() -> None:
+    """espeak-ng reads "VIII VIII ..." in context unlike each word alone: the words' symbols are then shared out
+    in proportion beyond a bounded alignment (it took 22 s for 400 such words, growing with their square)."""
+    from tts_triton.text import plan_text
+
+    sentences = plan_text("Then " + "VIII " * 400 + "ended.", 400)
+    assert len({(w.start, w.end) for s in sentences for w in s.words}) == 402
+
+
+def test_language_check_and_lexicon_bear_floods(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tts_triton.text import lexicon
+    from tts_triton.text.language import detect
+    from tts_triton.text.lexicon import Lexicon, LexiconError
+
+    assert detect("le " * 20000)[0] == "French" and detect("你" * 20000 + "a" * 19999)[0] == "Chinese"
+    assert detect("\u0301" * 20000 + "the cat sat on the mat")[0] == "English"
+    monkeypatch.setattr(lexicon, "MAX_ENTRIES", 100)
+    path = tmp_path / "big.tsv"
+    path.write_text("".join(f"w{chr(97 + i % 26)}{chr(97 + i // 26)}\tcat\n" for i in range(101)), encoding="utf-8")
+    with pytest.raises(LexiconError, match="line 101: more than 100 entries"):
+        Lexicon.load(path)
+    path.write_text("cat\t" + "a" * 1_000_000 + "#\n", encoding="utf-8")
+    with pytest.raises(LexiconError) as caught:
+        Lexicon.load(path)
+    assert len(str(caught.value)) < 400

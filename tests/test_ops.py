@@ -26,6 +26,7 @@ from tts_triton.client import ServerBusyError, TTSClient
 from tts_triton.core import contract
 from tts_triton.ops import health
 from tts_triton.ops.health import DEAD, OK, SLOW, check_health, classify_error
+from tts_triton.ops.mps import CONTROL, default_mps
 from tts_triton.ops.supervisor import Supervisor
 from tts_triton.ops.triton_server import SHM_DIR
 
@@ -49,6 +50,16 @@ DRAIN_GRACE_S = 120
 def test_errors_are_dead_but_timeouts_and_refusals_only_slow(error: Exception, state: str) -> None:
     assert classify_error(error) == state
 
+
+
+def test_mps_is_on_by_default_for_cuda_model_processes_where_its_daemon_is_installed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert default_mps(None, True) == (False, f"{CONTROL} is not installed")
+    (tmp_path / CONTROL).write_text("#!/bin/sh\n")
+    (tmp_path / CONTROL).chmod(0o755)
+    assert default_mps(None, True)[0] and not default_mps(None, False)[0]
+    assert default_mps(False, True) == (False, "--no-mps") and default_mps(True, False)[0]  # asked for wins
 
 def test_probes_while_draining(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With the drain marker, liveness passes and readiness fails without asking any server."""

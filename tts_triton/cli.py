@@ -2,6 +2,7 @@
 
   tts-triton serve [--target auto]         run Triton on loopback (builds the repository on first use)
   tts-triton say "Hello there." -o hello.wav [--voice f1 --emotion happy | --reference me.wav]
+  echo "Hello there." | tts-triton say -o - | aplay     text from stdin, audio streamed to stdout
   tts-triton voices                        list the running server's voices and emotions
   tts-triton build-repo [--target torch-cuda | tensorrt --engines-dir DIR] [--out DIR]
   tts-triton bench [--concurrency 1 4 16]  latency, real-time factor, throughput
@@ -30,6 +31,7 @@ from collections.abc import Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
+from tts_triton.core.contract import OUTPUT_SAMPLE_RATES  # noqa: E402
 from tts_triton.core.endpoints import DEFAULT_GRPC_URL, DEFAULT_HTTP_URL, GRPC_PORT, HTTP_PORT, METRICS_PORT  # noqa: E402
 from tts_triton.core.paths import default_model_repository  # noqa: E402
 from tts_triton.export.targets import (  # noqa: E402
@@ -43,7 +45,7 @@ from tts_triton.export.targets import (  # noqa: E402
 #: The Locust load test lives in the source checkout, beside the package.
 LOADTEST_DIR = Path(__file__).resolve().parents[1] / "loadtest"
 START_HINT = "is the server running? start one with `tts-triton serve` (it prints `ready:` when it is)"
-#: `say -o` suffix -> soundfile (format, subtype); `-o -` writes WAV to stdout.
+#: `say -o` suffix -> soundfile (format, subtype); `-o -` streams WAV (or raw PCM) to stdout.
 OUTPUT_FORMATS = {".wav": ("WAV", "PCM_16"), ".flac": ("FLAC", "PCM_16"), ".ogg": ("OGG", "VORBIS"),
                   ".mp3": ("MP3", "MPEG_LAYER_III")}
 
@@ -80,10 +82,17 @@ def _say_problem(args: argparse.Namespace) -> str | None:
         return "--reference sets the voice and emotion itself: drop --voice/--emotion, or drop --reference"
     if args.reference and not args.reference.is_file():
         return f"--reference {args.reference}: no such file"
-    if bool(args.text) == bool(args.ssml):
-        return "give the text to speak, or --ssml FILE, not both" if args.text else "give the text to speak"
-    if args.ssml and not args.ssml.is_file():
-        return f"--ssml {args.ssml}: no such file"
+    sources = [name for name, given in (("TEXT", args.text), ("--text-file", args.text_file),
+                                        ("--ssml FILE", args.ssml)) if given]
+    if len(sources) > 1:
+        return f"give the text one way: {' or '.join(sources)}, not both"
+    for option, path in (("--text-file", args.text_file), ("--ssml", args.ssml)):
+        if path and path != "-" and not Path(path).is_file():
+            return f"{option} {path}: no such file"
+    if not sources and sys.stdin.isatty():
+        return "give the text to speak: as arguments, with --text-file FILE, or on standard input (echo Hi | ...)"
+    if args.raw and str(args.output) != "-":
+        return "--raw is for -o - (headerless PCM on standard output); a file's format follows its suffix"
     if str(args.output) == "-":
         return None
     if args.output.is_dir():
@@ -97,6 +106,27 @@ def _say_problem(args: argparse.Namespace) -> str | None:
     if not os.access(folder, os.W_OK):
         return f"-o {args.output}: folder {folder} is not writable"
     return None
+
+
+def _say_text(args: argparse.Namespace) -> tuple[str, bool]:
+    """``say``'s text and whether it is SSML: the arguments, ``--text-file``, ``--ssml FILE``, or standard input
+    (for ``-`` or nothing). Raises ``ValueError`` naming the source when it cannot be read or is empty."""
+    ssml = args.ssml is not None
+    path = args.ssml or args.text_file
+    if path is None and args.text and args.text != ["-"]:
+        return " ".join(args.text), ssml
+    stdin = path in (None, "-")
+    source = "standard input" if stdin else path
+    try:
+        raw = sys.stdin.buffer.read() if stdin else Path(path).read_bytes()
+        text = raw.decode("utf-8")
+    except OSError as err:
+        raise ValueError(f"{source}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{source} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+    if not text.strip():
+        raise ValueError(f"{source} is empty: nothing to speak")
+    return text, ssml
 
 
 def _transport_hint(err: Exception, args: argparse.Namespace) -> str:
@@ -128,21 +158,65 @@ def _answers_http(url: str) -> bool:
 
 
 def _write_audio(output: Path, audio: object, sample_rate: int) -> None:
-    """Write ``audio`` in the format of ``output``'s suffix (:data:`OUTPUT_FORMATS`), or WAV to stdout for ``-``."""
-    import io
-
+    """Write ``audio`` in the format of ``output``'s suffix (:data:`OUTPUT_FORMATS`)."""
     import numpy as np
     import soundfile as sf
 
     samples = np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0)
-    if str(output) == "-":
-        buffer = io.BytesIO()  # WAV needs a seekable file to write its header
-        sf.write(buffer, samples, sample_rate, format="WAV", subtype="PCM_16")
-        sys.stdout.buffer.write(buffer.getvalue())
-        sys.stdout.buffer.flush()
-        return
     file_format, subtype = OUTPUT_FORMATS[output.suffix.lower()]
     sf.write(output, samples, sample_rate, format=file_format, subtype=subtype)
+
+
+class _PipeClosed(Exception):
+    """The reader of standard output went away (a broken pipe)."""
+
+
+class _StdoutAudio:
+    """Audio written to standard output as it comes: 16-bit PCM, after a WAV header unless ``raw`` (with the exact
+    size when the whole audio is written at once, else the streaming size: :func:`tts_triton.core.audio.wav_header`).
+    A broken pipe raises :class:`_PipeClosed`."""
+
+    def __init__(self, raw: bool) -> None:
+        self.raw = raw
+        self.bytes = 0
+
+    def write(self, samples: Any, sample_rate: int, whole: bool = False) -> None:
+        from tts_triton.core.audio import pcm16, wav_header
+
+        pcm = pcm16(samples)
+        if self.bytes == 0 and not self.raw:
+            pcm = wav_header(sample_rate, len(pcm) if whole else None) + pcm
+        try:
+            sys.stdout.buffer.write(pcm)
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:
+            raise _PipeClosed from None
+        self.bytes += len(pcm)
+
+
+def _quiet_stdout() -> None:
+    """Point standard output at /dev/null, so that the interpreter's last flush into a closed pipe is silent."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _stream_say(client: Any, text: str, options: dict[str, Any], out: _StdoutAudio | None) -> Any:
+    """Stream ``text`` through the gRPC ``client``, each chunk to ``out`` as it arrives (None: only kept); the whole
+    :class:`~tts_triton.client.Synthesis`. A closed pipe closes the stream (an in-band stop) and raises."""
+    import contextlib
+    import time
+
+    from tts_triton.client import Synthesis
+
+    start = time.perf_counter()
+    chunks = []
+    with contextlib.closing(client.stream(text, **options)) as stream:
+        for chunk in stream:
+            chunks.append(chunk)
+            if out is not None and chunk.audio.size:
+                out.write(chunk.audio, chunk.sample_rate)
+    return Synthesis.from_chunks(chunks, time.perf_counter() - start)
 
 
 def _say(args: argparse.Namespace) -> int:
@@ -157,20 +231,32 @@ def _say(args: argparse.Namespace) -> int:
         from tts_triton.client import HttpTTSClient
 
         failures += (HTTPParseError,)
-    text = " ".join(args.text)
+    try:
+        text, ssml = _say_text(args)
+    except ValueError as err:
+        return _fail(str(err))
     options = {"reference_audio": args.reference} if args.reference else {"voice": args.voice, "emotion": args.emotion}
-    options.update(speed=args.speed, pitch=args.pitch, volume=args.volume,
+    options.update(speed=args.speed, pitch=args.pitch, volume=args.volume, sample_rate=args.sample_rate, ssml=ssml,
                    return_words=bool(args.words or args.srt or args.vtt))
-    if args.ssml:
-        options["ssml"] = args.ssml.read_text(encoding="utf-8")
+    if args.ssml:  # a markup file is sent as it is (an XML declaration may come before <speak>)
+        text, options["ssml"] = "", text
+    out = _StdoutAudio(args.raw) if str(args.output) == "-" else None
     try:
         if args.http:
             with HttpTTSClient(args.url or DEFAULT_HTTP_URL, timeout=args.timeout) as client:
                 result = client.synthesize(text, **options)
+            if out is not None:
+                out.write(result.audio, result.sample_rate, whole=True)
         else:
             with TTSClient(args.url or DEFAULT_GRPC_URL, timeout=args.timeout) as client:
-                result = client.synthesize(text, **options)
-        _write_audio(args.output, result.audio, result.sample_rate)
+                result = _stream_say(client, text, options, out)
+        if out is None:
+            _write_audio(args.output, result.audio, result.sample_rate)
+    except _PipeClosed:
+        _quiet_stdout()
+        print(f"stopped: standard output was closed after {out.bytes if out else 0} bytes; request stopped",
+              file=sys.stderr)
+        return 0
     except failures as err:
         return _fail(_transport_hint(err, args))
     except ValueError as err:  # the client's URL check: "expected a grpc:// URL or host:port, got ..."
@@ -181,10 +267,9 @@ def _say(args: argparse.Namespace) -> int:
         _write_words(args, result.words)
     except OSError as err:
         return _fail(f"{err.filename}: {err.strerror or err}")
-    where = "stdout" if str(args.output) == "-" else args.output
-    print(f"wrote {where}: {result.duration:.2f} s of audio in {result.chunks} chunk(s); "
+    print(f"wrote {'stdout' if out else args.output}: {result.duration:.2f} s of audio in {result.chunks} chunk(s); "
           f"first audio after {result.first_chunk_latency * 1000:.0f} ms, total {result.total_time * 1000:.0f} ms",
-          file=sys.stderr if where == "stdout" else sys.stdout)
+          file=sys.stderr if out else sys.stdout)
     return 0
 
 
@@ -390,12 +475,16 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--drain-grace", type=float, default=30.0,
                    help="on Ctrl-C/SIGTERM/SIGHUP: seconds the requests in flight may take to finish while new ones "
                         "are refused, before the server stops (0: stop at once; default %(default)s)")
-    s.add_argument("--mps", action="store_true",
-                   help="run the models' CUDA processes under a CUDA MPS daemon of the server's own (GPU targets: "
-                        "their kernels then share the GPU instead of taking turns)")
+    s.add_argument("--mps", action=argparse.BooleanOptionalAction,
+                   help="run the models' CUDA processes under a CUDA MPS daemon of the server's own: their kernels "
+                        "then share the GPU instead of taking turns (default: on for the torch-cuda target where "
+                        "nvidia-cuda-mps-control is installed, the configuration the H200 benchmark measures best)")
     s.add_argument("--exit-with-parent", nargs="?", type=int, const=0, metavar="PID",
                    help="stop when the process that started serve (or PID, e.g. a script's $$) exits, even by "
                         "SIGKILL; a parent already gone stops serve at once (for scripts)")
+    s.add_argument("--lexicon", type=Path, metavar="FILE",
+                   help="pronunciation lexicon: lines of WORD<TAB>PRONUNCIATION (/IPA/ or a respelling), checked "
+                        "now and read again by the server whenever the file changes")
     from tts_triton.cache.settings import add_arguments as add_cache_arguments
 
     add_cache_arguments(s)
@@ -405,11 +494,20 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
 def _client_parsers(sub: argparse._SubParsersAction) -> None:
     y = sub.add_parser("say", help="speak TEXT through a running server into an audio file",
                        description="Synthesize TEXT on a running server (gRPC stream of `tts`, or HTTP "
-                                   "`tts_offline` with --http) and write an audio file.")
-    y.add_argument("text", nargs="*", help="the text to speak (plain, or SSML starting with <speak>)")
+                                   "`tts_offline` with --http) and write an audio file, or stream it to standard "
+                                   "output with -o -. The text comes from the arguments, --text-file, or standard "
+                                   "input (echo Hello | tts-triton say -o - | aplay).")
+    y.add_argument("text", nargs="*", help="the text to speak (plain, or SSML starting with <speak>); - or nothing: "
+                                           "read it from standard input")
+    y.add_argument("--text-file", metavar="FILE", help="read the text to speak from FILE (UTF-8; - for stdin)")
     y.add_argument("-o", "--output", type=Path, default=Path("out.wav"),
-                   help="audio file: .wav, .flac, .ogg or .mp3 by its suffix, or - for WAV on stdout "
-                        "(default %(default)s)")
+                   help="audio file: .wav, .flac, .ogg or .mp3 by its suffix, or - to stream WAV to stdout as it "
+                        "arrives (closing the pipe stops the request; default %(default)s)")
+    y.add_argument("--raw", action="store_true",
+                   help="with -o -: headerless 16-bit little-endian mono PCM instead of WAV")
+    y.add_argument("--sample-rate", type=int, choices=OUTPUT_SAMPLE_RATES, metavar="HZ",
+                   help=f"audio sample rate: {', '.join(map(str, OUTPUT_SAMPLE_RATES))} (default: the model's, "
+                        "22050)")
     y.add_argument("--voice", help="preset voice (default: the server's; `tts-triton voices` lists them)")
     y.add_argument("--emotion", help="neutral, happy, sad, angry or surprised (default: the server's)")
     y.add_argument("--reference", type=Path, help="audio file whose style to copy (instead of --voice/--emotion)")
@@ -422,7 +520,9 @@ def _client_parsers(sub: argparse._SubParsersAction) -> None:
     y.add_argument("--speed", type=float, help="speaking rate, 0.5-2 (1: as trained)")
     y.add_argument("--pitch", type=float, help="pitch shift in semitones, -12..12")
     y.add_argument("--volume", type=float, help="gain in dB, -30..12")
-    y.add_argument("--ssml", type=Path, metavar="FILE", help="speak this SSML file instead of TEXT")
+    y.add_argument("--ssml", nargs="?", const="", metavar="FILE",
+                   help="speak this SSML file (- for stdin) instead of TEXT; without FILE: the text is SSML "
+                        "(wrapped in <speak> if it is not)")
     y.add_argument("--words", type=Path, metavar="OUT.json", help="write the word timestamps as JSON")
     y.add_argument("--srt", type=Path, metavar="OUT.srt", help="write SubRip subtitles from the word timestamps")
     y.add_argument("--vtt", type=Path, metavar="OUT.vtt", help="write WebVTT subtitles from the word timestamps")

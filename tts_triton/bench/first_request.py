@@ -29,11 +29,11 @@ from typing import Any
 import tritonclient.grpc as grpcclient
 
 from tts_triton.client.request import build_request, is_final_response, new_request_id
-from tts_triton.core.contract import TTS
+from tts_triton.core.contract import AUDIO, CACHE_PARAMETER, TTS
 
-__all__ = ["TEXT", "first_chunks", "main"]
+__all__ = ["SENTENCE", "first_chunks", "main"]
 
-TEXT = "The first listeners of a new server should not wait longer than the rest."
+SENTENCE = "The first listeners of a new server should not wait longer than the rest."
 #: Seconds one request may take.
 TIMEOUT_S = 120.0
 
@@ -42,7 +42,7 @@ def first_chunks(url: str, text: str, count: int, *, cache: bool = True) -> list
     """Seconds from sending to the first audio chunk of ``count`` requests of ``text``, one after another, on
     one gRPC client connected before the first (``cache`` False: each opts out of the utterance cache)."""
     request = build_request(text)
-    parameters = {**(request.parameters or {}), **({} if cache else {"cache": False})}
+    parameters = {**(request.parameters or {}), **({} if cache else {CACHE_PARAMETER: False})}
     seconds = []
     with grpcclient.InferenceServerClient(url) as client:
         client.is_server_ready()  # the connection is not what is measured
@@ -56,7 +56,7 @@ def first_chunks(url: str, text: str, count: int, *, cache: bool = True) -> list
                 result, error = responses.get(timeout=TIMEOUT_S)
                 if error is not None:
                     raise RuntimeError(f"{url}: {error}")
-                if first is None and result.as_numpy("AUDIO") is not None and result.as_numpy("AUDIO").size:
+                if first is None and result.as_numpy(AUDIO) is not None and result.as_numpy(AUDIO).size:
                     first = time.perf_counter() - start
                 if is_final_response(result):
                     break
@@ -99,17 +99,17 @@ def main(argv: list[str] | None = None) -> int:
                                    warm_up=not args.no_warm_up) for _ in range(2)]
         for server in servers:
             stack.enter_context(server)
-        off = first_chunks(servers[0].grpc_url, TEXT, args.requests, cache=False)
-        first_chunks(servers[0].grpc_url, TEXT, 1)  # the text's audio into Redis
+        off = first_chunks(servers[0].grpc_url, SENTENCE, args.requests, cache=False)
+        first_chunks(servers[0].grpc_url, SENTENCE, 1)  # the text's audio into Redis
         time.sleep(0.5)  # the cache's write runs after the stream's end
-        on = first_chunks(servers[1].grpc_url, TEXT, args.requests)
+        on = first_chunks(servers[1].grpc_url, SENTENCE, args.requests)
     headers = ["fresh server", "request 1 ms", "request 2 ms", f"request {args.requests} ms",
                f"1st / {args.requests}th"]
     rows = [_row("cache off (synthesized)", off), _row("cache on (Redis hit)", on)]
     print(text_table(headers, rows))
     command = " ".join(["python -m tts_triton.bench.first_request", *(argv if argv is not None else sys.argv[1:])])
     lines = [f"# A fresh server's first requests ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)", "",
-             f"`{command}`; warm-up before ready: {'off' if args.no_warm_up else 'on'}; text: {TEXT!r}.", "",
+             f"`{command}`; warm-up before ready: {'off' if args.no_warm_up else 'on'}; text: {SENTENCE!r}.", "",
              "| " + " | ".join(headers) + " |", "|---|" + "---:|" * (len(headers) - 1),
              *("| " + " | ".join(r) + " |" for r in rows), ""]
     (args.out / "first-request.md").write_text("\n".join(lines))

@@ -158,6 +158,27 @@ def save_wav(path: str | os.PathLike, samples: np.ndarray, sample_rate: int) -> 
     return path
 
 
+#: The size a streamed WAV header gives its RIFF and ``data`` chunks while the length is unknown (the largest
+#: 32-bit value: readers then read to the end of the stream; ffmpeg and Python's ``wave`` accept it).
+WAV_UNKNOWN_SIZE = 0xFFFFFFFF
+
+
+def wav_header(sample_rate: int, data_bytes: int | None = None) -> bytes:
+    """The 44-byte header of mono 16-bit PCM WAV with ``data_bytes`` of samples; None: a stream of unknown
+    length (:data:`WAV_UNKNOWN_SIZE`)."""
+    import struct
+
+    data = WAV_UNKNOWN_SIZE if data_bytes is None else data_bytes
+    riff = WAV_UNKNOWN_SIZE if data_bytes is None else 36 + data_bytes
+    return struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", riff, b"WAVE", b"fmt ", 16, 1, 1, sample_rate,
+                       sample_rate * 2, 2, 16, b"data", data)
+
+
+def pcm16(samples: np.ndarray) -> bytes:
+    """Float samples as 16-bit little-endian PCM bytes, clipped to [-1, 1] (as :func:`save_wav` writes them)."""
+    return (np.clip(np.asarray(samples, np.float32), -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes()
+
+
 def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
     """``10 log10(|reference|^2 / |test - reference|^2)`` over equal-length signals (identical ones: about 300)."""
     noise = float(np.sum((np.asarray(test, np.float64) - reference) ** 2))

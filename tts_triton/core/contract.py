@@ -195,6 +195,10 @@ TEXT, VOICE, EMOTION = "TEXT", "VOICE", "EMOTION"
 REFERENCE_AUDIO, REFERENCE_SAMPLE_RATE = "REFERENCE_AUDIO", "REFERENCE_SAMPLE_RATE"
 AUDIO, SAMPLE_RATE, MEL = "AUDIO", "SAMPLE_RATE", "MEL"
 SPEED, PITCH, VOLUME, WORDS = "SPEED", "PITCH", "VOLUME", "WORDS"
+OUTPUT_SAMPLE_RATE = "OUTPUT_SAMPLE_RATE"
+#: The rates (Hz) ``OUTPUT_SAMPLE_RATE`` may ask for: telephony, wideband, the model's own 22050, OpenAI's 24 kHz,
+#: CD and video. Absent: the model's own rate (``audio.SAMPLE_RATE``).
+OUTPUT_SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)
 
 
 @dataclass(frozen=True)
@@ -220,6 +224,7 @@ TTS_INPUTS = (
     TensorSpec(REFERENCE_AUDIO, "float32", (-1,), optional=True),
     TensorSpec(REFERENCE_SAMPLE_RATE, "int32", (1,), optional=True),
     *(TensorSpec(name, "float32", (1,), optional=True) for name in CONTROLS),
+    TensorSpec(OUTPUT_SAMPLE_RATE, "int32", (1,), optional=True),
 )
 
 

@@ -93,6 +93,28 @@ def transcribe(samples: np.ndarray, rate: int) -> str:
     return hyp.hypstr if hyp is not None else ""
 
 
+@functools.lru_cache(maxsize=1)
+def _grammar_decoder() -> Any:
+    from pocketsphinx import Decoder  # the eval extra
+
+    return Decoder(samprate=ASR_RATE, loglevel="FATAL")
+
+
+def choose(samples: np.ndarray, rate: int, readings: Sequence[str]) -> str | None:
+    """Which of ``readings`` (lowercase words in PocketSphinx's dictionary) the speech is, by decoding it against
+    a grammar of exactly those sentences: a forced choice, far surer than free transcription when the question
+    is how one written form was read ("minus ten degrees" or "ten degrees"); None when it fits none."""
+    decoder = _grammar_decoder()
+    decoder.add_jsgf_string("readings", "#JSGF V1.0;\ngrammar readings;\npublic <reading> = "
+                            + " | ".join(f"( {r} )" for r in readings) + " ;\n")
+    decoder.activate_search("readings")
+    decoder.start_utt()
+    decoder.process_raw(to_asr_rate(samples, rate), full_utt=True)
+    decoder.end_utt()
+    hyp = decoder.hyp()
+    return hyp.hypstr if hyp is not None and hyp.hypstr else None
+
+
 def flite_available() -> bool:
     """Whether ``flite`` (Debian package ``flite``) is on PATH."""
     return shutil.which(FLITE) is not None

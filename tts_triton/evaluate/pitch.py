@@ -8,6 +8,7 @@ Every voice of the bank (neutral emotion) says the first ``--sentences`` held-ou
 control (:func:`~tts_triton.serving.controls.shift_pitch`) at every shift and through the vocoder, whole (the
 one-shot equal of the streamed audio). Per voice and shift:
 
+- **level**: the RMS level of all its sentences shifted over unshifted, dB (:func:`level_db`);
 - **ratio**: median F0 of all its sentences shifted / unshifted, by :func:`median_f0` (what
   ``tests/test_controls.py`` asserts on); it passes at +-4 st when within :data:`TOLERANCE` of 2 ** (4 / 12),
   the downward ratio inverted as the test does;
@@ -66,6 +67,12 @@ def median_f0(*clips: np.ndarray) -> float:
     return float(np.median(f0[f0 > 0]))
 
 
+def level_db(*clips: np.ndarray) -> float:
+    """The RMS level (dB full scale) of all ``clips`` together."""
+    samples = np.concatenate(clips).astype(np.float64)
+    return float(10.0 * np.log10(max(float(np.mean(samples**2)), 1e-20)))
+
+
 def passes(semitones: float, ratio: float) -> bool:
     """Whether ``ratio`` meets the test's bound: within :data:`TOLERANCE` of 2 ** (|s| / 12), inverted below 0."""
     return abs((ratio if semitones > 0 else 1.0 / ratio) - 2.0 ** (abs(semitones) / 12.0)) <= TOLERANCE
@@ -101,6 +108,7 @@ class VoiceResult:
     voice: str
     base_hz: float
     ratio: dict[float, float] = field(default_factory=dict)
+    loudness_db: dict[float, float] = field(default_factory=dict)
     ceiling: dict[float, float] = field(default_factory=dict)
     envelope_db: dict[float, float] = field(default_factory=dict)
     moved_db: dict[float, float] = field(default_factory=dict)
@@ -142,6 +150,7 @@ def measure(ckpt: Any, bank: Any, voices: Sequence[str], sentences: int,
         for s in shifts:
             shifted = [vocode(shift_pitch(m, s, lag)) for m in mels]
             result.ratio[s] = median_f0(*shifted) / result.base_hz
+            result.loudness_db[s] = level_db(*shifted) - level_db(*plain)
             if s not in checked:
                 continue
             ideal = [vocode(audio.mel_spectrogram(resynthesized(p, 2.0 ** (s / 12.0)))) for p in plain]
@@ -158,15 +167,17 @@ def table(results: Sequence[VoiceResult], shifts: Sequence[float] = DEFAULT_SHIF
     """Markdown table: voice, base F0, the ratio per shift (ceiling beside the checked ones), envelope distances."""
     checked = [s for s in shifts if results and s in results[0].ceiling]
     head = ["voice", "F0 Hz", *(f"{s:+g} st" + (" (ceiling)" if s in checked else "") for s in shifts),
-            *(f"envelope dB {s:+g} (ceiling, moved)" for s in checked), "+-4 st"]
+            *(f"envelope dB {s:+g} (ceiling, moved)" for s in checked), "+-4 st",
+            *(f"level dB {s:+g}" for s in shifts)]
     target = ["target", "", *(f"{2.0 ** (s / 12.0):.3f}" for s in shifts), *("" for _ in checked),
-              f"+-{TOLERANCE}"]
+              f"+-{TOLERANCE}", *("0" for _ in shifts)]
     rows = [target]
     for r in results:
         cells = [r.voice, f"{r.base_hz:.0f}"]
         cells += [f"{r.ratio[s]:.3f}" + (f" ({r.ceiling[s]:.3f})" if s in r.ceiling else "") for s in shifts]
         cells += [f"{r.envelope_db[s]:.1f} ({r.ideal_db[s]:.1f}, {r.moved_db[s]:.1f})" for s in checked]
         cells.append("pass" if all(passes(s, r.ratio[s]) for s in CHECKED if s in r.ratio) else "FAIL")
+        cells += [f"{r.loudness_db[s]:+.2f}" for s in shifts]
         rows.append(cells)
     return markdown_table(head, rows, left=len(head))
 
@@ -217,7 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Envelope: mean WORLD mel-cepstral distance (dB) between the shifted and the unshifted audio; in brackets "
         "the same for the ceiling's audio (envelope kept exactly: what the pitch change alone costs the measure) and "
         "with the whole log-mel warped (formants moved). +-4 st passes when both ratios are within "
-        f"{TOLERANCE} of 2 ** (4 / 12) (the downward one inverted), as tests/test_controls.py asserts.", "",
+        f"{TOLERANCE} of 2 ** (4 / 12) (the downward one inverted), as tests/test_controls.py asserts. Level: the "
+        "RMS level of the shifted audio over the unshifted (dB; the control should keep loudness).", "",
         report, ""]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / REPORT_FILE).write_text("\n".join(text))

@@ -23,6 +23,19 @@ from pathlib import Path
 CONTROL = "nvidia-cuda-mps-control"
 
 
+def default_mps(requested: bool | None, cuda_processes: bool) -> tuple[bool, str]:
+    """Whether a server runs its models under MPS, and why: as ``requested`` (``--mps``/``--no-mps``), else on
+    where its models run on CUDA in processes of their own (``cuda_processes``: the torch-cuda target) and the
+    control daemon is installed: the configuration the H200 benchmark measures best (+22 % at 64 streams)."""
+    if requested is not None:
+        return requested, "asked for" if requested else "--no-mps"
+    if not cuda_processes:
+        return False, "the models do not run on CUDA"
+    if shutil.which(CONTROL) is None:
+        return False, f"{CONTROL} is not installed"
+    return True, "the default on a GPU: +22 % throughput at 64 streams on an H200; --no-mps turns it off"
+
+
 class MpsError(RuntimeError):
     """The MPS control daemon is missing or did not start."""
 

@@ -12,6 +12,7 @@ from tts_triton.cache.settings import env_from_arguments
 from tts_triton.export.targets import AUTO, DEFAULT_TARGET, RUNTIME_TARGETS, resolve_target
 from tts_triton.ops.embedded import EmbeddedServer, bundle_install, triton_home
 from tts_triton.ops.model_control import refuse_new_requests, wait_idle
+from tts_triton.ops.mps import default_mps
 from tts_triton.ops.supervisor import Supervisor
 from tts_triton.ops.triton_server import (
     PortInUseError,
@@ -77,9 +78,17 @@ def serve(args: argparse.Namespace, parent_at_start: int) -> int:
     if args.checkpoint is not None and not args.checkpoint.is_file():
         return _fail(f"--checkpoint {args.checkpoint}: no such file")
     try:
-        cache_env = env_from_arguments(args)
+        server_env = env_from_arguments(args)  # the models read their settings from the environment
     except (ValueError, OSError) as err:
         return _fail(f"cache: {err}")
+    if args.lexicon is not None:
+        from tts_triton.text.lexicon import LEXICON_ENV, Lexicon, LexiconError
+
+        try:
+            print(f"lexicon: {args.lexicon} ({len(Lexicon.load(args.lexicon))} entries)", flush=True)
+        except LexiconError as err:
+            return _fail(str(err))
+        server_env[LEXICON_ENV] = str(args.lexicon.absolute())
 
     home = triton_home()  # $TRITON_HOME: a Triton bundle instead of the wheel's server (a GPU host's .venv sets it)
     try:
@@ -88,8 +97,8 @@ def serve(args: argparse.Namespace, parent_at_start: int) -> int:
         return _fail(str(err))
     server = EmbeddedServer(args.model_repository.absolute(), host=args.host, http_port=args.http_port,
                             grpc_port=args.grpc_port, metrics_port=args.metrics_port, log_verbose=args.log_verbose,
-                            admin_key=os.environ.get("TTS_TRITON_ADMIN_KEY"), mps=args.mps, install=install,
-                            environment=cache_env, warm_up=True)
+                            admin_key=os.environ.get("TTS_TRITON_ADMIN_KEY"), install=install,
+                            environment=server_env, warm_up=True)
     signals = _StopSignals(server)
     try:  # whatever the signals and wherever they land, serve exits only once the server's group is gone
         try:
@@ -98,6 +107,11 @@ def serve(args: argparse.Namespace, parent_at_start: int) -> int:
                 target = serve_target(args)
             except ValueError as err:
                 return _fail(str(err))
+            mps, why = default_mps(args.mps, RUNTIME_TARGETS[target].cuda_torch)
+            if mps:
+                server.use_mps()
+            if mps or args.mps is not None:
+                print(f"MPS: {'on' if mps else 'off'} ({why})", flush=True)
             if not args.no_build:
                 from tts_triton.export.build import (
                     ensure_repository,  # heavy (torch): only once the ports are known free

@@ -348,6 +348,10 @@ class TritonServer:
         self.shm_region_limit_mb = default_limit if shm_region_limit_mb is None else shm_region_limit_mb
         self.warm_up = warm_up
 
+    def use_mps(self) -> None:
+        """Run the models under an MPS daemon of the server's own from the next ``start`` (as ``mps=True``)."""
+        self._mps = self._mps or MpsDaemon()
+
     @property
     def http_url(self) -> str:
         """HTTP endpoint as ``host:port`` (the form tritonclient.http expects)."""

@@ -10,7 +10,8 @@ behaves alike and nothing is retrained:
   envelope (its first :data:`ENVELOPE_COEFFICIENTS` DCT coefficients) and the fine structure (the rest);
   the fine structure is resampled along frequency by ``2 ** (semitones / 12)`` and added back to the
   envelope. That is one fixed ``n_mels x n_mels`` matrix per shift; the vocoder follows the harmonics, a
-  little behind: the mel's harmonics move :data:`VOCODER_LAG` semitones further than asked.
+  little behind: the mel's harmonics move :data:`VOCODER_LAG` semitones further than asked. Each frame's
+  energy in the linear domain is then restored (:func:`frame_energy`), so loudness does not follow the shift.
 - **Volume** is a gain in dB with a memoryless soft limiter (linear below :data:`LIMIT_KNEE`, tanh
   above, never past 1), applied to each vocoded chunk: chunk by chunk it is the one-shot result.
 """
@@ -99,13 +100,31 @@ def _pitch_matrix(steps: int, n_mels: int, lag: float) -> np.ndarray:
     return np.ascontiguousarray(matrix.T, dtype=np.float32)  # frames @ matrix
 
 
+@functools.lru_cache(maxsize=4)
+def _band_widths(n_mels: int) -> np.ndarray:
+    """Each mel filter's width in Hz (half the distance between its edges): a bin's weight in the frame's energy."""
+    edges = audio.mel_points(n_mels)
+    return ((edges[2:] - edges[:-2]) / 2.0).astype(np.float32)
+
+
+def frame_energy(mel: np.ndarray) -> np.ndarray:
+    """``[n]``: each log-mel frame's energy in the linear domain, ``sum_i width_i * exp(2 * mel_i)`` (a bin holds
+    its band's mean magnitude; its power times its width is the band's share)."""
+    return np.exp(2.0 * mel.astype(np.float64)) @ _band_widths(mel.shape[1]).astype(np.float64)
+
+
 def shift_pitch(mel: np.ndarray, semitones: float, lag: float = VOCODER_LAG) -> np.ndarray:
-    """Log-mel frames ``[n, n_mels]`` whose vocoded F0 is ``2 ** (semitones / 12)`` times theirs, formants kept:
-    the harmonics move by ``semitones`` plus ``lag`` (:data:`VOCODER_LAG`) in its direction."""
+    """Log-mel frames ``[n, n_mels]`` whose vocoded F0 is ``2 ** (semitones / 12)`` times theirs, formants and
+    loudness kept: the harmonics move by ``semitones`` plus ``lag`` (:data:`VOCODER_LAG`) in its direction, then
+    each frame is offset so that its :func:`frame_energy` is what it was (moving harmonics across bands of
+    different widths would change it: +6.5 dB at +12 st, -7.2 dB at -12 st before). Frame by frame, so a
+    stream's chunks still join into the one-shot result."""
     steps = round(semitones / PITCH_STEP)
     if steps == 0 or len(mel) == 0:
         return mel
-    return mel @ _pitch_matrix(steps, mel.shape[1], lag)
+    shifted = mel @ _pitch_matrix(steps, mel.shape[1], lag)
+    offset = 0.5 * np.log(frame_energy(mel) / frame_energy(shifted))
+    return (shifted + offset[:, None].astype(np.float32)).astype(np.float32, copy=False)
 
 
 def apply_gain(samples: np.ndarray, db: float) -> np.ndarray:

@@ -48,6 +48,7 @@ class Chunk:
     mel: np.ndarray  # float32 [frames, n_mels], what was vocoded: decoder output (before the postnet), controlled
     sentence: int
     words: list[WordTime] = field(default_factory=list)
+    sample_rate: int = audio.SAMPLE_RATE  # of ``audio``
 
 
 @dataclass

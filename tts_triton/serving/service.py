@@ -24,6 +24,8 @@ from tts_triton.core.config import LIMITS, STREAMING, ModelConfig, StreamingConf
 from tts_triton.core.contract import (
     CONTROLS,
     EMOTION,
+    OUTPUT_SAMPLE_RATE,
+    OUTPUT_SAMPLE_RATES,
     PITCH,
     REFERENCE_AUDIO,
     REFERENCE_SAMPLE_RATE,
@@ -37,13 +39,14 @@ from tts_triton.errors import InvalidInput
 from tts_triton.serving.controls import Controls
 from tts_triton.serving.pipeline import Chunk, InferBackend, Pipeline
 from tts_triton.text import check_text, plan_text, text_to_sequences
+from tts_triton.text.language import check_english
 
 MAX_TEXT_CHARS = LIMITS.max_text_chars
 MIN_REFERENCE_SECONDS = LIMITS.min_reference_seconds
 MAX_REFERENCE_SECONDS = LIMITS.max_reference_seconds
 REFERENCE_RATES = LIMITS.reference_rates
 
-__all__ = ["InvalidInput", "StyleCache", "SynthesisRequest", "TTSService", "parse_request"]
+__all__ = ["InvalidInput", "StyleCache", "SynthesisRequest", "TTSService", "output_rate", "parse_request"]
 
 
 @dataclass
@@ -111,6 +114,23 @@ def parse_request(inputs: dict[str, np.ndarray | None], words: bool = False) -> 
                            f"cannot be combined with {VOICE} or {EMOTION} (the reference sets the style)")
     samples, sample_rate = check_reference(ref, rate)
     return SynthesisRequest(text, reference_audio=samples, reference_sample_rate=sample_rate, **controls)
+
+
+def output_rate(inputs: dict[str, np.ndarray | None]) -> int:
+    """The sample rate (Hz) the client asked for with OUTPUT_SAMPLE_RATE, one of
+    :data:`~tts_triton.core.contract.OUTPUT_SAMPLE_RATES`; the model's own when absent. Not part of
+    :class:`SynthesisRequest`: the audio is resampled after the utterance cache, which keeps the model's rate."""
+    value = inputs.get(OUTPUT_SAMPLE_RATE)
+    if value is None:
+        return audio.SAMPLE_RATE
+    offered = ", ".join(map(str, OUTPUT_SAMPLE_RATES))
+    if value.size != 1 or value.dtype != np.int32:
+        raise InvalidInput(OUTPUT_SAMPLE_RATE, f"expected one INT32 value (Hz: {offered}), got dtype {value.dtype} "
+                                               f"shape {list(value.shape)}")
+    rate = int(value.reshape(-1)[0])
+    if rate not in OUTPUT_SAMPLE_RATES:
+        raise InvalidInput(OUTPUT_SAMPLE_RATE, f"{rate} Hz is not offered; one of {offered}")
+    return rate
 
 
 def check_reference(ref: np.ndarray, rate: np.ndarray | None) -> tuple[np.ndarray, int]:
@@ -181,7 +201,9 @@ class TTSService:
     async def stream(self, request: SynthesisRequest, backend: InferBackend,
                      cancelled: Callable[[], bool] = lambda: False) -> AsyncIterator[Chunk]:
         """Chunks of the request's audio, in order. Raises InvalidInput before the first chunk on bad input
-        (a sentence's unknown ``voice`` included)."""
+        (a sentence's unknown ``voice`` included, and text in another language than English:
+        :mod:`~tts_triton.text.language`)."""
+        check_english(request.text)
         sentences = plan_text(request.text, self.streaming.max_tokens)
         styles = {s.voice: self.voice_bank.style(s.voice, request.emotion) for s in sentences if s.voice}
         pipeline = Pipeline(backend, self.cfg, self.streaming)

@@ -18,6 +18,9 @@ from tts_triton.text.symbols import LENGTH, STRESS, WORD_BOUNDARY
 _MARKS = frozenset((*STRESS, *LENGTH))
 #: Half-width of the band around the diagonal that the alignment searches, beyond the length difference.
 _BAND = 16
+#: Cells of the edit-distance table beyond which a stretch is shared out in proportion to its symbols instead
+#: (hostile text: a clause of hundreds of words that espeak-ng reads otherwise in context, "VIII VIII ...").
+_MAX_CELLS = 200_000
 
 
 def _gap(symbol: str) -> float:
@@ -72,11 +75,17 @@ def _align(context: list[str], alone: list[list[str]]) -> list[int | None]:
     """:func:`align_words` by edit distance over all symbols, for a short stretch."""
     positions = [i for i, s in enumerate(context) if s != WORD_BOUNDARY]
     c = [context[i] for i in positions]
-    tokens = [context[:i].count(WORD_BOUNDARY) for i in positions]
+    boundaries = list(itertools.accumulate(s == WORD_BOUNDARY for s in context))
+    tokens = [boundaries[i] for i in positions]
     a = [s for word in alone for s in word if s != WORD_BOUNDARY]
     label = [w for w, word in enumerate(alone) for s in word if s != WORD_BOUNDARY]
     n, m = len(c), len(a)
     band = abs(n - m) + _BAND
+    if not m or (n + 1) * (m + 1) > _MAX_CELLS:
+        result: list[int | None] = [None] * len(context)
+        for k, position in enumerate(positions):
+            result[position] = label[min(m - 1, k * m // max(n, 1))] if m else 0
+        return result
     inf = float("inf")
     cost = [[inf] * (m + 1) for _ in range(n + 1)]
     cost[0][0] = 0.0
@@ -102,7 +111,7 @@ def _align(context: list[str], alone: list[list[str]]) -> list[int | None]:
             i -= 1
         else:
             j -= 1
-    result: list[int | None] = [None] * len(context)
+    result = [None] * len(context)
     for position, word in zip(positions, _fill(owner, tokens), strict=True):
         result[position] = word
     return result

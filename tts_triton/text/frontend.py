@@ -17,7 +17,8 @@ import re
 from typing import Any, NamedTuple
 
 from tts_triton.errors import InvalidInput
-from tts_triton.text.g2p import phonemize_words
+from tts_triton.text import lexicon
+from tts_triton.text.g2p import Span, phonemize_words
 from tts_triton.text.normalize import clean_tracked
 from tts_triton.text.plan import Sentence, Word
 from tts_triton.text.symbols import (
@@ -110,9 +111,10 @@ def phonemize(sentences: list[str]) -> list[list[str]]:
 
 def phonemize_tracked(sentences: list[Tracked]) -> list[list[Symbol]]:
     """:func:`phonemize`, each symbol with the :class:`Spoken` word it belongs to (None for boundaries
-    and pauses)."""
+    and pauses); words of the serving lexicon (:mod:`~tts_triton.text.lexicon`) as it says."""
     parts = [_pieces(s.text) for s in sentences]
-    words = iter(phonemize_words([s.text[a:b] for s, p in zip(sentences, parts, strict=True) for a, b in p[::2]]))
+    words = iter(_phonemize(
+        [s.text[a:b] for s, p in zip(sentences, parts, strict=True) for a, b in p[::2]], lexicon.current()))
     result = []
     for sentence, sentence_parts in zip(sentences, parts, strict=True):
         symbols: list[Symbol] = []
@@ -130,6 +132,46 @@ def phonemize_tracked(sentences: list[Tracked]) -> list[list[Symbol]]:
                     if symbols and symbols[-1][0] != mark:
                         symbols.append((mark, None))
         result.append(symbols)
+    return result
+
+
+def _phonemize(clauses: list[str], lex: lexicon.Lexicon | None) -> list[list[tuple[str, Span | None]]]:
+    """:func:`~tts_triton.text.g2p.phonemize_words` of the clauses, the words of ``lex`` read as it says: an IPA
+    entry's symbols, or the respelling through G2P (its symbols spanning the word). A clause with such words is
+    read in pieces around them; all pieces of all clauses go to G2P in one batch."""
+    found = [lex.matches(clause) for clause in clauses] if lex is not None else []
+    if not any(found):
+        return phonemize_words(clauses)
+    plans: list[list[tuple[int, int, lexicon.Pronunciation | None]]] = []
+    texts: list[str] = []
+    for clause, matches in zip(clauses, found, strict=True):
+        plan: list[tuple[int, int, lexicon.Pronunciation | None]] = []
+        last = 0
+        for start, end, entry in [*matches, (len(clause), len(clause), None)]:
+            if start > last or (entry is None and not plan):
+                plan.append((last, start, None))
+                texts.append(clause[last:start])
+            if entry is not None:
+                plan.append((start, end, entry))
+                if entry.respelling:
+                    texts.append(entry.respelling)
+            last = end
+        plans.append(plan)
+    read = iter(phonemize_words(texts))
+    result = []
+    for plan in plans:
+        labelled: list[tuple[str, Span | None]] = []
+        for start, end, entry in plan:
+            if entry is None:
+                part = [(s, None if span is None else (span[0] + start, span[1] + start)) for s, span in next(read)]
+            elif entry.respelling:
+                part = [(s, None if span is None else (start, end)) for s, span in next(read)]
+            else:
+                part = [(s, None if s == WORD_BOUNDARY else (start, end)) for s in entry.symbols]
+            if part and labelled and WORD_BOUNDARY not in (labelled[-1][0], part[0][0]):
+                labelled.append((WORD_BOUNDARY, None))
+            labelled += part
+        result.append(labelled)
     return result
 
 

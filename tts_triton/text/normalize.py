@@ -12,6 +12,7 @@ from functools import lru_cache
 
 from tts_triton.text.numbers import expand_numbers_tracked
 from tts_triton.text.readers import read_plain
+from tts_triton.text.roman import read_roman
 from tts_triton.text.tracked import Tracked
 
 _PAUSES = ",.?!;:…-"
@@ -22,10 +23,10 @@ _CHAR_MAP = str.maketrans({
     "‘": "'", "’": "'", "‚": "'", "‛": "'", "ʼ": "'", "`": "'", "´": "'",
     "“": "", "”": "", "„": "", "‟": "", '"': "", "«": "", "»": "", "‹": "", "›": "",
     "「": "", "」": "", "『": "", "』": "", "《": "", "》": "", "〈": "", "〉": "",
-    "&": " and ", "@": " at ", "+": " plus ", "=": " equals ", "%": " percent ",
+    "\u2212": "-", "&": " and ", "@": " at ", "+": " plus ", "=": " equals ", "%": " percent ",
 })
 #: Characters that survive the category filter because later steps read them.
-_KEEP = set(_PAUSES + "'$€£¥₹°#/:~")
+_KEEP = set(_PAUSES + "'$€£¥₹¢°#/:~")
 
 _PARAGRAPH = re.compile(rf"(?<=[^\s{_PAUSES}])[ \t]*\n\s*\n")
 _TITLES = {"Mr": "mister", "Mrs": "missus", "Ms": "miz", "Dr": "doctor", "Prof": "professor", "St": "saint",
@@ -49,7 +50,7 @@ _END = re.compile(rf"\b({'|'.join(_MAY_END_SENTENCE)})\.(\s+[A-Z]|\s*$)?")
 _INITIALISM = re.compile(r"\b((?:[A-Za-z]\.){2,})(\s*$)?")
 _NUMBER_SIGN = re.compile(r"#(?=\s?\d)")
 _APPROXIMATELY = re.compile(r"(?<!\w)~(?=\s?\d)")
-_UNREAD_SYMBOLS = re.compile(r"[$€£¥₹°#/~]")
+_UNREAD_SYMBOLS = re.compile(r"[$€£¥₹¢°#/~]")
 _URL_DOT = re.compile(r"(?<=[^\W\d_])\.(?=[^\W\d_])")
 _WORD_HYPHEN = re.compile(r"(?<=\w)-(?=\w)")
 _STRAY_APOSTROPHE = re.compile(r"(?<!\w)'|'(?!\w)")
@@ -91,7 +92,7 @@ def clean_tracked(text: Tracked) -> Tracked:
     """Normalized form of ``text`` (possibly empty), each character with its source span."""
     text = read_plain(text.nfkc()).map_chars(lambda ch: ch.translate(_CHAR_MAP))
     text = text.sub(_PARAGRAPH, ".\n\n").map_chars(_filter_char)
-    text = _abbreviations(text).sub(_NUMBER_SIGN, "number ").sub(_APPROXIMATELY, "about ")
+    text = read_roman(_abbreviations(text)).sub(_NUMBER_SIGN, "number ").sub(_APPROXIMATELY, "about ")
     text = expand_numbers_tracked(text)
     text = text.sub(_UNREAD_SYMBOLS, " ")  # the ones no number claimed
     text = text.sub(_URL_DOT, " dot ").sub(_WORD_HYPHEN, " ").sub(_STRAY_APOSTROPHE, " ")

@@ -1,5 +1,9 @@
 """Numbers, currency, ordinals, times and units read out in English words.
 
+Signs: "-10°C" "minus ten degrees Celsius", "-7" "minus seven"; "50¢" "fifty cents"; "10 / 2" (with spaces)
+"ten divided by two"; a unit after a number in the singular for 1 ("1 km" "one kilometer", "2 GB" "two
+gigabytes"); "km/h" and "m/s" alone "kilometers per hour", "meters per second".
+
 Digits written directly next to a Chinese character are left as digits (only a decimal point
 between them becomes 点), so that the Mandarin voice reads them in Chinese.
 """
@@ -27,24 +31,41 @@ _CURRENCIES = {
     "¥": ("yen", "yen", None, None),
     "₹": ("rupee", "rupees", "paisa", "paise"),
 }
+#: Unit after a number -> (singular, plural).
 _UNITS = {
-    "km/h": ("kilometer per hour", "kilometers per hour"),
-    "km": ("kilometer", "kilometers"),
-    "kg": ("kilogram", "kilograms"),
-    "cm": ("centimeter", "centimeters"),
-    "mm": ("millimeter", "millimeters"),
-    "mph": ("mile per hour", "miles per hour"),
-    "°C": ("degree Celsius", "degrees Celsius"),
-    "°F": ("degree Fahrenheit", "degrees Fahrenheit"),
+    "km/h": ("kilometer per hour", "kilometers per hour"), "kph": ("kilometer per hour", "kilometers per hour"),
+    "m/s": ("meter per second", "meters per second"), "mph": ("mile per hour", "miles per hour"),
+    "mpg": ("mile per gallon", "miles per gallon"), "rpm": ("revolution per minute", "revolutions per minute"),
+    "km": ("kilometer", "kilometers"), "cm": ("centimeter", "centimeters"), "mm": ("millimeter", "millimeters"),
+    "m": ("meter", "meters"), "ft": ("foot", "feet"), "kg": ("kilogram", "kilograms"),
+    "mg": ("milligram", "milligrams"), "g": ("gram", "grams"), "lbs": ("pound", "pounds"),
+    "lb": ("pound", "pounds"), "oz": ("ounce", "ounces"),
+    "ml": ("milliliter", "milliliters"), "mL": ("milliliter", "milliliters"), "L": ("liter", "liters"),
+    "TB": ("terabyte", "terabytes"), "GB": ("gigabyte", "gigabytes"), "MB": ("megabyte", "megabytes"),
+    "KB": ("kilobyte", "kilobytes"), "kB": ("kilobyte", "kilobytes"),
+    "GHz": ("gigahertz", "gigahertz"), "MHz": ("megahertz", "megahertz"), "kHz": ("kilohertz", "kilohertz"),
+    "Hz": ("hertz", "hertz"), "kWh": ("kilowatt hour", "kilowatt hours"), "kW": ("kilowatt", "kilowatts"),
+    "ms": ("millisecond", "milliseconds"), "min": ("minute", "minutes"), "hrs": ("hour", "hours"),
+    "hr": ("hour", "hours"), "dB": ("decibel", "decibels"),
+    "°C": ("degree Celsius", "degrees Celsius"), "°F": ("degree Fahrenheit", "degrees Fahrenheit"),
     "°": ("degree", "degrees"),
 }
+#: Compound units written alone, without a number ("speed in km/h").
+_BARE_UNITS = {"km/h": "kilometers per hour", "m/s": "meters per second"}
 
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _NUM = r"\d+(?:\.\d+)?"
 _THOUSANDS_SEP = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _HAN_DECIMAL = re.compile(rf"(?<=[{_HAN}])(\d+)\.(\d+)|(\d+)\.(\d+)(?=[{_HAN}])")
 _MONEY = re.compile(rf"([{''.join(_CURRENCIES)}])\s?({_NUM})(?:\s?(thousand|million|billion|trillion)\b)?")
-_UNIT = re.compile(rf"({_NUM})\s?({'|'.join(map(re.escape, _UNITS))})(?![^\W\d_])")
+# A unit may follow a signed number ("-10°C"); it is never the start of a longer word ("5 men"). Numbers are
+# matched from their first digit only: a flood of digits is then read in linear time.
+_UNIT_NAMES = "|".join(map(re.escape, sorted(_UNITS, key=len, reverse=True)))  # longest first: "ms" before "m"
+_UNIT = re.compile(rf"(?:(?<![\w.])(-))?(?<![\d.])({_NUM})\s?({_UNIT_NAMES})(?![^\W\d_])")
+_BARE_UNIT = re.compile(rf"(?<![\w/])({'|'.join(map(re.escape, _BARE_UNITS))})(?![\w/])")
+_CENTS = re.compile(rf"(?<![\d.])({_NUM})\s?¢")
+# "10 / 2" with spaces is a division ("10/2" without is a fraction, read by the readers).
+_DIVISION = re.compile(rf"(?<![\d/])({_NUM})\s+/\s+({_NUM})(?![\d/])")
 # Bare numbers: never next to another digit or a Chinese character (then they stay for the Mandarin voice).
 _ORDINAL_NUM = re.compile(rf"(?<![\d{_HAN}])(\d+)(st|nd|rd|th)\b", re.IGNORECASE)
 _TIME = re.compile(rf"(?<![\d{_HAN}])(\d{{1,2}}):(\d\d)(?![\d{_HAN}])")
@@ -142,8 +163,13 @@ def _ordinal(match: re.Match[str]) -> str:
 
 
 def _unit(match: re.Match[str]) -> str:
-    singular, plural = _UNITS[match[2]]
-    return f"{number(*match[1].split('.'))} {singular if match[1] == '1' else plural}"
+    singular, plural = _UNITS[match[3]]
+    sign = "minus " if match[1] else ""
+    return f" {sign}{number(*match[2].split('.'))} {singular if match[2] == '1' else plural} "
+
+
+def _cents(match: re.Match[str]) -> str:
+    return f" {number(*match[1].split('.'))} {'cent' if match[1] == '1' else 'cents'} "
 
 
 def expand_numbers_tracked(text: Tracked) -> Tracked:
@@ -151,6 +177,7 @@ def expand_numbers_tracked(text: Tracked) -> Tracked:
     text = text.sub(_THOUSANDS_SEP, "")
     text = text.sub(_HAN_DECIMAL, lambda m: f"{m[1] or m[3]}点{m[2] or m[4]}")
     text = text.sub(_MONEY, lambda m: money(m[1], m[2], m[3]))
+    text = text.sub(_CENTS, _cents).sub(_DIVISION, r"\1 divided by \2").sub(_BARE_UNIT, lambda m: _BARE_UNITS[m[1]])
     text = text.sub(_UNIT, _unit).sub(_ORDINAL_NUM, _ordinal).sub(_TIME, _time).sub(_NEGATIVE, "minus ")
     return text.sub(_NUMBER, lambda m: f" {number(m[1], m[2])} ")
 

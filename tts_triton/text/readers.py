@@ -6,7 +6,8 @@ makes the day an ordinal (``Jan. 5`` "January fifth"); fractions ``1/3`` "one th
 ``3/4`` "three quarters", ``24/7`` "twenty four seven", denominators over 100 "over"); version numbers of
 three or more parts, or after "version"/"v", ``3.11.7`` "three point eleven point seven"; IPv4 addresses
 with "dot"; phone numbers digit by digit in their groups (``123-4567`` "one two three, four five six
-seven"); decades ``1990s`` "nineteen nineties"; times with am/pm ``10:05 am`` "ten oh five eigh em";
+seven"); decades ``1990s`` "nineteen nineties"; ranges ``10-20``, ``10–20`` "ten to twenty"; feet and
+inches ``6'2"`` "six feet two inches"; times with am/pm ``10:05 am`` "ten oh five eigh em";
 URLs and e-mail addresses with their punctuation named ("www.example.com/a_b" "double you double you
 double you dot example dot com slash a underscore b"). Each reader returns None when its text is not of
 its form.
@@ -44,7 +45,7 @@ _DATE_SLASH = re.compile(r"(?<![\d/])(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})(?![\d/])"
 _DATE_ISO = re.compile(r"(?<![\d-])(\d{4})-(\d{2})-(\d{2})(?![\d-])")
 _MONTH_DAY = re.compile(rf"\b({_MONTH_NAMES})\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?![:.,]?\d)")
 # am/pm without periods ("a.m." is normalization's: its period may end a sentence).
-_CLOCK_TIME = re.compile(r"(?<![\d:])(\d{1,2})(?::(\d\d))?(?::(\d\d))?\s?([AaPp])[Mm]\b")
+_CLOCK_TIME = re.compile(r"(?<![\d:])(\d{1,2})(?::(\d\d))?(?::(\d\d))? *([AaPp])[Mm]\b")
 _SECONDS_TIME = re.compile(r"(?<![\d:])(\d{1,2}):(\d\d):(\d\d)(?![\d:])")
 _PHONE = re.compile(r"(?<![\w+-])(?:\+(\d{1,3})[ .-]?)?(?:\((\d{3})\)\s?|(\d{3})[ .-])?(\d{3})-(\d{4})(?![\w-])")
 _IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
@@ -53,6 +54,14 @@ _VERSION = re.compile(r"(?<![\d.])(\d+(?:\.\d+){2,})(?![\d.]*\d)|(?<=\b[Vv])(\d+
 _MIXED_FRACTION = re.compile(r"(?<![\d/.])(\d+) (\d{1,3})/(\d{1,3})(?![\d/])")
 _FRACTION = re.compile(r"(?<![\d/.])(\d{1,3})/(\d{1,3})(?![\d/])")
 _DECADE = re.compile(r"(?<![\w'’])(?:(\d\d)|['’])?(\d)0s\b")
+# Ranges: "10-20" (a hyphen between bare numbers), "10–20" or "3~5" (an en dash or tilde, spaces allowed).
+_RANGE = re.compile(r"(?<![\w.,:/~–-])(\d{1,15}(?:\.\d+)?)(?:-|\s?[–~]\s?)(\d{1,15}(?:\.\d+)?)"
+                    r"(?![\w:/~–]|-\d|\.\d)")
+# Feet and inches: 6'2", 6′2″, 5' 11''; feet alone with the prime sign (6′); inches alone with the double prime
+# or a straight double quote that opens no quotation (a 12" pizza).
+_FEET_INCHES = re.compile(r"(?<![\w.'’])(\d{1,2})\s?['’′]\s?(\d{1,2}(?:\.\d+)?)\s?(?:[\"”″]|''|′′)")
+_FEET = re.compile(r"(?<![\w.'’])(\d{1,3}(?:\.\d+)?)′(?!′)")
+_INCHES = re.compile(r"(?<![\w.'’])(\d{1,3}(?:\.\d+)?)(?:″|′′|\")")
 _WORD_PIECES = re.compile(r"[^\W\d_]+|\d+|\S")
 
 
@@ -230,6 +239,24 @@ def _decade(match: re.Match[str]) -> str:
     return decade((match[1] or "") + match[2] + "0")
 
 
+def _range(match: re.Match[str]) -> str:
+    return f"{match[1]} to {match[2]}"
+
+
+def _plural(amount: str, one: str, many: str) -> str:
+    return f"{amount} {one if amount == '1' else many}"
+
+
+def _feet_inches(match: re.Match[str]) -> str:
+    return f"{_plural(match[1], 'foot', 'feet')} {_plural(match[2], 'inch', 'inches')}"
+
+
+def _inches(match: re.Match[str]) -> str:
+    if match[0].endswith('"') and match.string.count('"', 0, match.start()) % 2:
+        return match[0]  # the closing quote of a quotation, not inches
+    return _plural(match[1], "inch", "inches")
+
+
 def read_address(text: str) -> str:
     """A URL or e-mail address with its punctuation named: words as words, "www" and schemes letter by
     letter, digits one by one."""
@@ -246,12 +273,14 @@ def read_address(text: str) -> str:
     return " ".join(w for w in words if w)
 
 
-#: Plain-text readers, in order: addresses first (they hold dates' and numbers' characters).
+#: Plain-text readers, in order: addresses first (they hold dates' and numbers' characters), phone numbers before
+#: ranges ("555-1234"), ranges before times ("3-4 pm").
 _PLAIN: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
     (_URL, lambda m: read_address(m[0])), (_EMAIL, lambda m: read_address(m[0])),
-    (_DATE_SLASH, _slash_date), (_DATE_ISO, _iso_date), (_MONTH_DAY, _month_day),
-    (_CLOCK_TIME, _clock_time), (_SECONDS_TIME, _seconds_time), (_PHONE, _phone), (_IPV4, _ipv4),
+    (_DATE_SLASH, _slash_date), (_DATE_ISO, _iso_date), (_MONTH_DAY, _month_day), (_PHONE, _phone),
+    (_RANGE, _range), (_CLOCK_TIME, _clock_time), (_SECONDS_TIME, _seconds_time), (_IPV4, _ipv4),
     (_VERSION, _version), (_MIXED_FRACTION, _mixed_fraction), (_FRACTION, _fraction), (_DECADE, _decade),
+    (_FEET_INCHES, _feet_inches), (_FEET, lambda m: _plural(m[1], "foot", "feet")), (_INCHES, _inches),
 )
 
 

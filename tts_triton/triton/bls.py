@@ -3,7 +3,8 @@
 Contract (see README "The tts contract"): inputs ``TEXT`` BYTES [1]; optional ``VOICE`` and
 ``EMOTION`` BYTES [1], or ``REFERENCE_AUDIO`` FP32 [-1] with ``REFERENCE_SAMPLE_RATE`` INT32 [1].
 Outputs ``AUDIO`` FP32 [-1] and ``SAMPLE_RATE`` INT32 [1] per streamed chunk (``tts``) or once
-(``tts_offline``); ``MEL`` FP32 [-1, n_mels] (decoder frames) only when the client requests it. Optional
+(``tts_offline``), at the optional ``OUTPUT_SAMPLE_RATE`` INT32 [1] (resampled as it streams); ``MEL`` FP32
+[-1, n_mels] (decoder frames) only when the client requests it. Optional
 controls ``SPEED``, ``PITCH``, ``VOLUME`` FP32 [1]; ``WORDS`` BYTES [1] (JSON word timestamps of the chunk,
 ``tts_offline``: all of them) only when requested, and only then is the decoder's ``alignment`` asked for.
 Bad input gets an INVALID_ARG error whose message names the input. Every request ends with the
@@ -78,7 +79,8 @@ from tts_triton.serving.requests import (
     outcome_of,
     stop_target,
 )
-from tts_triton.serving.service import TTSService, parse_request
+from tts_triton.serving.resample import resampled
+from tts_triton.serving.service import TTSService, output_rate, parse_request
 from tts_triton.serving.words import WordTime, words_json
 from tts_triton.triton.utils import error_response, read_inputs
 
@@ -191,9 +193,9 @@ class TritonPythonModel:
         await asyncio.gather(*(self.stream(r) for r in requests))
 
     def chunk_response(self, chunk_audio: np.ndarray, mel: np.ndarray | None,
-                       words: list[WordTime] | None = None) -> Any:
+                       words: list[WordTime] | None = None, rate: int = audio.SAMPLE_RATE) -> Any:
         tensors = [pb_utils.Tensor(contract.AUDIO, chunk_audio.astype(np.float32)),
-                   pb_utils.Tensor(contract.SAMPLE_RATE, np.array([audio.SAMPLE_RATE], dtype=np.int32))]
+                   pb_utils.Tensor(contract.SAMPLE_RATE, np.array([rate], dtype=np.int32))]
         if mel is not None:
             tensors.append(pb_utils.Tensor(contract.MEL, mel.astype(np.float32)))
         if words is not None:
@@ -218,7 +220,8 @@ class TritonPythonModel:
             backend = GatedBackend(backend, self.gate)
             self.gate.enter(backend)
         try:
-            parsed = parse_request(read_inputs(request, self.spec.input_names, model=self.name), words=want_words)
+            inputs = read_inputs(request, self.spec.input_names, model=self.name)
+            parsed, rate = parse_request(inputs, words=want_words), output_rate(inputs)
 
             def stopped() -> bool:
                 return self.stops.posted(request_id)
@@ -229,9 +232,10 @@ class TritonPythonModel:
             def synthesize() -> AsyncIterator[Chunk]:
                 return self.service.stream(parsed, backend, cancelled)
 
-            # the utterance cache wraps the synthesis from outside: a hit never reaches the service
-            chunks = (self.cache.stream(parsed, synthesize, use=cache_wanted(request.parameters()), stopped=cancelled)
-                      if self.cache is not None else synthesize())
+            # the utterance cache wraps the synthesis from outside: a hit never reaches the service; the audio is
+            # resampled after it (entries keep the model's rate)
+            chunks = resampled(self.cache.stream(parsed, synthesize, use=cache_wanted(request.parameters()),
+                                                 stopped=cancelled) if self.cache is not None else synthesize(), rate)
             try:
                 async with contextlib.aclosing(chunks):
                     async for chunk in chunks:
@@ -266,7 +270,7 @@ class TritonPythonModel:
             async with contextlib.aclosing(self.chunks(request)) as chunks:
                 async for chunk in chunks:
                     sender.send(self.chunk_response(chunk.audio, chunk.mel if want_mel else None,
-                                                    chunk.words if want_words else None))
+                                                    chunk.words if want_words else None, chunk.sample_rate))
         except Stopped:
             pass  # the client asked for it: a normal end
         except Cancelled:
@@ -293,7 +297,9 @@ class TritonPythonModel:
         whole = np.concatenate([c.audio for c in chunks]) if chunks else np.zeros(0, np.float32)
         mel = np.concatenate([c.mel for c in chunks]) if chunks else np.zeros((0, self.cfg.n_mels), np.float32)
         words = [w for c in chunks for w in c.words] if contract.WORDS in request.requested_output_names() else None
-        return self.chunk_response(whole, mel if contract.MEL in request.requested_output_names() else None, words)
+        rate = chunks[0].sample_rate if chunks else audio.SAMPLE_RATE
+        return self.chunk_response(whole, mel if contract.MEL in request.requested_output_names() else None, words,
+                                   rate)
 
 
 

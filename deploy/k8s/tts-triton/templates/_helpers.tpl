@@ -100,3 +100,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "tts-triton.gatewayKeysSecret" -}}
 {{- default (printf "%s-keys" (include "tts-triton.gatewayName" .)) .Values.gateway.apiKeys.existingSecret }}
 {{- end }}
+
+{{/* ConfigMap of the pronunciation lexicon (values `lexicon:`); empty when there is none. */}}
+{{- define "tts-triton.lexiconConfigMap" -}}
+{{- if .Values.lexicon.existingConfigMap -}}
+{{ .Values.lexicon.existingConfigMap }}
+{{- else if .Values.lexicon.entries -}}
+{{ include "tts-triton.fullname" . }}-lexicon
+{{- end -}}
+{{- end }}
