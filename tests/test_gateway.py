@@ -91,8 +91,9 @@ def test_sse_sends_base64_deltas_then_done(gateway: BackgroundGateway, offline_d
 
 
 def test_streaming_response_delivers_first_bytes_long_before_the_end(client: openai.OpenAI) -> None:
-    # 40 sentences (3.7k characters, under the 4096 limit): with LONG_TEXT's 24 a clean-clone run on two busy
-    # workers measured the first mp3 bytes after 0.53 s of 2.07 s
+    # 40 sentences (3.7k characters, under the 4096 limit). A response buffered whole would send its first bytes at
+    # the end (ratio ~1); streamed, they came after 0.21-0.24 s of 2.26 s on a quiet machine and 0.52 s of 2.05 s in
+    # a clean-clone run beside the other worker's tests: half the total separates the two with room for load
     text = " ".join([SENTENCE] * 40)
     start = time.perf_counter()
     with client.audio.speech.with_streaming_response.create(model="tts-1", voice="alloy", input=text,
@@ -100,7 +101,7 @@ def test_streaming_response_delivers_first_bytes_long_before_the_end(client: ope
         arrivals = [time.perf_counter() - start for part in response.iter_bytes(1024) if part]
     first, total = arrivals[0], arrivals[-1]
     assert len(arrivals) > 10
-    assert first < 0.25 * total, f"first bytes after {first:.2f} s of {total:.2f} s"
+    assert first < 0.5 * total, f"first bytes after {first:.2f} s of {total:.2f} s"
 
 
 @pytest.mark.parametrize(("field", "kwargs"), [

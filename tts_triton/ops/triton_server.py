@@ -457,6 +457,9 @@ class TritonServer:
                         start_new_session=True,
                         preexec_fn=functools.partial(_server_child_setup, mask, os.getpid(), self.shm_region_limit_mb),
                     )
+                    # before the stop signals are unblocked: a stop they start must kill the whole group, stubs the
+                    # server spawns while it handles SIGTERM included
+                    self._group_alive = True
                 finally:
                     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         except MpsError as err:
@@ -465,7 +468,6 @@ class TritonServer:
         except BaseException:
             self.stop()
             raise
-        self._group_alive = True
         try:
             self._wait_ready(proc, timeout)
             if self.warm_up:
