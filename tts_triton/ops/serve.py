@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 
 from tts_triton.cache.settings import env_from_arguments
+from tts_triton.console import fail
 from tts_triton.export.targets import AUTO, DEFAULT_TARGET, RUNTIME_TARGETS, resolve_target
 from tts_triton.ops.embedded import EmbeddedServer, bundle_install, triton_home
 from tts_triton.ops.model_control import refuse_new_requests, wait_idle
@@ -26,12 +26,6 @@ __all__ = ["serve", "serve_target"]
 
 #: Seconds a drained server gets to exit on SIGTERM before SIGKILL (nothing is in flight any more).
 DRAINED_STOP_S = 3.0
-
-
-def _fail(message: str) -> int:
-    """Print a one-line error and return the exit status 1."""
-    print(f"error: {message}", file=sys.stderr)
-    return 1
 
 
 def serve_target(args: argparse.Namespace) -> str:
@@ -72,29 +66,29 @@ def serve(args: argparse.Namespace, parent_at_start: int) -> int:
         parent = args.exit_with_parent or parent_at_start
         if os.getppid() != parent:  # re-parented: the parent died, or PID never was the parent
             if parent == parent_at_start or not _alive(parent):
-                return _fail(f"--exit-with-parent: the parent process {parent} has already exited")
-            return _fail(f"--exit-with-parent {parent}: not the parent of serve (only a parent can be watched)")
+                return fail(f"--exit-with-parent: the parent process {parent} has already exited")
+            return fail(f"--exit-with-parent {parent}: not the parent of serve (only a parent can be watched)")
         set_parent_death_signal(signal.SIGTERM, parent)
     if args.checkpoint is not None and not args.checkpoint.is_file():
-        return _fail(f"--checkpoint {args.checkpoint}: no such file")
+        return fail(f"--checkpoint {args.checkpoint}: no such file")
     try:
         server_env = env_from_arguments(args)  # the models read their settings from the environment
     except (ValueError, OSError) as err:
-        return _fail(f"cache: {err}")
+        return fail(f"cache: {err}")
     if args.lexicon is not None:
         from tts_triton.text.lexicon import LEXICON_ENV, Lexicon, LexiconError
 
         try:
             print(f"lexicon: {args.lexicon} ({len(Lexicon.load(args.lexicon))} entries)", flush=True)
         except LexiconError as err:
-            return _fail(str(err))
+            return fail(str(err))
         server_env[LEXICON_ENV] = str(args.lexicon.absolute())
 
     home = triton_home()  # $TRITON_HOME: a Triton bundle instead of the wheel's server (a GPU host's .venv sets it)
     try:
         install = bundle_install(home) if home else None
     except TritonServerError as err:
-        return _fail(str(err))
+        return fail(str(err))
     server = EmbeddedServer(args.model_repository.absolute(), host=args.host, http_port=args.http_port,
                             grpc_port=args.grpc_port, metrics_port=args.metrics_port, log_verbose=args.log_verbose,
                             admin_key=os.environ.get("TTS_TRITON_ADMIN_KEY"), install=install,
@@ -106,7 +100,7 @@ def serve(args: argparse.Namespace, parent_at_start: int) -> int:
             try:
                 target = serve_target(args)
             except ValueError as err:
-                return _fail(str(err))
+                return fail(str(err))
             mps, why = default_mps(args.mps, RUNTIME_TARGETS[target].cuda_torch)
             if mps:
                 server.use_mps()
@@ -122,9 +116,9 @@ def serve(args: argparse.Namespace, parent_at_start: int) -> int:
             print(f"starting tritonserver on {args.host} (log: {server.log_file}) ...", flush=True)
             server.start(timeout=args.startup_timeout)
         except PortInUseError as err:
-            return _fail(f"{err}; stop it or choose free ports with --http-port/--grpc-port/--metrics-port")
+            return fail(f"{err}; stop it or choose free ports with --http-port/--grpc-port/--metrics-port")
         except TritonServerError as err:
-            return _fail(str(err))
+            return fail(str(err))
         except KeyboardInterrupt:
             return 130
         try:
@@ -132,11 +126,11 @@ def serve(args: argparse.Namespace, parent_at_start: int) -> int:
                   "(Ctrl-C stops)", flush=True)
             if args.health_interval <= 0:
                 code = server.wait()
-                return _fail(f"tritonserver exited with code {code}; see {server.log_file}") if code else 0
+                return fail(f"tritonserver exited with code {code}; see {server.log_file}") if code else 0
             Supervisor(server, interval=args.health_interval, start_timeout=args.startup_timeout).run()
             return 0
         except TritonServerError as err:  # a restart failed
-            return _fail(str(err))
+            return fail(str(err))
         except KeyboardInterrupt:
             _drain(server, args.drain_grace, signals)
             return 0
