@@ -104,13 +104,13 @@ def _pitch_matrix(steps: int, n_mels: int, lag: float) -> np.ndarray:
 def _band_widths(n_mels: int) -> np.ndarray:
     """Each mel filter's width in Hz (half the distance between its edges): a bin's weight in the frame's energy."""
     edges = audio.mel_points(n_mels)
-    return ((edges[2:] - edges[:-2]) / 2.0).astype(np.float32)
+    return (edges[2:] - edges[:-2]) / 2.0
 
 
 def frame_energy(mel: np.ndarray) -> np.ndarray:
     """``[n]``: each log-mel frame's energy in the linear domain, ``sum_i width_i * exp(2 * mel_i)`` (a bin holds
     its band's mean magnitude; its power times its width is the band's share)."""
-    return np.exp(2.0 * mel.astype(np.float64)) @ _band_widths(mel.shape[1]).astype(np.float64)
+    return np.exp(2.0 * mel.astype(np.float64)) @ _band_widths(mel.shape[1])
 
 
 def shift_pitch(mel: np.ndarray, semitones: float, lag: float = VOCODER_LAG) -> np.ndarray:
