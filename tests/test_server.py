@@ -132,6 +132,32 @@ def test_prepare_backends_rebuilds_an_incomplete_directory(tmp_path: Path) -> No
     assert sorted(p.name for p in tmp_path.iterdir()) == ["backends"]  # no staging directory left
 
 
+def test_stop_signals_caught_while_the_server_forks_are_delivered_after() -> None:
+    """A handler that raises must not run inside the body (it would lose the forked child): it runs, in the order
+    the signals came, once the body is done, and the previous handlers are back."""
+    ran: list[str] = []
+
+    def interrupt(*_: object) -> None:
+        ran.append("SIGINT")
+        raise KeyboardInterrupt
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        signal.signal(signal.SIGINT, interrupt)
+        signal.signal(signal.SIGTERM, lambda *_: ran.append("SIGTERM"))
+        with pytest.raises(KeyboardInterrupt), server_module._stop_signals_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # bytecodes at which a pending handler would run
+                time.sleep(0)
+            ran.append("body done")
+        assert ran == ["body done", "SIGINT", "SIGTERM"]
+        assert signal.getsignal(signal.SIGINT) is interrupt
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
 def test_http_infer(add_one_server: TritonServer) -> None:
     client = httpclient.InferenceServerClient(add_one_server.http_url)
     x = np.array([[0.5, 1.0, -2.0]], dtype=np.float32)

@@ -34,13 +34,15 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from tts_triton.core.endpoints import GRPC_PORT, HTTP_PORT, METRICS_PORT
 from tts_triton.core.paths import cache_dir
@@ -244,14 +246,37 @@ def set_parent_death_signal(sig: int, parent: int, file_size_mb: int = 0) -> Non
 
 #: Signals a handler may turn into an exception (``serve``'s do): held while the server is forked, since one
 #: raised inside ``Popen`` would lose the child, which then runs on with nobody to stop it.
-_STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _server_child_setup(mask: set[int], parent: int, file_size_mb: int) -> None:
-    """The server's ``preexec_fn``: the signal mask its parent had before holding ``_STOP_SIGNALS``, then
-    :func:`set_parent_death_signal` (SIGTERM)."""
-    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    set_parent_death_signal(signal.SIGTERM, parent, file_size_mb)
+@contextlib.contextmanager
+def _stop_signals_held() -> Iterator[None]:
+    """Record :data:`_STOP_SIGNALS` while the body runs and deliver them, in order, once it is done (a handler
+    that raises then raises here). Python runs its handlers in the main thread at any bytecode, whichever thread
+    the kernel delivered to (a BLAS worker's, say), so a signal mask cannot hold them; replacing the handlers
+    does. Off the main thread no handler can interrupt the body: it runs as is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous: dict[int, Any] = {}
+    try:
+        for sig in _STOP_SIGNALS:
+            # signal.signal first runs the handlers of signals already caught: one may raise, with no child yet
+            if signal.getsignal(sig) is not None:  # None: a handler installed outside Python, left alone
+                previous[sig] = signal.signal(sig, lambda caught, _: held.append(caught))
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        raised: BaseException | None = None
+        for sig in held:
+            try:
+                signal.raise_signal(sig)  # this thread, and its handler runs before raise_signal returns
+            except BaseException as err:  # deliver the rest, then raise the first
+                raised = raised or err
+        if raised is not None:
+            raise raised
 
 
 def _prune_logs(folder: Path, older_than_s: float = LOG_RETENTION_S) -> None:
@@ -446,8 +471,7 @@ class TritonServer:
             with open(self.log_file, "ab") as log:
                 self._log_start = log.tell()
                 command, env = self.command(backends), self.environment()
-                mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)  # delivered once _proc is set
-                try:
+                with _stop_signals_held():  # delivered once _proc is set
                     proc = self._proc = subprocess.Popen(
                         command,
                         stdin=subprocess.DEVNULL,
@@ -455,13 +479,12 @@ class TritonServer:
                         stderr=subprocess.STDOUT,
                         env=env,
                         start_new_session=True,
-                        preexec_fn=functools.partial(_server_child_setup, mask, os.getpid(), self.shm_region_limit_mb),
+                        preexec_fn=functools.partial(set_parent_death_signal, signal.SIGTERM, os.getpid(),
+                                                     self.shm_region_limit_mb),
                     )
-                    # before the stop signals are unblocked: a stop they start must kill the whole group, stubs the
-                    # server spawns while it handles SIGTERM included
+                    # before the stop signals are delivered: a stop they start must kill the whole group, stubs
+                    # the server spawns while it handles SIGTERM included
                     self._group_alive = True
-                finally:
-                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         except MpsError as err:
             self.stop()
             raise TritonServerError(str(err)) from None
