@@ -172,13 +172,19 @@ def spread(urls: list[str], send: Callable[[], None]) -> list[int]:
     return [a - b for a, b in zip(counts(urls), before, strict=True)]
 
 
+#: Seconds one request may lose to the scheduler of a loaded 2-core host (a CI run saw a 12 ms first hit against
+#: 4-5 ms warm ones); a server not warmed up takes ~270 ms for its first hit here (first_request --no-warm-up).
+SCHEDULING_SLACK_S = 0.025
+
+
 def test_a_fresh_servers_first_request_is_within_twice_its_tenth(fleet: Fleet) -> None:
-    """Against the tenth, or the median of the warm ones when the tenth was lucky (2 shared cores are noisy)."""
+    """Against the tenth, or the median of the warm ones when the tenth was lucky; one sample each, so with the
+    slack of a shared host (tts_triton.bench.first_request measures the ratio itself)."""
     for label, seconds in fleet.first_requests.items():
         warm = max(seconds[-1], float(np.median(seconds[1:])))
         print(f"fresh server, {label}: first chunk of request 1 {seconds[0] * 1000:.1f} ms, 10: "
               f"{seconds[-1] * 1000:.1f} ms, median of 2-10: {np.median(seconds[1:]) * 1000:.1f} ms")
-        assert seconds[0] <= 2 * warm, (label, seconds)
+        assert seconds[0] <= 2 * warm + SCHEDULING_SLACK_S, (label, seconds)
 
 
 #: The fewest streams of the 60 that each server must get. Least outstanding gives a faster server more (on a quiet
