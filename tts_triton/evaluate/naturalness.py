@@ -16,7 +16,7 @@ system's clips go through DistillMOS and Whisper tiny.en (:mod:`~tts_triton.eval
 
 Then the model as served for the other ``--voices``, their teachers, and the engines that run here as
 references: flite's ``rms`` and ``kal16`` (male) and its own ``slt`` on its own lexicon, and festival with the HTS
-``slt`` voice (Debian ``festival``, ``festvox-us-slt-hts``) when ``text2wave`` is on PATH.
+``slt`` voice (Debian ``festival``, ``festvox-us-slt-hts``) when ``festival`` is on PATH.
 
 The report is a table of mean DistillMOS (± standard error over sentences), and each ASR's mean WER; the JSON
 beside it holds every score and transcript.
@@ -29,9 +29,7 @@ import asyncio
 import json
 import shlex
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -39,29 +37,23 @@ from pathlib import Path
 
 import numpy as np
 
+from tts_triton.data.festival import FESTIVAL
 from tts_triton.evaluate.asr import Heard, hear, wer
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 from tts_triton.evaluate.metrics import process_pool
 from tts_triton.jobs.progress import ProgressLine
 from tts_triton.jobs.tables import markdown_table
 
-TEXT2WAVE = "text2wave"
-#: festival's voice for the HTS slt of ``festvox-us-slt-hts``.
-FESTIVAL_HTS_SLT = "voice_cmu_us_slt_arctic_hts"
 #: flite voices heard as references on flite's own lexicon: its US female and its two natural-sounding males.
 FLITE_REFERENCES = ("slt", "rms", "kal16")
 
 
-def festival_render(text: str, voice: str = FESTIVAL_HTS_SLT) -> tuple[int, np.ndarray]:
-    """``text`` spoken by festival's ``voice`` (through ``text2wave``): ``(rate, int16 samples)``."""
-    from tts_triton.data.espeak import parse_wav
+def festival_render(text: str) -> tuple[int, np.ndarray]:
+    """``text`` spoken by festival's HTS ``slt`` on festival's own lexicon: ``(rate, int16 samples)``."""
+    from tts_triton.data.festival import synthesize
 
-    with tempfile.TemporaryDirectory(prefix="festival-") as tmp:
-        src, wav = Path(tmp) / "text.txt", Path(tmp) / "out.wav"
-        src.write_text(text, encoding="utf-8")
-        subprocess.run([TEXT2WAVE, "-eval", f"({voice})", str(src), "-o", str(wav)], check=True,
-                       capture_output=True, timeout=300)
-        return parse_wav(wav.read_bytes())
+    said = synthesize(text)
+    return said.rate, said.samples
 
 
 def flite_plain(text: str, voice: str) -> tuple[int, np.ndarray]:
@@ -120,7 +112,7 @@ def measure(checkpoint: Path | None, voices: Sequence[str], count: int, jobs: in
             refs[label] = [pool.submit(rendered_heard, corpus_teacher, s, v) for s in sentences]
         for v in FLITE_REFERENCES if references else ():
             refs[f"flite {v} (its own lexicon)"] = [pool.submit(rendered_heard, flite_plain, s, v) for s in sentences]
-        if references and shutil.which(TEXT2WAVE):
+        if references and shutil.which(FESTIVAL):
             refs["festival + HTS slt"] = [pool.submit(rendered_heard, festival_render, s) for s in sentences]
         progress = ProgressLine("naturalness (synthesize + judge)", sum(map(len, refs.values())) * 2
                                 + count * (4 + len(voices) - 1))

@@ -1,0 +1,37 @@
+"""The festival renderer (HTS ``slt``): a lexicon addendum said as given, text that is not Scheme-safe spoken,
+the speed control, festival's failures as FestivalError."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tts_triton.data import festival
+
+pytestmark = pytest.mark.skipif(shutil.which("festival") is None, reason="festival not on PATH")
+BLORF = {"blorf": ["b", "l", "ao1", "r", "f"]}
+
+
+def test_the_hts_voice_is_installed() -> None:
+    assert festival.HTS_SLT in festival.voices()
+
+
+def test_a_lexicon_addendum_is_said_and_quotes_and_backslashes_are_text() -> None:
+    said = festival.synthesize('She said "blorf" \\ twice.', lexicon=BLORF)
+    assert said.rate == 32000 and said.samples.dtype.name == "int16" and len(said.samples) > said.rate // 2
+    assert "b l ao r f" in " ".join(said.segments)
+    assert said.segments[0] == said.segments[-1] == "pau"
+
+
+def test_speed_shortens_the_utterance() -> None:
+    text = "The weather will be cloudy tomorrow afternoon."
+    lengths = [len(festival.synthesize(text, speed=speed).samples) for speed in (0.8, 1.0, 1.3)]
+    assert lengths[0] > lengths[1] * 1.1 and lengths[2] < lengths[1] / 1.1, lengths
+    with pytest.raises(ValueError, match="speed"):
+        festival.synthesize(text, speed=0)
+
+
+def test_an_unknown_voice_is_a_festival_error() -> None:
+    with pytest.raises(festival.FestivalError, match="nosuchvoice"):
+        festival.synthesize("Hello.", voice="nosuchvoice")
