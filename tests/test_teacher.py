@@ -1,5 +1,5 @@
-"""The flite teacher: espeak-ng's pronunciations in CMU phones, flite driven with them, the weighted plan,
-a mixed espeak-ng + flite build and its resumption."""
+"""The flite and festival teachers: espeak-ng's pronunciations in CMU phones, flite (slt's emotions) and festival
+(slt's neutral utterances) driven with them, the weighted plan, a mixed build and its resumption."""
 
 from __future__ import annotations
 
@@ -12,14 +12,23 @@ import numpy as np
 import pytest
 
 from tts_triton.core import audio
-from tts_triton.data import cmu, flite
+from tts_triton.data import cmu, festival, flite
 from tts_triton.data import sentences as S
 from tts_triton.data.corpus import MANIFEST, SUMMARY, build, mel_shard_name, plan, resume_point
 from tts_triton.data.dataset import Corpus
-from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, FLITE, PITCH_ORDER, flite_features, rendering
+from tts_triton.data.prosody import (
+    CORPUS_VOICES,
+    EMOTIONS,
+    FESTIVAL,
+    FLITE,
+    PITCH_ORDER,
+    flite_features,
+    rendering,
+    teacher_of,
+)
 
-needs_flite = pytest.mark.skipif(shutil.which("flite") is None or shutil.which("espeak-ng") is None,
-                                 reason="flite or espeak-ng not on PATH")
+needs_flite = pytest.mark.skipif(any(shutil.which(tool) is None for tool in ("flite", "espeak-ng", "festival")),
+                                 reason="flite, festival or espeak-ng not on PATH")
 SLT = CORPUS_VOICES["slt"]
 
 
@@ -98,14 +107,21 @@ def test_plan_weights_the_natural_voice() -> None:
 
 
 @needs_flite
-def test_flite_says_the_front_ends_phonemes() -> None:
+@pytest.mark.parametrize(("emotion", "teacher"), [("neutral", FESTIVAL), ("sad", FLITE)])
+def test_the_teachers_say_the_front_ends_phonemes(emotion: str, teacher: str) -> None:
+    assert teacher_of(SLT, EMOTIONS[emotion])[0] == teacher
     text = "Harold needed a new bottle of water at 7 o'clock; Smith's dog didn't bark."
-    driven = rendering(text, SLT, EMOTIONS["neutral"])
-    plain = rendering(text, SLT, EMOTIONS["neutral"], drive=False)
+    driven = rendering(text, SLT, EMOTIONS[emotion])
+    plain = rendering(text, SLT, EMOTIONS[emotion], drive=False)
     assert driven.agreement is not None and plain.agreement is not None
     assert driven.agreement >= 0.97 > plain.agreement
     x = driven.audio
-    assert x.dtype == np.float32 and len(x) % audio.HOP_LENGTH == 0 and np.abs(x).max() == pytest.approx(0.5, rel=1e-3)
+    peak = 0.5 * EMOTIONS[emotion].amplitude / 100
+    assert x.dtype == np.float32 and len(x) % audio.HOP_LENGTH == 0 and np.abs(x).max() == pytest.approx(peak, rel=1e-3)
+
+
+@needs_flite
+def test_flite_refuses_a_bad_addendum() -> None:
     with pytest.raises(flite.FliteError, match="addendum"):
         flite.synthesize("hello", "slt", lexicon={"hello": ["hh", "ax2", "l", "ow1"]})
     assert "slt" in flite.voices() and "flite" in flite.flite_version()
@@ -134,7 +150,7 @@ def test_mixed_build_resumes_after_the_last_whole_shard(tmp_path: Path) -> None:
     summary = build(whole, S.generate(40), **options)
     assert summary["counts"]["voice"].keys() == {"m1", "slt"} and summary["shards"] == 4
     assert summary["agreement"]["utterances"] == summary["counts"]["voice"]["slt"]
-    assert summary["agreement"]["mean"] >= 0.97 and "flite" in summary
+    assert summary["agreement"]["mean"] >= 0.97 and "flite" in summary and "festival" in summary
     corpus = Corpus(whole)
     for e in corpus.entries:
         assert (e.agreement is None) == (e.voice == "m1")
@@ -159,7 +175,8 @@ def test_mixed_build_resumes_after_the_last_whole_shard(tmp_path: Path) -> None:
     (other / MANIFEST).rename(other / (MANIFEST + ".partial"))
     with pytest.raises(ValueError, match="another plan"):
         build(other, S.generate(40), **{**options, "emotions": ["neutral", "happy"]})
-    assert json.loads((whole / SUMMARY).read_text())["voices"]["slt"]["teacher"] == FLITE
+    slt = json.loads((whole / SUMMARY).read_text())["voices"]["slt"]
+    assert slt["teacher"] == FLITE and slt["neutral"] == [FESTIVAL, festival.HTS_SLT]
 
 
 @needs_flite

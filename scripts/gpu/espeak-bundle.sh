@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Download the corpus teachers, espeak-ng and flite, and every shared library they load as Debian packages, and
+# Download the corpus teachers, espeak-ng, flite and festival (with its HTS slt voice and the lexicons it reads),
+# and every shared library they load as Debian packages, and
 # libjemalloc2 (tritonserver's allocator, tts_triton.ops.memory, found there on LD_LIBRARY_PATH), for a host that has
 # none of them and no network (the GPU host). scripts/gpu/espeak-env.sh unpacks them there.
 #
-# Usage, from the project root on a Debian/Ubuntu machine with espeak-ng and flite installed:
+# Usage, from the project root on a Debian/Ubuntu machine with espeak-ng, flite and festival installed:
 #     scripts/gpu/espeak-bundle.sh [OUT_DIR]        # OUT_DIR defaults to .espeak-debs (git-ignored)
 #
 # The package list is the closure that the dynamic linker actually loads (ldd of espeak-ng, of
-# libespeak-ng.so.1, which the text front end opens through ctypes, and of flite), plus espeak-ng-data. That is
+# libespeak-ng.so.1, which the text front end opens through ctypes, of flite and of festival), plus the data packages
+# espeak-ng-data, festvox-us-slt-hts, festlex-cmu and festlex-poslex. That is
 # smaller than `apt-cache depends --recurse`, which also pulls data, config and daemon packages that
 # nothing loads. glibc is left out: every host has a newer one. Each package is downloaded at the
 # version installed here when the archive still has it, so the bundle is what runs here.
@@ -16,6 +18,8 @@ out=${1:-.espeak-debs}
 bin=$(command -v espeak-ng) || { echo "espeak-ng is not installed here (apt-get install espeak-ng)" >&2; exit 1; }
 lib=$(ldd "$bin" | awk '$1 == "libespeak-ng.so.1" {print $3}')
 flite=$(command -v flite) || { echo "flite is not installed here (apt-get install flite)" >&2; exit 1; }
+festival=$(command -v festival) || { echo "festival is not installed here (apt-get install festival festvox-us-slt-hts)" >&2
+                                     exit 1; }
 
 owner() {  # package (with :arch) owning the file, trying the usrmerge twin path too
   local path=$1 alt
@@ -23,9 +27,9 @@ owner() {  # package (with :arch) owning the file, trying the usrmerge twin path
   { dpkg-query -S "$path" 2>/dev/null || dpkg-query -S "$alt" 2>/dev/null; } | head -n1 | sed 's/: \/.*//'
 }
 
-mapfile -t files < <({ echo "$bin"; echo "$flite"; ldd "$bin" "$lib" "$flite" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'; } \
-  | sort -u)
-packages=("espeak-ng-data" "libjemalloc2")
+mapfile -t files < <({ echo "$bin"; echo "$flite"; echo "$festival"
+                      ldd "$bin" "$lib" "$flite" "$festival" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'; } | sort -u)
+packages=("espeak-ng-data" "libjemalloc2" "festvox-us-slt-hts" "festlex-cmu" "festlex-poslex")
 for f in "${files[@]}"; do
   pkg=$(owner "$(readlink -f "$f")")
   [ -n "$pkg" ] || pkg=$(owner "$f")

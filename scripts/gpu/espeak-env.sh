@@ -3,7 +3,7 @@
 #     source scripts/gpu/espeak-env.sh [DEBS_DIR]          # DEBS_DIR defaults to .espeak-debs
 # It unpacks every .deb (and espeak-min.sh's espeak-root.tar.xz) into ESPEAK_ROOT (default /tmp/espeak-root; never into /) and exports PATH,
 # LD_LIBRARY_PATH and ESPEAK_DATA_PATH so that `espeak-ng` and libespeak-ng.so.1 (loaded by the text
-# front end) run from there. Libraries the host already has (per `ldconfig -p`) are deleted from the
+# front end) run from there, and festival's FESTLIBDIR and FESTDATADIR when the bundle has festival. Libraries the host already has (per `ldconfig -p`) are deleted from the
 # unpacked tree first, so LD_LIBRARY_PATH adds only missing ones and shadows nothing of the host's
 # (its PyTorch included). ESPEAK_KEEP_HOST_LIBS=1 keeps them all (to test the bundle on a host that has
 # espeak-ng). Needs dpkg-deb or, without it, python3 (for .deb files whose data is tar.xz/gz/bz2).
@@ -49,6 +49,9 @@ for d in "$ESPEAK_ROOT"/usr/lib/x86_64-linux-gnu "$ESPEAK_ROOT"/lib/x86_64-linux
   fi
 done
 export PATH=$ESPEAK_ROOT/usr/bin:$PATH
+if [ -d "$ESPEAK_ROOT/usr/share/festival" ]; then  # festival looks for its Scheme, lexicons and voices here
+  export FESTLIBDIR=$ESPEAK_ROOT/usr/share/festival FESTDATADIR=$ESPEAK_ROOT/usr/share/festival
+fi
 export LD_LIBRARY_PATH=$espeak_libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export ESPEAK_DATA_PATH=$ESPEAK_ROOT/usr/lib/x86_64-linux-gnu  # the folder holding espeak-ng-data/
 unset espeak_debs espeak_libdirs host_libs d deb so tarball

@@ -45,8 +45,8 @@ from pathlib import Path
 import numpy as np
 
 from tts_triton.core import audio
-from tts_triton.data import espeak, flite
-from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, FLITE, PITCH_ORDER, check_voices, rendering
+from tts_triton.data import espeak, festival, flite
+from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, FESTIVAL, FLITE, PITCH_ORDER, check_voices, rendering
 from tts_triton.data.sentences import (
     DEFAULT_COUNT,
     DEFAULT_SEED,
@@ -225,7 +225,8 @@ def build(
     first ``limit`` planned utterances (the plan is in sentence order, so all splits occur early). A
     ``manifest.jsonl.partial`` left in ``out`` by an interrupted build is resumed (:func:`resume_point`).
     Raises ``FileExistsError``, ``ValueError`` for unknown voices or emotions or a partial build of another
-    plan, :class:`~tts_triton.data.espeak.EspeakError` and :class:`~tts_triton.data.flite.FliteError`.
+    plan, :class:`~tts_triton.data.espeak.EspeakError`, :class:`~tts_triton.data.flite.FliteError` and
+    :class:`~tts_triton.data.festival.FestivalError`.
     """
     unknown = sorted(set(voices) - set(CORPUS_VOICES)) + sorted(set(emotions) - set(EMOTIONS))
     if unknown:
@@ -306,7 +307,8 @@ def summarize(entries: Iterable[dict], sentences: Sequence[CorpusSentence], *, s
         counts["pair"][f"{e['voice']}/{e['emotion']}"] += 1
     total = sum(hours.values())
     agreements = [e["agreement"] for e in entries if e.get("agreement") is not None]
-    teachers = {CORPUS_VOICES[v].teacher for v in voices}
+    teachers = {teacher for v in voices
+                for teacher in (CORPUS_VOICES[v].teacher, *(CORPUS_VOICES[v].neutral or ())[:1])}
     return {
         "format": FORMAT_VERSION,
         "sample_rate": audio.SAMPLE_RATE, "hop_length": audio.HOP_LENGTH, "n_mels": audio.N_MELS,
@@ -321,6 +323,7 @@ def summarize(entries: Iterable[dict], sentences: Sequence[CorpusSentence], *, s
         "pitch_order": list(PITCH_ORDER),
         "espeak": espeak.espeak_version(),
         **({"flite": flite.flite_version()} if FLITE in teachers else {}),
+        **({"festival": festival.festival_version()} if FESTIVAL in teachers else {}),
         "agreement": {"utterances": len(agreements),
                       "mean": round(float(np.mean(agreements)), 4) if agreements else None,
                       "exact": round(float(np.mean([a == 1.0 for a in agreements])), 4) if agreements else None},

@@ -40,6 +40,15 @@ def festival_binary() -> str:
     return path
 
 
+def festival_version() -> str:
+    """festival's version line (``festival: Festival Speech Synthesis System: 2.5.0:release ...``)."""
+    try:
+        done = subprocess.run([festival_binary(), "--version"], capture_output=True, timeout=60, check=True)
+    except (subprocess.TimeoutExpired, subprocess.CalledProcessError) as exc:
+        raise FestivalError(f"festival --version failed: {exc}") from None
+    return done.stdout.decode(errors="replace").strip()
+
+
 def voices() -> set[str]:
     """Names of the voices festival finds (``voice.list``)."""
     out = _run('(format t "%l\\n" (voice.list))').stdout.decode(errors="replace")

@@ -18,6 +18,10 @@ flite takes them through its own controls (:func:`flite_features`): the pitch as
 range as the F0 spread target (``int_f0_target_stddev``, scaled from the voice's neutral spread), the rate as
 ``duration_stretch`` (neutral rate / rate); the amplitude as the same gain.
 
+A voice may take its neutral utterances from another teacher (``Voice.neutral``): ``slt`` speaks them with
+festival's HTS ``slt`` (:mod:`tts_triton.data.festival`, the same ARCTIC speaker, the most natural teacher the
+licences allow), as synthesized, since festival cannot move that voice's pitch; flite keeps its emotions.
+
 The tables are data used by corpus generation and by evaluation alike: the mean F0 of rendered (and
 synthesized) speech orders the emotions as :data:`PITCH_ORDER` does, for every voice;
 ``python -m tts_triton.data.prosody`` measures it.
@@ -36,11 +40,12 @@ from xml.sax.saxutils import escape
 import numpy as np
 
 from tts_triton.core import audio
-from tts_triton.data import cmu, espeak, flite
+from tts_triton.data import cmu, espeak, festival, flite
 from tts_triton.data.sentences import generate
 
 ESPEAK_NG = "espeak-ng"
 FLITE = "flite"
+FESTIVAL = festival.FESTIVAL
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,8 @@ class Voice:
     """A speaker of a ``teacher``: ``speaker`` is its voice name (espeak-ng: language + variant; flite: a
     voice of ``flite -lv``). ``weight``: the voice's share of train and validation utterances relative to
     weight 1 (:func:`tts_triton.data.corpus.plan`). ``f0_hz``, ``f0_sd_hz``: flite's neutral mean F0 and
-    spread targets (measured on its own renderings; unused for espeak-ng)."""
+    spread targets (measured on its own renderings; unused for espeak-ng). ``neutral``: the teacher and speaker of
+    the neutral emotion when they are not ``teacher`` and ``speaker`` (see the module docstring)."""
 
     name: str
     teacher: str
@@ -57,6 +63,7 @@ class Voice:
     weight: int = 1
     f0_hz: float = 0.0
     f0_sd_hz: float = 0.0
+    neutral: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -84,7 +91,8 @@ CORPUS_VOICES: dict[str, Voice] = {
         Voice("f3", ESPEAK_NG, "en-us+f3", "female"),
         Voice("f4", ESPEAK_NG, "en-us+f4", "female"),
         Voice("f5", ESPEAK_NG, "en-us+f5", "female"),
-        Voice("slt", FLITE, "slt", "female", weight=5, f0_hz=170.0, f0_sd_hz=30.0),
+        Voice("slt", FLITE, "slt", "female", weight=5, f0_hz=170.0, f0_sd_hz=30.0,
+              neutral=(FESTIVAL, festival.HTS_SLT)),
     )
 }
 #: The voices the shipped checkpoint was trained on (espeak-ng's), which evaluation and release iterate.
@@ -175,22 +183,26 @@ def render(text: str, voice: Voice, emotion: Emotion) -> np.ndarray:
 
 
 def rendering(text: str, voice: Voice, emotion: Emotion, drive: bool = True) -> Rendering:
-    """Speak ``text`` with ``voice`` and ``emotion`` with the voice's teacher.
+    """Speak ``text`` with ``voice`` and ``emotion`` with the voice's teacher (:func:`teacher_of`).
 
-    Silence is trimmed (:func:`trim_silence`) and the peak is ``PEAK_AT_DEFAULT * amplitude / 100``. flite
-    speaks espeak-ng's pronunciations (:func:`tts_triton.data.cmu.addenda`) unless ``drive`` is False
-    (then its own lexicon's, for comparison). Raises :class:`espeak.EspeakError` or :class:`flite.FliteError`.
+    Silence is trimmed (:func:`trim_silence`) and the peak is ``PEAK_AT_DEFAULT * amplitude / 100``. flite and
+    festival speak espeak-ng's pronunciations (:func:`tts_triton.data.cmu.addenda`) unless ``drive`` is False
+    (then their own lexicon's, for comparison). Raises :class:`espeak.EspeakError`, :class:`flite.FliteError` or
+    :class:`festival.FestivalError`.
     """
-    if voice.teacher == ESPEAK_NG:
+    teacher, speaker = teacher_of(voice, emotion)
+    if teacher == ESPEAK_NG:
         rate, samples = espeak.synthesize(ssml(text, emotion), espeak_args(voice, emotion))
         if rate != audio.SAMPLE_RATE:
             raise espeak.EspeakError(f"espeak-ng voice {voice.speaker} speaks at {rate} Hz, "
                                      f"expected {audio.SAMPLE_RATE}")
         x, agreement = samples.astype(np.float32) / 32768.0, None
-    elif voice.teacher == FLITE:
+    elif teacher == FLITE:
         x, agreement = _flite(text, voice, emotion, drive)
+    elif teacher == FESTIVAL:
+        x, agreement = _festival(text, speaker, drive)
     else:
-        raise ValueError(f"voice {voice.name}: unknown teacher {voice.teacher!r}")
+        raise ValueError(f"voice {voice.name}: unknown teacher {teacher!r}")
     x = trim_silence(x)
     peak = float(np.abs(x).max())
     if peak == 0.0:
@@ -198,22 +210,44 @@ def rendering(text: str, voice: Voice, emotion: Emotion, drive: bool = True) -> 
     return Rendering((x * (PEAK_AT_DEFAULT * emotion.amplitude / 100.0 / peak)).astype(np.float32), agreement)
 
 
-def _flite(text: str, voice: Voice, emotion: Emotion, drive: bool) -> tuple[np.ndarray, float]:
-    """flite's rendering at SAMPLE_RATE and its agreement with the front end's phonemes of ``text``."""
+def teacher_of(voice: Voice, emotion: Emotion) -> tuple[str, str]:
+    """The teacher and its speaker that render ``voice`` in ``emotion``."""
+    return voice.neutral if voice.neutral and emotion.name == NEUTRAL else (voice.teacher, voice.speaker)
+
+
+def _driven(text: str, drive: bool) -> tuple[str, dict[str, list[str]], list[str]]:
+    """``text`` as a CMU-lexicon teacher reads it (normalized), the addendum that makes it say the front end's
+    phonemes (empty unless ``drive``) and the segments it should then say."""
     from tts_triton.text.frontend import normalize, plan_plain
     from tts_triton.text.symbols import SYMBOLS
 
     words = [(w.text, "".join(SYMBOLS[i] for i in s.ids[w.first : w.last]))
              for s in plan_plain(text) for w in s.words]
     lexicon, _ = cmu.addenda(words) if drive else ({}, 0)
-    said = flite.synthesize(normalize(text), voice.speaker, flite_features(voice, emotion), lexicon)
     expected = cmu.surface(p for word, symbols in words for p in cmu.to_cmu(symbols, word))
+    return normalize(text), lexicon, expected
+
+
+def _flite(text: str, voice: Voice, emotion: Emotion, drive: bool) -> tuple[np.ndarray, float]:
+    """flite's rendering at SAMPLE_RATE and its agreement with the front end's phonemes of ``text``."""
+    normalized, lexicon, expected = _driven(text, drive)
+    said = flite.synthesize(normalized, voice.speaker, flite_features(voice, emotion), lexicon)
+    x = flite.resample(said.samples.astype(np.float32) / 32768.0, said.rate, audio.SAMPLE_RATE)
+    return x, cmu.agreement(expected, said.segments)
+
+
+def _festival(text: str, speaker: str, drive: bool) -> tuple[np.ndarray, float]:
+    """festival's rendering at SAMPLE_RATE (its voice's own prosody) and its agreement with the front end's
+    phonemes of ``text``."""
+    normalized, lexicon, expected = _driven(text, drive)
+    said = festival.synthesize(normalized, speaker, lexicon=lexicon)
     x = flite.resample(said.samples.astype(np.float32) / 32768.0, said.rate, audio.SAMPLE_RATE)
     return x, cmu.agreement(expected, said.segments)
 
 
 def check_voices(voices: Sequence[str] = tuple(CORPUS_VOICES)) -> None:
-    """Raise :class:`espeak.EspeakError` or :class:`flite.FliteError` unless each of ``voices`` is installed."""
+    """Raise :class:`espeak.EspeakError`, :class:`flite.FliteError` or :class:`festival.FestivalError` unless each
+    teacher of ``voices`` is installed."""
     chosen = [CORPUS_VOICES[name] for name in voices]
     if any(v.teacher == ESPEAK_NG for v in chosen):
         missing = sorted(v.name for v in chosen
@@ -224,6 +258,11 @@ def check_voices(voices: Sequence[str] = tuple(CORPUS_VOICES)) -> None:
         missing = sorted(v.name for v in chosen if v.teacher == FLITE and v.speaker not in flite.voices())
         if missing:
             raise flite.FliteError(f"flite lacks the voices {missing}")
+    neutral_by_festival = [v for v in chosen if v.neutral and v.neutral[0] == FESTIVAL]
+    if neutral_by_festival:
+        missing = sorted(v.name for v in neutral_by_festival if v.neutral[1] not in festival.voices())
+        if missing:
+            raise festival.FestivalError(f"festival lacks the neutral voices of {missing}")
 
 
 def f0_contour(samples: np.ndarray) -> np.ndarray:
