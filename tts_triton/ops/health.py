@@ -49,7 +49,7 @@ from tts_triton.core.config import ModelConfig
 from tts_triton.core.endpoints import DEFAULT_GRPC_URL
 from tts_triton.core.shapes import axis_values
 from tts_triton.errors import read_mark
-from tts_triton.ops.triton_server import port_holders
+from tts_triton.ops.ports import port_holders
 from tts_triton.serving.request_shapes import RequestShapes
 
 __all__ = ["DEAD", "DRAIN_MARK_ENV", "HEALTH_TEXT", "OK", "SLOW", "HealthReport", "ModelHealth", "check_health",

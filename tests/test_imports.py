@@ -1,0 +1,144 @@
+"""The package's import graph: no module of tts_triton imports itself back through others (a circle), and no part
+imports from a part above it (:data:`LAYERS`). Imports inside ``if TYPE_CHECKING:`` are left out (they never run);
+imports inside functions count. Pure source reading."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The package's folders: ``client/`` and ``export/`` install as ``tts_triton.client`` and ``tts_triton.export``.
+FOLDERS = {"tts_triton": ROOT / "tts_triton", "tts_triton.client": ROOT / "client",
+           "tts_triton.export": ROOT / "export"}
+#: The parts from the bottom up: a module may import from its own part and from the parts of lower layers.
+#: (``text`` sits below ``core``: the front end needs only the error types, the model config its symbol count.)
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("tts_triton", "tts_triton.errors", "tts_triton.console", "tts_triton.jobs"),
+    ("tts_triton.text",),
+    ("tts_triton.core",),
+    ("tts_triton.client", "tts_triton.data"),
+    ("tts_triton.models",),
+    ("tts_triton.serving", "tts_triton.training"),
+    ("tts_triton.export",),
+    ("tts_triton.cache",),
+    ("tts_triton.ops",),
+    ("tts_triton.triton", "tts_triton.evaluate", "tts_triton.bench"),
+    ("tts_triton.gateway",),
+    ("tts_triton.commands",),
+    ("tts_triton.cli",),
+)
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the package by its dotted name (a package by its ``__init__``)."""
+    found = {}
+    for package, folder in FOLDERS.items():
+        for path in folder.rglob("*.py"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if package == "tts_triton" and parts[0] in ("client", "export"):
+                continue
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join((package, *parts))] = path
+    return found
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """The nodes of a module outside its ``if TYPE_CHECKING:`` blocks."""
+    nodes, todo = [], [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+            continue
+        nodes.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return nodes
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules that module ``name`` imports (a package's ``__init__`` too when a name is taken
+    from it; not the module's own parent packages, which Python imports first anyway)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    wanted: set[str] = set()
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            wanted.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                wanted.add(sub if sub in modules else base)
+    found = set()
+    for target in wanted:
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if target and target != name and not name.startswith(target + "."):
+            found.add(target)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def _layer(module: str) -> tuple[int, str]:
+    """The layer of a module and the part it belongs to (the longest part name that contains it)."""
+    matches = [(part, i) for i, parts in enumerate(LAYERS) for part in parts
+               if module == part or module.startswith(part + ".")]
+    part, layer = max(matches, key=lambda match: len(match[0]))
+    return layer, part
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while (member := stack.pop()) != node:
+                group.append(member)
+            if group:
+                circles.append(sorted([node, *group]))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_the_import_graph_has_no_circle() -> None:
+    assert _circles(_graph()) == []
+
+
+def test_the_circle_finder_finds_one() -> None:
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_every_part_has_a_layer() -> None:
+    parts = {name.split(".")[1] for name in _modules() if name.count(".") >= 1}
+    placed = {part.split(".")[1] for layer in LAYERS for part in layer if part.count(".") == 1}
+    assert parts <= placed, f"parts without a layer in LAYERS: {sorted(parts - placed)}"
+
+
+def test_no_part_imports_from_a_higher_one() -> None:
+    upward = [f"{module} -> {target}" for module, targets in sorted(_graph().items()) for target in sorted(targets)
+              if _layer(target)[0] > _layer(module)[0]]
+    assert upward == []
