@@ -12,11 +12,10 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"tts_triton": ROOT / "tts_triton", "tts_triton.client": ROOT / "client",
            "tts_triton.export": ROOT / "export"}
 #: The parts from the bottom up: a module may import from its own part and from the parts of lower layers.
-#: (``text`` sits below ``core``: the front end needs only the error types, the model config its symbol count.)
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("tts_triton", "tts_triton.errors", "tts_triton.console", "tts_triton.jobs"),
-    ("tts_triton.text",),
     ("tts_triton.core",),
+    ("tts_triton.text",),
     ("tts_triton.client", "tts_triton.data"),
     ("tts_triton.models",),
     ("tts_triton.serving", "tts_triton.training"),

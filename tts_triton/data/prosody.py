@@ -200,8 +200,8 @@ def rendering(text: str, voice: Voice, emotion: Emotion, drive: bool = True) -> 
 
 def _flite(text: str, voice: Voice, emotion: Emotion, drive: bool) -> tuple[np.ndarray, float]:
     """flite's rendering at SAMPLE_RATE and its agreement with the front end's phonemes of ``text``."""
+    from tts_triton.core.symbols import SYMBOLS
     from tts_triton.text.frontend import normalize, plan_plain
-    from tts_triton.text.symbols import SYMBOLS
 
     words = [(w.text, "".join(SYMBOLS[i] for i in s.ids[w.first : w.last]))
              for s in plan_plain(text) for w in s.words]
