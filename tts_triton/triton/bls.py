@@ -65,17 +65,16 @@ from tts_triton.core import audio, contract
 from tts_triton.core.config import STREAMING, ModelConfig
 from tts_triton.core.layout import FIRST_CHUNK_FIRST, MAX_STREAMS, MODEL_CONFIG, VOICE_BANK
 from tts_triton.core.voices import VoiceBank
+from tts_triton.errors import Cancelled, Stopped, TimedOut
 from tts_triton.ops.memory import lift_file_size_limit
 from tts_triton.serving.gate import ProgressGate
 from tts_triton.serving.params import int_parameter, parameters
-from tts_triton.serving.pipeline import Cancelled, Chunk
+from tts_triton.serving.pipeline import Chunk
 from tts_triton.serving.requests import (
     OUTCOMES,
     Admission,
     Deadline,
     StopBoard,
-    Stopped,
-    TimedOut,
     outcome_of,
     stop_target,
 )
