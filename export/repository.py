@@ -122,7 +122,7 @@ class NetworkSettings:
     runs with ``--cache-config local,size=<bytes>``. ``kind`` (``KIND_CPU``/``KIND_GPU``) overrides the
     target's instance kind for this network (Python-backend targets). ``batch_budget`` (``torch-cuda``)
     bounds rows x tokens (or mel frames) of one device call: see
-    :class:`~tts_triton.serving.graphs.StageRunner`.
+    :class:`~tts_triton.engine.graphs.StageRunner`.
     """
 
     max_batch_size: int

@@ -25,8 +25,8 @@ import onnxruntime as ort
 
 from tts_triton.core.layout import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE
 from tts_triton.core.onnx_io import io_mismatches
+from tts_triton.engine.batching import Feed, batch_groups, merge, split
 from tts_triton.ops.memory import lift_file_size_limit
-from tts_triton.serving.batching import Feed, batch_groups, merge, split
 from tts_triton.serving.params import config_tensors, int_parameter
 from tts_triton.serving.request_shapes import RequestShapes
 from tts_triton.triton.utils import error_response, read_inputs
