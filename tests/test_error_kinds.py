@@ -8,6 +8,7 @@ import grpc
 import pytest
 from tritonclient.utils import InferenceServerException
 
+from tts_triton.backend.lifecycle import OUTCOMES, error_status, kind_of, outcome_of
 from tts_triton.client.errors import KIND_ERRORS, translate_error
 from tts_triton.core.contract import TEXT
 from tts_triton.errors import (
@@ -23,7 +24,6 @@ from tts_triton.errors import (
 )
 from tts_triton.gateway.speech import api_error_for
 from tts_triton.ops.health import classify_error as health_of
-from tts_triton.serving.requests import OUTCOMES, error_status, kind_of, outcome_of
 
 #: One exception the server ends a request with, of each kind.
 ENDINGS = (Stopped(), Cancelled(), TimedOut("synthesis stopped at its time limit of 1 s"),

@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tts_triton.text",),
     ("tts_triton.client", "tts_triton.data"),
     ("tts_triton.models",),
-    ("tts_triton.serving", "tts_triton.engine", "tts_triton.training"),
+    ("tts_triton.serving", "tts_triton.backend", "tts_triton.engine", "tts_triton.training"),
     ("tts_triton.export",),
     ("tts_triton.cache",),
     ("tts_triton.ops",),
