@@ -354,7 +354,7 @@ class PoisonedSession:
 
 
 def test_onnx_model_retries_a_failed_batch_request_by_request(pb: Any, checkpoint: Any) -> None:
-    from tts_triton.serving.request_shapes import RequestShapes
+    from tts_triton.backend.request_shapes import RequestShapes
     from tts_triton.triton import onnx_model
 
     model = onnx_model.TritonPythonModel()

@@ -68,6 +68,7 @@ from tts_triton.backend.lifecycle import (
     outcome_of,
     stop_target,
 )
+from tts_triton.backend.params import int_parameter, parameters
 from tts_triton.cache.deployment import cache_wanted, open_cache
 from tts_triton.core import audio, contract
 from tts_triton.core.config import STREAMING, ModelConfig
@@ -76,7 +77,6 @@ from tts_triton.core.voices import VoiceBank
 from tts_triton.errors import Cancelled, Stopped, TimedOut
 from tts_triton.ops.memory import lift_file_size_limit
 from tts_triton.serving.gate import ProgressGate
-from tts_triton.serving.params import int_parameter, parameters
 from tts_triton.serving.pipeline import Chunk
 from tts_triton.serving.resample import resampled
 from tts_triton.serving.service import TTSService, output_rate, parse_request

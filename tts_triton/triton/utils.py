@@ -1,7 +1,7 @@
 """Request reading and error responses shared by the Python-backend models (the BLS and the network models).
 
 The decisions behind them are Triton-free (:mod:`tts_triton.backend.lifecycle`,
-:mod:`tts_triton.serving.request_shapes`); here they meet ``triton_python_backend_utils``.
+:mod:`tts_triton.backend.request_shapes`); here they meet ``triton_python_backend_utils``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from tts_triton.backend.lifecycle import error_status
+from tts_triton.backend.request_shapes import RequestShapes
 from tts_triton.errors import InvalidInput
-from tts_triton.serving.request_shapes import RequestShapes
 
 try:
     import triton_python_backend_utils as pb_utils
