@@ -1,10 +1,13 @@
 """The package's import graph: no module of tts_triton imports itself back through others (a circle), and no part
 imports from a part above it (:data:`LAYERS`). Imports inside ``if TYPE_CHECKING:`` are left out (they never run);
-imports inside functions count. Pure source reading."""
+imports inside functions count. Pure source reading, but for one import of the network adapters in a fresh
+interpreter: a network model's process loads neither the text front end nor the decode core."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,3 +144,12 @@ def test_no_part_imports_from_a_higher_one() -> None:
     upward = [f"{module} -> {target}" for module, targets in sorted(_graph().items()) for target in sorted(targets)
               if _layer(target)[0] > _layer(module)[0]]
     assert upward == []
+
+
+def test_a_network_model_loads_neither_the_front_end_nor_the_decode_core() -> None:
+    code = ("import sys, fake_pb_utils; sys.modules['triton_python_backend_utils'] = fake_pb_utils; "
+            "import tts_triton.triton.onnx_model, tts_triton.triton.torch_model; "
+            "print(sorted(m for m in sys.modules if m.startswith(('tts_triton.text', 'tts_triton.serving'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT / "tests", capture_output=True, text=True,
+                            check=True).stdout.strip()
+    assert loaded == "[]"
