@@ -6,6 +6,7 @@ interpreter: a network model's process loads neither the text front end nor the 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,22 +15,12 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The package's folders: ``client/`` and ``export/`` install as ``tts_triton.client`` and ``tts_triton.export``.
 FOLDERS = {"tts_triton": ROOT / "tts_triton", "tts_triton.client": ROOT / "client",
            "tts_triton.export": ROOT / "export"}
-#: The parts from the bottom up: a module may import from its own part and from the parts of lower layers.
-LAYERS: tuple[tuple[str, ...], ...] = (
-    ("tts_triton", "tts_triton.errors", "tts_triton.console", "tts_triton.jobs"),
-    ("tts_triton.core",),
-    ("tts_triton.text",),
-    ("tts_triton.client", "tts_triton.data"),
-    ("tts_triton.models",),
-    ("tts_triton.serving", "tts_triton.backend", "tts_triton.engine", "tts_triton.training"),
-    ("tts_triton.export",),
-    ("tts_triton.cache",),
-    ("tts_triton.ops",),
-    ("tts_triton.triton", "tts_triton.evaluate", "tts_triton.bench"),
-    ("tts_triton.gateway",),
-    ("tts_triton.commands",),
-    ("tts_triton.cli",),
-)
+#: The parts from the bottom up, as README.md's architecture table lists them from the top down (each row one
+#: layer; the package's ``__init__`` at the bottom): a module may import from its own part and from the parts
+#: listed under it.
+LAYERS: tuple[str, ...] = ("tts_triton", *reversed(re.findall(r"^\| `(tts_triton[\w.]*)` \| `[^`]+` \|",
+                                                              (ROOT / "README.md").read_text(encoding="utf-8"),
+                                                              re.M)))
 
 
 def _modules() -> dict[str, Path]:
@@ -91,8 +82,7 @@ def _graph() -> dict[str, set[str]]:
 
 def _layer(module: str) -> tuple[int, str]:
     """The layer of a module and the part it belongs to (the longest part name that contains it)."""
-    matches = [(part, i) for i, parts in enumerate(LAYERS) for part in parts
-               if module == part or module.startswith(part + ".")]
+    matches = [(part, i) for i, part in enumerate(LAYERS) if module == part or module.startswith(part + ".")]
     part, layer = max(matches, key=lambda match: len(match[0]))
     return layer, part
 
@@ -134,10 +124,10 @@ def test_the_circle_finder_finds_one() -> None:
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_every_part_has_a_layer() -> None:
-    parts = {name.split(".")[1] for name in _modules() if name.count(".") >= 1}
-    placed = {part.split(".")[1] for layer in LAYERS for part in layer if part.count(".") == 1}
-    assert parts <= placed, f"parts without a layer in LAYERS: {sorted(parts - placed)}"
+def test_every_part_has_a_row_in_the_architecture_table() -> None:
+    parts = {".".join(name.split(".")[:2]) for name in _modules() if name != "tts_triton"}
+    assert parts - set(LAYERS) == set(), "parts missing from README.md's architecture table"
+    assert len(LAYERS) == len(set(LAYERS)), "a part listed twice"
 
 
 def test_no_part_imports_from_a_higher_one() -> None:
