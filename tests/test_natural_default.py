@@ -18,7 +18,7 @@ import soundfile
 from tts_triton.core.voices import from_styles
 from tts_triton.data import flite
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, PITCH_ORDER, VOICES
-from tts_triton.evaluate import metrics, run, samples, targets
+from tts_triton.evaluate import measures, run, samples, targets
 from tts_triton.export import voice_bank
 
 needs_teachers = pytest.mark.skipif(shutil.which("flite") is None or shutil.which("espeak-ng") is None,
@@ -72,10 +72,10 @@ def test_ship_builds_the_learned_voices_with_slt_the_default(tiny_checkpoint: An
 
 def test_eleven_voices_take_fifty_five_sentences_to_cover_every_pair() -> None:
     voices = list(CORPUS_VOICES)
-    items = metrics.select_items(run.min_sentences(voices), voices)
+    items = measures.select_items(run.min_sentences(voices), voices)
     assert run.min_sentences(voices) == 55
     assert sorted((i.voice, i.emotion) for i in items) == sorted((v, e) for v in voices for e in EMOTIONS)
-    chosen = metrics.emotion_items(items)
+    chosen = measures.emotion_items(items)
     assert list(dict.fromkeys(i.voice for i in chosen)) == voices  # every voice's emotion sentences, in order
 
 
@@ -102,7 +102,7 @@ def test_reference_keys_keep_espeak_ngs_cache_and_tell_teachers_and_bands_apart(
     e = EMOTIONS["happy"]
     f1 = run.Reference("Hi there.", CORPUS_VOICES["f1"], e)
     old = (versions["espeak-ng"], "en-us+f1", e.pitch, e.range, e.rate, e.amplitude, "Hi there.",
-           metrics.FEATURE_SETTINGS)
+           measures.FEATURE_SETTINGS)
     assert f1.key(versions) == hashlib.sha256(repr(old).encode()).hexdigest()[:32]  # the features cached so far
     slt = run.Reference("Hi there.", CORPUS_VOICES["slt"], e)
     keys = {f1.key(versions), f1.in_band(flite.VOICE_RATE).key(versions), slt.key(versions)}
@@ -112,7 +112,7 @@ def test_reference_keys_keep_espeak_ngs_cache_and_tell_teachers_and_bands_apart(
 def _evaluation(voices: list[str], default_voice: str) -> run.Evaluation:
     """An evaluation of made-up numbers: each voice's output 3 dB from its own rendering, 6 dB from the others',
     except one slt sentence that hit the max-steps guard and sits nearer f1."""
-    items = metrics.select_items(len(voices) * 5, voices)
+    items = measures.select_items(len(voices) * 5, voices)
     utts = []
     for k, item in enumerate(items):
         mcds = {v: 3.0 if v == item.voice else 6.0 for v in voices}

@@ -128,7 +128,7 @@ def _db(x: float) -> str:
 
 
 def _full_measures(full: Mapping[str, Any], voice: str) -> list[Measure]:
-    from tts_triton.evaluate.metrics import emotion_order, identity_correct
+    from tts_triton.evaluate.measures import emotion_order, identity_correct
 
     utts = full["utterances"]
     own = [u["mcd_db"][u["voice"]] for u in utts if u["voice"] == voice]
