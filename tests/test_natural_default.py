@@ -18,7 +18,7 @@ import soundfile
 from tts_triton.core.voices import from_styles
 from tts_triton.data import flite
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, PITCH_ORDER, VOICES
-from tts_triton.evaluate import measures, run, samples, targets
+from tts_triton.evaluate import measures, quality_targets, run, samples
 from tts_triton.export import voice_bank
 
 needs_teachers = pytest.mark.skipif(shutil.which("flite") is None or shutil.which("espeak-ng") is None,
@@ -165,7 +165,7 @@ def test_targets_table_sets_two_evaluations_side_by_side(tmp_path: Path) -> None
         paths[name] = tmp_path / f"{name}.json"
         paths[name].write_text(json.dumps(data))
     out = tmp_path / "table.md"
-    assert targets.main(["--before", str(paths["before"]), "--before-voice", "f1",
+    assert quality_targets.main(["--before", str(paths["before"]), "--before-voice", "f1",
                          "--after", str(paths["after"]), str(paths["full"]), "--out", str(out)]) == 0
     text = out.read_text()
     assert "| default voice | f1 | slt |" in text
@@ -179,12 +179,12 @@ def test_targets_table_sets_two_evaluations_side_by_side(tmp_path: Path) -> None
     assert "| ASR WER of f1, not the default voice after | 0.480 | 0.410 |" in text and "**pass** |\n| ASR WER of f5" \
         in text
     assert text.count("| ASR WER of f5, not the default voice after | 0.310 | 0.400 |") == 1 and text.count("FAIL") == 5
-    alone = "\n".join(targets.table(targets.load([paths["after"]])))
+    alone = "\n".join(quality_targets.table(quality_targets.load([paths["after"]])))
     assert "| default voice: ASR WER, mean over the held-out sentences | 0.193 (60 sentences) | <= 0.20 | **pass** |" \
         in alone
     assert "| stop failures (hit the max-steps guard) | not measured |" in alone
     with pytest.raises(SystemExit):
-        targets.main(["--after", str(tmp_path / "missing.json")])
+        quality_targets.main(["--after", str(tmp_path / "missing.json")])
 
 
 def test_samples_of_the_banks_default_voice(tiny_checkpoint: Any, test_style: Any, tmp_path: Path) -> None:

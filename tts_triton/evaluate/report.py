@@ -22,8 +22,8 @@ from tts_triton.evaluate.measures import (
     emotion_order,
     percent,
 )
+from tts_triton.evaluate.quality_targets import Results, table
 from tts_triton.evaluate.run import SANITY, SANITY_MALE_FEMALE_DB, Evaluation, default_cache
-from tts_triton.evaluate.targets import Results, table
 
 
 def _info_summary(info: Mapping[str, Any]) -> str:
