@@ -81,9 +81,9 @@ _STATUS_KINDS: dict[str, type[TTSError]] = {
 #: tts_triton.ops.memory): an error of the backend, not of the model, so the request ends with it (no FINAL follows).
 _TOO_LARGE_TEXT = "Failed to increase the shared memory pool size"
 #: Triton's own stream errors (no status, no mark: the model never saw the request), by a fixed part of their text.
+#: A stream's deadline is not one of them: it comes with its status (DEADLINE_EXCEEDED, both gRPC clients).
 TRITON_TEXTS: tuple[tuple[str, type[TTSError]], ...] = (
     ("Request for unknown model", ServerUnavailableError),
-    ("Deadline Exceeded", TTSTimeoutError),
     ("] inference input '", InvalidInputError),
     (_TOO_LARGE_TEXT, InvalidInputError),
 )

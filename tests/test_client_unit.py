@@ -170,12 +170,12 @@ def test_parse_targets() -> None:
         (mark(FAILED, "synthesis failed: RuntimeError: x"), None, TTSError),
         ("server busy: limit of 2", None, TTSError),  # unmarked prose decides nothing
         ("invalid input VOICE: unknown voice 'zed'", None, TTSError),
+        ("Stream removed (Deadline Exceeded)", None, TTSError),  # a deadline comes with its status, never bare
         # Triton's own stream errors: no mark, no status (real Triton 2.51 texts)
         ("[request id: <id_unknown>] inference input 'TEXT' data-type is 'INT32', but model 'tts' expects 'BYTES'",
          None, InvalidInputError),
         ("Request for unknown model: 'tts' is not found", None, ServerUnavailableError),
         ("Request for unknown model: 'tts' has no available versions", None, ServerUnavailableError),
-        ("Stream removed (Deadline Exceeded)", None, TTSTimeoutError),
         ("CUDA out of memory", None, TTSError),
     ],
 )
