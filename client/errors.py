@@ -26,7 +26,7 @@ __all__ = [
     "KIND_ERRORS",
     "TRITON_TEXTS",
     "classify_error",
-    "ended_by_backend",
+    "final_follows",
     "translate_error",
     "translated_errors",
 ]
@@ -99,10 +99,11 @@ def classify_error(message: str, status: str | None = None) -> type[TTSError]:
     return next((cls for text, cls in TRITON_TEXTS if text in message), TTSError)
 
 
-def ended_by_backend(message: str) -> bool:
-    """Whether a stream error is one that ended its request in Triton's Python backend before the model saw it
-    (a request too large for the model's shared memory): no FINAL follows it."""
-    return read_mark(message).kind is None and _TOO_LARGE_TEXT in message
+def final_follows(message: str) -> bool:
+    """Whether a FINAL follows a stream error: only after the model's own errors, which carry its mark. An
+    unmarked one ended its request before the model ran it: Triton refused it (unknown model, an input of the
+    wrong type) or its Python backend did, flagging the error itself as final (too large, a dead stub)."""
+    return read_mark(message).kind is not None
 
 
 def translate_error(error: InferenceServerException | grpc.RpcError | OSError) -> TTSError:

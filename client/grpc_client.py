@@ -54,7 +54,7 @@ from .errors import (
     ServerUnavailableError,
     TTSError,
     TTSTimeoutError,
-    ended_by_backend,
+    final_follows,
     translate_error,
     translated_errors,
 )
@@ -291,12 +291,12 @@ class TTSClient(_Settings, Closing):
                     end = "stalled" if wait.stalled() else "open"
                     raise wait.error() from None
                 if error is not None:
-                    # a model's error comes as a message (its FINAL follows; not after one the backend ended the
-                    # request with); a transport error has a status
+                    # a model's error comes as a marked message, its FINAL after it; Triton's own as an unmarked one,
+                    # the request's end; a transport error has a status
                     if error.status() is not None:
                         end = "broken"
                     else:
-                        end = "final" if ended_by_backend(error.message() or str(error)) else "errored"
+                        end = "errored" if final_follows(error.message() or str(error)) else "final"
                     raise translate_error(error) from error
                 if is_final_response(result):
                     end = "final"

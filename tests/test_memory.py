@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tts_triton.client.errors import InvalidInputError, TTSError, classify_error, ended_by_backend
+from tts_triton.client.errors import InvalidInputError, TTSError, classify_error, final_follows
+from tts_triton.core.contract import REFERENCE_AUDIO
+from tts_triton.errors import INVALID_INPUT, mark
 from tts_triton.ops import memory
 from tts_triton.ops.triton_server import TritonServer
 
@@ -134,6 +136,7 @@ def test_the_parent_death_hook_applies_the_cap() -> None:
 
 def test_the_backends_refusal_is_a_bad_request_that_ends_the_stream() -> None:
     assert classify_error(TOO_LARGE) is InvalidInputError
-    assert ended_by_backend(TOO_LARGE)
-    assert not ended_by_backend("REFERENCE_AUDIO: is 1800.00 s long; it must be 0.5-30 s")
+    assert not final_follows(TOO_LARGE)
+    assert final_follows(mark(INVALID_INPUT, "REFERENCE_AUDIO: is 1800.00 s long; it must be 0.5-30 s",
+                              REFERENCE_AUDIO))
     assert classify_error("something else") is TTSError
