@@ -51,8 +51,8 @@ def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
 
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The package's modules that module ``name`` imports (a package's ``__init__`` too when a name is taken
-    from it; not the module's own parent packages, which Python imports first anyway)."""
+    """The package's modules that module ``name`` imports: for ``from P import X``, the submodule ``P.X`` if there
+    is one (and ``P``'s ``__init__``, which runs first, unless ``name`` is inside ``P``), else ``P``."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     wanted: set[str] = set()
     for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
@@ -65,12 +65,15 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
                 base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
-                wanted.add(sub if sub in modules else base)
+                if sub not in modules or not name.startswith(base + "."):
+                    wanted.add(base)
+                if sub in modules:
+                    wanted.add(sub)
     found = set()
     for target in wanted:
         while target and target not in modules:
             target = target.rpartition(".")[0]
-        if target and target != name and not name.startswith(target + "."):
+        if target and target != name:
             found.add(target)
     return found
 
