@@ -3,8 +3,9 @@
 The server marks every error it sends with its kind (:data:`tts_triton.errors.KINDS`, read by
 :func:`~tts_triton.errors.read_mark`): the mark decides, on a stream (where Triton delivers an error as a
 message only) and off it, and the error's ``message`` is the server's without the mark. An unmarked error
-(Triton's or the transport's own) is classified by its status (gRPC ``StatusCode.*`` or an HTTP code); one
-with neither, by :data:`TRITON_TEXTS`, the fixed texts of Triton's own stream errors, which carry no mark.
+(Triton's or the transport's own) is classified by its status (gRPC ``StatusCode.*`` or an HTTP code). A
+stream error with neither was refused before the model ran it (:func:`refused`); the gRPC clients then ask
+whether the model is ready (:func:`refusal_error`). No error is classified by its text.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ __all__ = [
     "TTSError",
     "TTSTimeoutError",
     "KIND_ERRORS",
-    "TRITON_TEXTS",
     "classify_error",
-    "ended_by_backend",
+    "final_follows",
+    "refusal_error",
+    "refused",
     "translate_error",
     "translated_errors",
 ]
@@ -77,32 +79,41 @@ _STATUS_KINDS: dict[str, type[TTSError]] = {
     **dict.fromkeys(("UNAVAILABLE", "NOT_FOUND", "404", "502", "503"), ServerUnavailableError),
     **dict.fromkeys(("DEADLINE_EXCEEDED", "408", "504"), TTSTimeoutError),
 }
-#: Triton's Python backend refusing a request whose inputs do not fit the model's shared-memory region (capped:
-#: tts_triton.ops.memory): an error of the backend, not of the model, so the request ends with it (no FINAL follows).
-_TOO_LARGE_TEXT = "Failed to increase the shared memory pool size"
-#: Triton's own stream errors (no status, no mark: the model never saw the request), by a fixed part of their text.
-TRITON_TEXTS: tuple[tuple[str, type[TTSError]], ...] = (
-    ("Request for unknown model", ServerUnavailableError),
-    ("Deadline Exceeded", TTSTimeoutError),
-    ("] inference input '", InvalidInputError),
-    (_TOO_LARGE_TEXT, InvalidInputError),
-)
 
 
 def classify_error(message: str, status: str | None = None) -> type[TTSError]:
     """The error class for a server error: the server's mark decides (:data:`KIND_ERRORS`); an unmarked error
-    by its status, an unlisted one giving :class:`TTSError`; one with neither by :data:`TRITON_TEXTS`."""
+    by its status, an unlisted one giving :class:`TTSError`; one with neither is a :class:`TTSError`
+    (:func:`refusal_error` tells more where the server can be asked)."""
     if (kind := read_mark(message).kind) is not None:
         return KIND_ERRORS[kind.name]
     if status is not None:
         return _STATUS_KINDS.get(status.removeprefix("StatusCode."), TTSError)
-    return next((cls for text, cls in TRITON_TEXTS if text in message), TTSError)
+    return TTSError
 
 
-def ended_by_backend(message: str) -> bool:
-    """Whether a stream error is one that ended its request in Triton's Python backend before the model saw it
-    (a request too large for the model's shared memory): no FINAL follows it."""
-    return read_mark(message).kind is None and _TOO_LARGE_TEXT in message
+def final_follows(message: str) -> bool:
+    """Whether a FINAL follows a stream error: only after the model's own errors, which carry its mark. An
+    unmarked one ended its request before the model ran it: Triton refused it (unknown model, an input of the
+    wrong type) or its Python backend did, flagging the error itself as final (too large, a dead stub)."""
+    return read_mark(message).kind is not None
+
+
+def refused(error: InferenceServerException) -> bool:
+    """Whether a stream error refused its request before the model ran it: it has no status (the transport's
+    errors have one) and no mark (the model's own errors have one), so no FINAL follows it."""
+    return error.status() is None and not final_follows(error.message() or str(error))
+
+
+def refusal_error(error: InferenceServerException, model_ready: bool) -> TTSError:
+    """The error for a refused request (:func:`refused`), given whether the server said its model is ready just
+    after. Not ready (unknown, unloading, or no answer): :class:`ServerUnavailableError`, retried or sent to
+    another endpoint. Ready: a plain :class:`TTSError`, not bad input: the client library's requests carry the
+    contract's dtypes (a wrong type is a bug), and inputs too large for the Python backend's shared-memory region
+    are far beyond the server's own limits (:data:`~tts_triton.core.config.LIMITS`: ``max_text_chars``,
+    ``max_reference_seconds``, which the model refuses first as marked bad input naming the input), or the region
+    is full of other open streams' inputs (:mod:`tts_triton.ops.memory`)."""
+    return (TTSError if model_ready else ServerUnavailableError)(error.message() or str(error))
 
 
 def translate_error(error: InferenceServerException | grpc.RpcError | OSError) -> TTSError:

@@ -24,9 +24,9 @@ Stalls and retries: a stream that gets no response for ``stall_timeout`` seconds
 leaves its requests unanswered) fails with :class:`TTSTimeoutError`. A request that failed before any audio
 came is sent again, up to ``retries`` times: at once to an endpoint it has not tried yet when there is one
 (after any failure but bad input and timeouts), else to the same one with exponential backoff, and then only
-after :class:`ServerUnavailableError` (connection refused, server restarting). Never a request that produced
-audio (it fails as it came), nor one refused as busy (:class:`ServerBusyError`) with nowhere else to go:
-retrying would add to the overload.
+after :class:`ServerUnavailableError` (connection refused, server restarting, model not ready). Never a request
+that produced audio (it fails as it came), nor one refused as busy (:class:`ServerBusyError`) with nowhere else
+to go: retrying would add to the overload.
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ from .errors import (
     ServerUnavailableError,
     TTSError,
     TTSTimeoutError,
-    ended_by_backend,
+    refusal_error,
+    refused,
     translate_error,
     translated_errors,
 )
@@ -228,6 +229,13 @@ class TTSClient(_Settings, Closing):
         except (InferenceServerException, TTSError):
             return False
 
+    def _model_ready(self, address: str) -> bool:
+        """Whether ``address`` says the model is ready (one call; False when it does not answer)."""
+        try:
+            return bool(self._control(address).is_model_ready(self.model, client_timeout=PROBE_TIMEOUT_S))
+        except (InferenceServerException, TTSError):
+            return False
+
     def _probe_loop(self) -> None:
         """The background prober: ejected endpoints probed when due, ``dns:///`` names resolved when due."""
         while not self._stop_probing.wait(PROBE_TICK_S):
@@ -291,12 +299,12 @@ class TTSClient(_Settings, Closing):
                     end = "stalled" if wait.stalled() else "open"
                     raise wait.error() from None
                 if error is not None:
-                    # a model's error comes as a message (its FINAL follows; not after one the backend ended the
-                    # request with); a transport error has a status
-                    if error.status() is not None:
-                        end = "broken"
-                    else:
-                        end = "final" if ended_by_backend(error.message() or str(error)) else "errored"
+                    # a model's error comes as a marked message, its FINAL after it; a refusal as an unmarked one,
+                    # the request's end; a transport error has a status
+                    if refused(error):
+                        end = "final"
+                        raise refusal_error(error, self._model_ready(address)) from error
+                    end = "broken" if error.status() is not None else "errored"
                     raise translate_error(error) from error
                 if is_final_response(result):
                     end = "final"
@@ -481,6 +489,13 @@ class AsyncTTSClient(_Settings):
         except InferenceServerException:
             return False
 
+    async def _model_ready(self, address: str) -> bool:
+        """Whether ``address`` says the model is ready (one call; False when it does not answer)."""
+        try:
+            return bool(await self._grpc(address).is_model_ready(self.model, client_timeout=PROBE_TIMEOUT_S))
+        except InferenceServerException:
+            return False
+
     async def _probe_loop(self) -> None:
         """The background prober: ejected endpoints probed when due, ``dns:///`` names resolved when due."""
         while True:
@@ -548,6 +563,8 @@ class AsyncTTSClient(_Settings):
                         break
                     if error is not None:
                         end = "errored"  # the stream ends after it
+                        if refused(error):
+                            raise refusal_error(error, await self._model_ready(address)) from error
                         raise translate_error(error) from error
                     chunk = request.chunk(result, index=index, elapsed=time.perf_counter() - start)
                     if chunk is not None:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tts_triton import __version__
+from tts_triton.backend.params import input_axes_parameter
 from tts_triton.core.config import ModelConfig
 from tts_triton.core.contract import (
     DECODER,
@@ -70,7 +71,6 @@ from tts_triton.core.layout import (
 from tts_triton.core.onnx_io import io_mismatches
 from tts_triton.core.voices import VoiceBank
 from tts_triton.export.digest import file_sha256
-from tts_triton.serving.params import input_axes_parameter
 
 from .pbtxt import EnumValue, render, string_parameters, tensor
 from .targets import DEFAULT_TARGET, GPU_TARGET, KIND_CPU, KIND_GPU, RUNTIME_TARGETS, RuntimeTarget
@@ -122,7 +122,7 @@ class NetworkSettings:
     runs with ``--cache-config local,size=<bytes>``. ``kind`` (``KIND_CPU``/``KIND_GPU``) overrides the
     target's instance kind for this network (Python-backend targets). ``batch_budget`` (``torch-cuda``)
     bounds rows x tokens (or mel frames) of one device call: see
-    :class:`~tts_triton.serving.graphs.StageRunner`.
+    :class:`~tts_triton.engine.graphs.StageRunner`.
     """
 
     max_batch_size: int

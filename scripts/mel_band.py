@@ -35,7 +35,7 @@ from scipy.signal import butter, istft, sosfiltfilt, stft
 
 from tts_triton.core import audio
 from tts_triton.data.prosody import EMOTIONS, VOICES, render
-from tts_triton.evaluate import metrics
+from tts_triton.evaluate import measures
 
 LOWPASS_HZ = 8000.0
 LOWPASS_ORDER = 8
@@ -105,8 +105,8 @@ def lowpass(x: np.ndarray, cutoff: float = LOWPASS_HZ) -> np.ndarray:
 def measure_clip(text: str, voice: str, emotion: str, iterations: int) -> list[tuple[float, float]]:
     """(MCD dB, |mean F0 error| Hz) of every :func:`conditions` row for one rendering."""
     x = render(text, VOICES[voice], EMOTIONS[emotion])
-    reference = metrics.features(np.ascontiguousarray(x, np.float64))
-    f0_ref = metrics.mean_f0([reference.f0])
+    reference = measures.features(np.ascontiguousarray(x, np.float64))
+    f0_ref = measures.mean_f0([reference.f0])
     magnitude = np.abs(_stft(x.astype(np.float64)))
     results = []
     for condition in conditions():
@@ -116,8 +116,8 @@ def measure_clip(text: str, voice: str, emotion: str, iterations: int) -> list[t
             y = griffin_lim(magnitude, len(x), iterations)
         else:
             y = griffin_lim(mel_magnitude(magnitude, condition.layout), len(x), iterations)
-        feats = metrics.features(np.ascontiguousarray(y, np.float64))
-        results.append((metrics.mcd(feats.speech, reference.speech), abs(metrics.mean_f0([feats.f0]) - f0_ref)))
+        feats = measures.features(np.ascontiguousarray(y, np.float64))
+        results.append((measures.mcd(feats.speech, reference.speech), abs(measures.mean_f0([feats.f0]) - f0_ref)))
     return results
 
 
@@ -165,11 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="also write the tables to this markdown file")
     args = p.parse_args(argv)
 
-    texts = [item.text for item in metrics.select_items(args.sentences)]
+    texts = [item.text for item in measures.select_items(args.sentences)]
     jobs = [(text, voice, emotion) for voice, emotion, text in itertools.product(args.voices, args.emotions, texts)]
     print(f"{len(jobs)} renderings x {len(conditions())} conditions on {args.jobs} processes", file=sys.stderr)
-    with metrics.process_pool(args.jobs) as pool:
-        results = metrics.run_parallel(pool, "clips", measure_clip, [(*job, args.iterations) for job in jobs])
+    with measures.process_pool(args.jobs) as pool:
+        results = measures.run_parallel(pool, "clips", measure_clip, [(*job, args.iterations) for job in jobs])
     body = tables([(voice, emotion) for _, voice, emotion in jobs], results)
     print(body, end="")
     if args.out:

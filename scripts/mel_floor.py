@@ -46,7 +46,7 @@ from mel_band import griffin_lim, linear_from_log_mel
 
 from tts_triton.core import audio, contract
 from tts_triton.data.prosody import EMOTIONS, VOICES, render
-from tts_triton.evaluate.metrics import features, mcd, select_items
+from tts_triton.evaluate.measures import features, mcd, select_items
 from tts_triton.evaluate.synthesis import RecordingBackend, copy_synthesis, synthesize, voice_bank_for
 from tts_triton.jobs.figures import pyplot, save_figure
 from tts_triton.jobs.tables import markdown_table

@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/vocoder_check.py CKPT [CKPT ...] [--sentences 10] [--generator-only] [--out PATH]
 
-For held-out test sentences (``tts_triton.evaluate.metrics.select_items``: every voice and emotion), the
+For held-out test sentences (``tts_triton.evaluate.measures.select_items``: every voice and emotion), the
 rendering's log-mel goes through each checkpoint's vocoder alone (no acoustic model: its HiFi-GAN
 generator, then the mel match unless ``--generator-only`` or the checkpoint turns it off) and the output
 is compared with the rendering itself, sample-aligned:
@@ -33,7 +33,7 @@ import torch
 
 from tts_triton.core import contract
 from tts_triton.data.prosody import EMOTIONS, VOICES, render
-from tts_triton.evaluate.metrics import F0_CEIL_HZ, F0_FLOOR_HZ, FRAME_PERIOD_MS, features, mcd, select_items
+from tts_triton.evaluate.measures import F0_CEIL_HZ, F0_FLOOR_HZ, FRAME_PERIOD_MS, features, mcd, select_items
 from tts_triton.evaluate.synthesis import copy_synthesis
 from tts_triton.jobs.tables import markdown_table
 from tts_triton.models.checkpoint import resolve

@@ -19,6 +19,7 @@ import pytest
 from conftest import TINY
 from google.protobuf import json_format
 
+from tts_triton.backend.lifecycle import STOP_PARAMETER, StopBoard
 from tts_triton.core import contract
 from tts_triton.core.config import ModelConfig
 from tts_triton.core.layout import CHECKPOINT_FILE, FIRST_CHUNK_FIRST, MAX_STREAMS
@@ -27,7 +28,6 @@ from tts_triton.core.voices import from_styles
 from tts_triton.export import repository as repo_mod
 from tts_triton.export.pbtxt import parse, render
 from tts_triton.models.checkpoint import Checkpoint, init_checkpoint
-from tts_triton.serving.requests import STOP_PARAMETER, StopBoard
 
 TEXT = "The quick brown fox. It was sunny!"
 
@@ -354,7 +354,7 @@ class PoisonedSession:
 
 
 def test_onnx_model_retries_a_failed_batch_request_by_request(pb: Any, checkpoint: Any) -> None:
-    from tts_triton.serving.request_shapes import RequestShapes
+    from tts_triton.backend.request_shapes import RequestShapes
     from tts_triton.triton import onnx_model
 
     model = onnx_model.TritonPythonModel()

@@ -20,9 +20,9 @@ from conftest import redis_asleep
 from tts_triton.cache import CacheSettings, CacheUnavailable, RedisStore, UtteranceCache, entry
 from tts_triton.cache.deployment import cache_wanted
 from tts_triton.cache.key import FORMAT_VERSION, canonical, digest, redis_key
-from tts_triton.errors import InvalidInput
+from tts_triton.errors import Cancelled, InvalidInput
 from tts_triton.ops.local_redis import LocalRedis
-from tts_triton.serving.pipeline import Cancelled, Chunk
+from tts_triton.serving.pipeline import Chunk
 from tts_triton.serving.service import SynthesisRequest
 
 DEPLOYMENT = {"checkpoint_sha256": "ab" * 32, "target": "onnxruntime-python", "model_config": {"n_mels": 80}}

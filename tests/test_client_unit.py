@@ -37,7 +37,14 @@ from tts_triton.client import (
     save_wav,
 )
 from tts_triton.client.balancer import parse_targets
-from tts_triton.client.errors import ServerBusyError, classify_error, translate_error, translated_errors
+from tts_triton.client.errors import (
+    ServerBusyError,
+    classify_error,
+    refusal_error,
+    refused,
+    translate_error,
+    translated_errors,
+)
 from tts_triton.client.request import INPUTS, chunk_from_result, is_final_response
 from tts_triton.core.contract import EMOTION, STOP_PARAMETER, TEXT, VOICE
 from tts_triton.errors import BUSY, FAILED, INVALID_INPUT, TIMED_OUT, mark
@@ -170,17 +177,32 @@ def test_parse_targets() -> None:
         (mark(FAILED, "synthesis failed: RuntimeError: x"), None, TTSError),
         ("server busy: limit of 2", None, TTSError),  # unmarked prose decides nothing
         ("invalid input VOICE: unknown voice 'zed'", None, TTSError),
-        # Triton's own stream errors: no mark, no status (real Triton 2.51 texts)
+        ("Stream removed (Deadline Exceeded)", None, TTSError),  # a deadline comes with its status, never bare
+        # Triton's own stream errors: no mark, no status (real Triton 2.51 texts); their words decide nothing
         ("[request id: <id_unknown>] inference input 'TEXT' data-type is 'INT32', but model 'tts' expects 'BYTES'",
-         None, InvalidInputError),
-        ("Request for unknown model: 'tts' is not found", None, ServerUnavailableError),
-        ("Request for unknown model: 'tts' has no available versions", None, ServerUnavailableError),
-        ("Stream removed (Deadline Exceeded)", None, TTSTimeoutError),
+         None, TTSError),
+        ("Request for unknown model: 'tts' is not found", None, TTSError),
+        ("Request for unknown model: 'tts' has no available versions", None, TTSError),
         ("CUDA out of memory", None, TTSError),
     ],
 )
 def test_classify_error(message: str, status: str | None, kind: type[TTSError]) -> None:
     assert classify_error(message, status) is kind
+
+
+#: Triton's refusal of a request for a model it does not have, as a stream error (no status, no mark).
+UNKNOWN_MODEL = "Request for unknown model: 'tts' is not found"
+
+
+def test_a_refusal_is_unavailable_only_while_the_model_is_not_ready() -> None:
+    unknown = InferenceServerException(UNKNOWN_MODEL)
+    assert refused(unknown)
+    assert not refused(InferenceServerException(mark(INVALID_INPUT, "TEXT: empty text", TEXT)))  # the model's own
+    assert not refused(InferenceServerException(UNKNOWN_MODEL, status="StatusCode.NOT_FOUND"))  # off a stream
+    unavailable = refusal_error(unknown, model_ready=False)
+    assert type(unavailable) is ServerUnavailableError and (unavailable.message, unavailable.status) == (
+        UNKNOWN_MODEL, None)
+    assert type(refusal_error(unknown, model_ready=True)) is TTSError
 
 
 class FakeRpcError(grpc.RpcError):
@@ -346,6 +368,9 @@ class ScriptedGrpcClient:
     next_scripts: list[list[tuple[Any, Any]]] = []
     #: Whether an in-band stop gets its own FINAL.
     answers_stops = True
+    #: What ``is_model_ready`` answers, and the models it was asked about.
+    model_ready = True
+    asked_ready: list[str] = []
 
     def __init__(self, url: str) -> None:
         self.url, self.stops, self.requests, self.closed = url, [], [], False
@@ -366,6 +391,10 @@ class ScriptedGrpcClient:
     def stop_stream(self, cancel_requests: bool = False) -> None:
         self.stops.append(cancel_requests)
 
+    def is_model_ready(self, model_name: str, client_timeout: float | None = None) -> bool:
+        ScriptedGrpcClient.asked_ready.append(model_name)
+        return self.model_ready
+
     def close(self) -> None:
         self.closed = True
 
@@ -376,6 +405,7 @@ def scripted(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[ScriptedGrpcClien
     monkeypatch.setattr(grpc_client, "RETRY_BACKOFF_S", 0.0)
     monkeypatch.setattr(grpc_client, "STOP_WAIT_S", 0.2)
     ScriptedGrpcClient.instances, ScriptedGrpcClient.next_scripts, ScriptedGrpcClient.answers_stops = [], [], True
+    ScriptedGrpcClient.model_ready, ScriptedGrpcClient.asked_ready = True, []
     yield ScriptedGrpcClient
 
 
@@ -464,6 +494,22 @@ def test_unavailable_before_any_audio_is_retried_busy_and_started_ones_are_not(
         assert len(scripted.instances[0].requests) == sent + 1, "a request that produced audio is never resent"
 
 
+def test_a_refusal_ends_the_stream_and_is_resent_only_while_the_model_is_not_ready(
+        scripted: type[ScriptedGrpcClient]) -> None:
+    scripted.script, scripted.model_ready = [(None, InferenceServerException(UNKNOWN_MODEL))], False
+    with TTSClient("localhost:1", retries=1) as client:
+        with pytest.raises(ServerUnavailableError, match="unknown model"):
+            client.synthesize("hi")
+        stream_client = scripted.instances[0]
+        assert len(stream_client.requests) == 2, "not ready: resent"
+        assert stream_client.stops == [False, False], "no FINAL awaited, no stop, no cancel"
+        scripted.model_ready = True
+        with pytest.raises(TTSError, match="unknown model") as info:
+            client.synthesize("hi")
+        assert type(info.value) is TTSError and len(stream_client.requests) == 3, "ready: not resent"
+    assert scripted.asked_ready == ["tts"] * 3
+
+
 def test_a_stalled_stream_ends_with_a_timeout_error(scripted: type[ScriptedGrpcClient]) -> None:
     scripted.script = three_chunks_then_final()[:1]
     with TTSClient("localhost:1", stall_timeout=0.05) as client:
@@ -524,3 +570,39 @@ def test_async_stream_stops_in_band_on_aclose(monkeypatch: pytest.MonkeyPatch) -
     assert [(call.cancelled, timeout) for call, timeout, _ in calls] == [
         (False, 3.0 + backstop), (False, 1.0 + backstop), (False, grpc_client.STOP_WAIT_S)]
     assert sent[2]["parameters"] == {STOP_PARAMETER: sent[1]["request_id"]}
+
+
+def test_async_refusal_is_resent_only_while_the_model_is_not_ready(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[ScriptedAioCall] = []
+    answers, asked = iter([False, False, True]), []  # not ready for the first request (sent twice), then ready
+
+    class ScriptedAioClient:
+        def __init__(self, url: str) -> None:
+            pass
+
+        def stream_infer(self, requests: Any, stream_timeout: float | None = None) -> ScriptedAioCall:
+            calls.append(ScriptedAioCall([(None, InferenceServerException(UNKNOWN_MODEL))]))
+            return calls[-1]
+
+        async def is_model_ready(self, model_name: str, client_timeout: float | None = None) -> bool:
+            asked.append(model_name)
+            return next(answers)
+
+        async def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(grpc_client.grpcclient_aio, "InferenceServerClient", ScriptedAioClient)
+    monkeypatch.setattr(grpc_client, "RETRY_BACKOFF_S", 0.0)
+
+    async def run() -> tuple[TTSError, TTSError]:
+        async with AsyncTTSClient("localhost:1", retries=1) as client:
+            with pytest.raises(ServerUnavailableError) as unavailable:
+                await client.synthesize("hi")
+            with pytest.raises(TTSError) as failed:
+                await client.synthesize("hi")
+        return unavailable.value, failed.value
+
+    unavailable, failed = asyncio.run(run())
+    assert unavailable.message == UNKNOWN_MODEL and type(failed) is TTSError
+    assert asked == ["tts"] * 3 and len(calls) == 3, "resent once while not ready, not after"
+    assert not any(call.cancelled for call in calls)

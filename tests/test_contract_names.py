@@ -1,6 +1,7 @@
 """Tensor, request-parameter and metric names are spelled once, in tts_triton.core.contract: the Triton adapters,
-the clients (client library, gateway, health check, model control, benchmark, load test) and the decode engine
-import them, and this test fails when one of them spells a name as a string literal. Pure source reading."""
+the clients (client library, gateway, health check, model control, benchmark, load test), the decode core, the
+network engine, the repository builder and the GPU probes import them, and this test fails when one of them spells a
+name as a string literal. Pure source reading."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ NETWORK = {t.name for spec in contract.network_specs(contract.ModelConfig()).val
            for t in spec.inputs + spec.outputs}
 ADAPTERS_AND_CLIENTS = ["tts_triton/triton", "client", "tts_triton/gateway", "tts_triton/ops/health.py",
                         "tts_triton/ops/model_control.py", "tts_triton/bench", "tts_triton/cache", "loadtest"]
-NETWORK_CALLERS = ["tts_triton/triton", "tts_triton/serving/pipeline.py", "tts_triton/serving/backends.py",
-                   "export/onnx_export.py"]
+NETWORK_CALLERS = ["tts_triton/triton", "tts_triton/serving", "tts_triton/engine", "tts_triton/backend",
+                   "tts_triton/models/stages.py", "export", "scripts/gpu/probe"]
 
 
 def _files(places: list[str]) -> list[Path]:

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from tts_triton.core import audio
+from tts_triton.core.symbols import BOS_ID, EOS_ID, N_SYMBOLS, PAD_ID
 from tts_triton.data import sentences as S
 from tts_triton.data.corpus import build, plan
 from tts_triton.data.dataset import AcousticDataset, Corpus, VocoderDataset, collate_acoustic
@@ -25,7 +26,6 @@ from tts_triton.data.prosody import (
     ssml,
     trim_silence,
 )
-from tts_triton.text.symbols import BOS_ID, EOS_ID, N_SYMBOLS, PAD_ID
 
 espeak_ng = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng not on PATH")
 

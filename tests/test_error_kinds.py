@@ -8,13 +8,23 @@ import grpc
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from tts_triton.client.errors import KIND_ERRORS, translate_error
+from tts_triton.backend.lifecycle import OUTCOMES, error_status, kind_of, outcome_of
+from tts_triton.client.errors import KIND_ERRORS, TTSError, translate_error
 from tts_triton.core.contract import TEXT
-from tts_triton.errors import KINDS, ErrorKind, InvalidInput, mark, read_mark
+from tts_triton.errors import (
+    FAILED,
+    KINDS,
+    Cancelled,
+    ErrorKind,
+    InvalidInput,
+    Refused,
+    Stopped,
+    TimedOut,
+    mark,
+    read_mark,
+)
 from tts_triton.gateway.speech import api_error_for
 from tts_triton.ops.health import classify_error as health_of
-from tts_triton.serving.pipeline import Cancelled
-from tts_triton.serving.requests import OUTCOMES, Refused, Stopped, TimedOut, error_status, kind_of, outcome_of
 
 #: One exception the server ends a request with, of each kind.
 ENDINGS = (Stopped(), Cancelled(), TimedOut("synthesis stopped at its time limit of 1 s"),
@@ -59,3 +69,30 @@ def test_prose_classifies_nothing() -> None:
     assert read_mark("TEXT: [tts:busy] in the middle").kind is None
     assert read_mark(mark(KINDS["busy"], "x") + " trailing").kind is None
     assert read_mark("x [tts:unknown_kind]").kind is None
+
+
+def test_each_kinds_grpc_status_is_its_triton_code_as_clients_see_it() -> None:
+    """Triton answers a ``TritonError`` code with the gRPC status of the same name (``INVALID_ARG`` alone is
+    spelled out), so the table's two columns must agree."""
+    for kind in KINDS.values():
+        assert kind.grpc == {"INVALID_ARG": "INVALID_ARGUMENT"}.get(kind.triton, kind.triton), kind.name
+
+
+@pytest.mark.parametrize("err", ENDINGS, ids=lambda err: type(err).__name__)
+def test_the_servers_words_without_the_mark_classify_as_nothing(err: BaseException) -> None:
+    """The prose the server writes for each kind, stripped of its mark, is read as no kind by the client, the
+    health check and the gateway: rewording a message can change no classification."""
+    words = read_mark(error_status(err, "synthesis failed")[1]).text
+    error = translate_error(InferenceServerException(words))
+    assert error.kind is None and type(error) is TTSError
+    assert health_of(InferenceServerException(words)) == "dead"
+    assert (api_error_for(error).status, api_error_for(error).code) == (FAILED.http, FAILED.code)
+
+
+@pytest.mark.parametrize("kind", KINDS.values(), ids=lambda kind: kind.name)
+def test_the_mark_decides_whatever_the_words_say(kind: ErrorKind) -> None:
+    """Another kind's words before the mark change nothing."""
+    for words in ("server busy: limit of 2", "synthesis stopped at its time limit of 1 s", "TEXT: is empty"):
+        error = translate_error(InferenceServerException(mark(kind, words)))
+        assert error.kind == kind.name and type(error) is KIND_ERRORS[kind.name]
+        assert health_of(InferenceServerException(mark(kind, words))) == kind.health

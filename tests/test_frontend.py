@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tts_triton.core.config import STREAMING
+from tts_triton.core.symbols import BOS_ID, EOS_ID, N_SYMBOLS, PAD_ID, PUNCTUATION, SYMBOL_TO_ID, SYMBOLS, TONES
 from tts_triton.errors import InvalidInput
 from tts_triton.text import (
     FrontendError,
@@ -25,7 +26,6 @@ from tts_triton.text import (
 )
 from tts_triton.text.frontend import _split, check_text
 from tts_triton.text.numbers import cardinal, ordinal, year
-from tts_triton.text.symbols import BOS_ID, EOS_ID, N_SYMBOLS, PAD_ID, PUNCTUATION, SYMBOL_TO_ID, SYMBOLS, TONES
 
 MAX_TOKENS = STREAMING.max_tokens
 

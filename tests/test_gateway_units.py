@@ -19,7 +19,7 @@ from tts_triton.gateway.instructions import read_instructions
 from tts_triton.gateway.limits import StreamLimiter, auth_problem, check_key, load_api_keys
 from tts_triton.gateway.schema import parse_speech_request
 from tts_triton.gateway.stretch import TimeStretch, split_speed
-from tts_triton.gateway.voices import VoiceMap, load_voice_map
+from tts_triton.gateway.voice_map import VoiceMap, load_voice_map
 
 BANK = VoiceCatalog(voices=("f1", "m1"), emotions=("neutral", "happy", "angry"), default_voice="f1",
                     default_emotion="neutral")

@@ -18,7 +18,8 @@ import tritonclient.http as httpclient
 from conftest import stub_pid
 from tritonclient.utils import InferenceServerException
 
-from tts_triton.client import TTSClient
+from tts_triton.client import ServerUnavailableError, TTSClient
+from tts_triton.client.grpc_client import STOP_WAIT_S
 from tts_triton.core import contract
 from tts_triton.core.config import ModelConfig
 from tts_triton.core.shapes import axis_values
@@ -164,6 +165,18 @@ def test_stream_error_ends_with_final_only_when_the_model_answered(server: Trito
         assert client.is_server_ready()
     assert len(answers) == 1 and name in answers[0], answers
     assert ended == int(final_expected)
+
+
+def test_the_client_waits_for_no_final_after_tritons_own_refusal(server: TritonServer) -> None:
+    """Triton's own refusal (here of an unknown model) carries no mark and no FINAL follows it: the client raises at
+    once, instead of waiting STOP_WAIT_S for a FINAL and then cancelling the stream."""
+    with TTSClient(server.grpc_url, model="no_such_model", retries=0) as client:
+        start = time.monotonic()
+        with pytest.raises(ServerUnavailableError, match="no_such_model"):
+            list(client.stream("Hello."))
+        assert time.monotonic() - start < STOP_WAIT_S
+    with TTSClient(server.grpc_url) as client:
+        assert client.is_ready()
 
 
 # --- Control APIs: refused without the admin header, over gRPC and HTTP. ---

@@ -13,8 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from tritonclient.utils import InferenceServerException
 
-from tts_triton.client.errors import InvalidInputError, TTSError, classify_error, ended_by_backend
+from tts_triton.client.errors import TTSError, classify_error, final_follows, refusal_error, refused
+from tts_triton.core.contract import REFERENCE_AUDIO
+from tts_triton.errors import INVALID_INPUT, mark
 from tts_triton.ops import memory
 from tts_triton.ops.triton_server import TritonServer
 
@@ -132,8 +135,12 @@ def test_the_parent_death_hook_applies_the_cap() -> None:
     assert out.stdout.strip() == str(3 << 20)
 
 
-def test_the_backends_refusal_is_a_bad_request_that_ends_the_stream() -> None:
-    assert classify_error(TOO_LARGE) is InvalidInputError
-    assert ended_by_backend(TOO_LARGE)
-    assert not ended_by_backend("REFERENCE_AUDIO: is 1800.00 s long; it must be 0.5-30 s")
+def test_the_backends_refusal_ends_the_stream_and_is_no_bad_input_of_the_clients() -> None:
+    """No status, no mark: refused before the model ran it. With the model ready that is a plain TTSError, not
+    bad input (inputs too large for the region are far beyond the server's own limits, which it names)."""
+    assert refused(InferenceServerException(TOO_LARGE)) and not final_follows(TOO_LARGE)
+    assert classify_error(TOO_LARGE) is TTSError
+    assert type(refusal_error(InferenceServerException(TOO_LARGE), model_ready=True)) is TTSError
+    assert final_follows(mark(INVALID_INPUT, "REFERENCE_AUDIO: is 1800.00 s long; it must be 0.5-30 s",
+                              REFERENCE_AUDIO))
     assert classify_error("something else") is TTSError

@@ -18,7 +18,7 @@ import soundfile
 from tts_triton.core.voices import from_styles
 from tts_triton.data import flite
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, PITCH_ORDER, VOICES
-from tts_triton.evaluate import metrics, run, samples, targets
+from tts_triton.evaluate import measures, quality_targets, run, samples
 from tts_triton.export import voice_bank
 
 needs_teachers = pytest.mark.skipif(shutil.which("flite") is None or shutil.which("espeak-ng") is None,
@@ -72,10 +72,10 @@ def test_ship_builds_the_learned_voices_with_slt_the_default(tiny_checkpoint: An
 
 def test_eleven_voices_take_fifty_five_sentences_to_cover_every_pair() -> None:
     voices = list(CORPUS_VOICES)
-    items = metrics.select_items(run.min_sentences(voices), voices)
+    items = measures.select_items(run.min_sentences(voices), voices)
     assert run.min_sentences(voices) == 55
     assert sorted((i.voice, i.emotion) for i in items) == sorted((v, e) for v in voices for e in EMOTIONS)
-    chosen = metrics.emotion_items(items)
+    chosen = measures.emotion_items(items)
     assert list(dict.fromkeys(i.voice for i in chosen)) == voices  # every voice's emotion sentences, in order
 
 
@@ -102,7 +102,7 @@ def test_reference_keys_keep_espeak_ngs_cache_and_tell_teachers_and_bands_apart(
     e = EMOTIONS["happy"]
     f1 = run.Reference("Hi there.", CORPUS_VOICES["f1"], e)
     old = (versions["espeak-ng"], "en-us+f1", e.pitch, e.range, e.rate, e.amplitude, "Hi there.",
-           metrics.FEATURE_SETTINGS)
+           measures.FEATURE_SETTINGS)
     assert f1.key(versions) == hashlib.sha256(repr(old).encode()).hexdigest()[:32]  # the features cached so far
     slt = run.Reference("Hi there.", CORPUS_VOICES["slt"], e)
     keys = {f1.key(versions), f1.in_band(flite.VOICE_RATE).key(versions), slt.key(versions)}
@@ -112,7 +112,7 @@ def test_reference_keys_keep_espeak_ngs_cache_and_tell_teachers_and_bands_apart(
 def _evaluation(voices: list[str], default_voice: str) -> run.Evaluation:
     """An evaluation of made-up numbers: each voice's output 3 dB from its own rendering, 6 dB from the others',
     except one slt sentence that hit the max-steps guard and sits nearer f1."""
-    items = metrics.select_items(len(voices) * 5, voices)
+    items = measures.select_items(len(voices) * 5, voices)
     utts = []
     for k, item in enumerate(items):
         mcds = {v: 3.0 if v == item.voice else 6.0 for v in voices}
@@ -165,7 +165,7 @@ def test_targets_table_sets_two_evaluations_side_by_side(tmp_path: Path) -> None
         paths[name] = tmp_path / f"{name}.json"
         paths[name].write_text(json.dumps(data))
     out = tmp_path / "table.md"
-    assert targets.main(["--before", str(paths["before"]), "--before-voice", "f1",
+    assert quality_targets.main(["--before", str(paths["before"]), "--before-voice", "f1",
                          "--after", str(paths["after"]), str(paths["full"]), "--out", str(out)]) == 0
     text = out.read_text()
     assert "| default voice | f1 | slt |" in text
@@ -179,12 +179,12 @@ def test_targets_table_sets_two_evaluations_side_by_side(tmp_path: Path) -> None
     assert "| ASR WER of f1, not the default voice after | 0.480 | 0.410 |" in text and "**pass** |\n| ASR WER of f5" \
         in text
     assert text.count("| ASR WER of f5, not the default voice after | 0.310 | 0.400 |") == 1 and text.count("FAIL") == 5
-    alone = "\n".join(targets.table(targets.load([paths["after"]])))
+    alone = "\n".join(quality_targets.table(quality_targets.load([paths["after"]])))
     assert "| default voice: ASR WER, mean over the held-out sentences | 0.193 (60 sentences) | <= 0.20 | **pass** |" \
         in alone
     assert "| stop failures (hit the max-steps guard) | not measured |" in alone
     with pytest.raises(SystemExit):
-        targets.main(["--after", str(tmp_path / "missing.json")])
+        quality_targets.main(["--after", str(tmp_path / "missing.json")])
 
 
 def test_samples_of_the_banks_default_voice(tiny_checkpoint: Any, test_style: Any, tmp_path: Path) -> None:

@@ -15,10 +15,10 @@ import torch
 from tts_triton.core import audio, contract
 from tts_triton.core.config import STREAMING, ModelConfig, StreamingConfig
 from tts_triton.core.voices import from_styles
-from tts_triton.errors import InvalidInput
+from tts_triton.errors import Cancelled, InvalidInput
 from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.serving.backends import TorchBackend
-from tts_triton.serving.pipeline import Cancelled, ChunkPlanner, Pipeline, first_stop
+from tts_triton.serving.pipeline import ChunkPlanner, Pipeline, first_stop
 from tts_triton.serving.service import StyleCache, parse_request
 
 

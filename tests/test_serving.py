@@ -17,6 +17,7 @@ import pytest
 import soundfile as sf
 import tritonclient.grpc as grpcclient
 
+from tts_triton.backend.lifecycle import OUTCOMES
 from tts_triton.client import HttpTTSClient, InvalidInputError, TTSClient
 from tts_triton.core import audio, contract
 from tts_triton.core.audio import snr_db
@@ -25,7 +26,6 @@ from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.ops.triton_server import TritonServer
 from tts_triton.serving.backends import TorchBackend
 from tts_triton.serving.pipeline import Pipeline
-from tts_triton.serving.requests import OUTCOMES
 from tts_triton.text import text_to_sequences
 
 TEXT = "The quick brown fox jumps over the lazy dog. It was a sunny day!"

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from tts_triton.core.symbols import PUNCTUATION, SYMBOL_TO_ID, SYMBOLS
 from tts_triton.errors import InvalidInput
 from tts_triton.text import Sentence, plan_text, text_to_sequences
 from tts_triton.text.ipa import ipa_symbols
 from tts_triton.text.planner import is_ssml
 from tts_triton.text.ssml import MAX_DEPTH, MAX_ELEMENTS
-from tts_triton.text.symbols import PUNCTUATION, SYMBOL_TO_ID, SYMBOLS
 
 NS = 'xmlns="http://www.w3.org/2001/10/synthesis"'
 

@@ -30,7 +30,7 @@ from tts_triton.client import TTSClient
 from tts_triton.gateway import GatewayConfig
 from tts_triton.gateway.server import BackgroundGateway, TlsFiles
 from tts_triton.gateway.sessions import SessionLimits
-from tts_triton.gateway.voices import VoiceMap
+from tts_triton.gateway.voice_map import VoiceMap
 from tts_triton.ops.triton_server import TritonServer, free_port
 
 KEY = "xi-test-key"

@@ -46,9 +46,9 @@ def test_espeak_symbols_map_to_cmu_phones() -> None:
 
 
 def test_every_corpus_and_heldout_word_maps() -> None:
+    from tts_triton.core.symbols import SYMBOLS
     from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
     from tts_triton.text.frontend import plan_plain
-    from tts_triton.text.symbols import SYMBOLS
 
     texts = [s.text for s in S.generate()[:600]] + list(HELDOUT_SENTENCES)
     try:

@@ -24,13 +24,13 @@ from tts_triton.core.audio import snr_db
 from tts_triton.core.config import STREAMING
 from tts_triton.core.layout import CHECKPOINT_FILE, VOICE_BANK_FILE
 from tts_triton.core.voices import VoiceBank
+from tts_triton.engine.batching import Padding, batch_groups, merge, split
+from tts_triton.engine.graphs import StageRunner
 from tts_triton.export.pbtxt import parse
 from tts_triton.export.repository import RepositorySettings, build_repository
 from tts_triton.models.checkpoint import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
 from tts_triton.models.stages import half_precision
 from tts_triton.serving.backends import TorchBackend
-from tts_triton.serving.batching import Padding, batch_groups, merge, split
-from tts_triton.serving.graphs import StageRunner
 from tts_triton.serving.pipeline import Pipeline, first_stop, pad_tokens
 from tts_triton.text import text_to_sequences
 from tts_triton.triton.torch_model import PHASE_METRIC, PHASES, instance_device

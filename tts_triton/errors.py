@@ -6,9 +6,11 @@ reading of it. The server puts the kind in every error message it sends as a mar
 (:func:`mark`: ``"TEXT: is empty [tts:invalid_input:TEXT]"``); clients, the health check and the gateway read it
 back with :func:`read_mark` instead of reading the prose, so rewording a message changes no classification.
 
-The front end (TEXT), the voice bank (VOICE, EMOTION) and the request parser (REFERENCE_AUDIO,
-REFERENCE_SAMPLE_RATE) raise :class:`InvalidInput` naming the input; the server answers it as
-:data:`INVALID_INPUT`, its message as raised plus the mark.
+The exceptions that end a request are all here, one per kind (any other exception is :data:`FAILED`):
+:class:`Stopped`, :class:`Cancelled`, :class:`TimedOut`, :class:`Refused` and :class:`InvalidInput`. The front
+end (TEXT), the voice bank (VOICE, EMOTION) and the request parser (REFERENCE_AUDIO, REFERENCE_SAMPLE_RATE) raise
+:class:`InvalidInput` naming the input; the server answers it as :data:`INVALID_INPUT`, its message as raised
+plus the mark.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["BUSY", "CANCELLED", "FAILED", "INVALID_INPUT", "KINDS", "STOPPED", "TIMED_OUT", "ErrorKind",
-           "InvalidInput", "Mark", "mark", "read_mark"]
+__all__ = ["BUSY", "CANCELLED", "FAILED", "INVALID_INPUT", "KINDS", "STOPPED", "TIMED_OUT", "Cancelled", "ErrorKind",
+           "InvalidInput", "Mark", "Refused", "Stopped", "TimedOut", "mark", "read_mark"]
 
 
 @dataclass(frozen=True)
@@ -90,3 +92,19 @@ class InvalidInput(ValueError):
         super().__init__(f"{name}: {reason}")
         self.input_name = name
         self.reason = reason
+
+
+class Stopped(Exception):
+    """The client stopped the request in-band (the server's stop board); the stream ends with a normal FINAL."""
+
+
+class Cancelled(Exception):
+    """The client cancelled the request; decoding stopped early."""
+
+
+class TimedOut(Exception):
+    """The request ran past its time limit; synthesis stopped (UNAVAILABLE)."""
+
+
+class Refused(Exception):
+    """The request was not started: the model already runs its bound of streams (UNAVAILABLE)."""

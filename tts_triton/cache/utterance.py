@@ -21,7 +21,8 @@ from tts_triton.cache import entry
 from tts_triton.cache.key import digest, redis_key
 from tts_triton.cache.settings import CacheSettings
 from tts_triton.cache.store import CacheUnavailable, RedisStore
-from tts_triton.serving.pipeline import Cancelled, Chunk
+from tts_triton.errors import Cancelled
+from tts_triton.serving.pipeline import Chunk
 
 
 class CacheMeter(Protocol):

@@ -17,7 +17,7 @@ def _run(args: argparse.Namespace) -> int:
     from tts_triton.gateway.limits import auth_problem, load_api_keys
     from tts_triton.gateway.server import TlsFiles
     from tts_triton.gateway.sessions import SessionLimits
-    from tts_triton.gateway.voices import load_voice_map
+    from tts_triton.gateway.voice_map import load_voice_map
 
     try:
         keys = load_api_keys(args.api_keys_file)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tts_triton.core import audio
-from tts_triton.text.symbols import N_SYMBOLS
+from tts_triton.core.symbols import N_SYMBOLS
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ CHECKPOINT_NAME = "checkpoint_name"
 #: ``tts``: ``"true"`` sets ``StreamingConfig.first_chunk_first`` (``tts_offline`` ignores it).
 FIRST_CHUNK_FIRST = "first_chunk_first"
 #: ``tts`` / ``tts_offline``: the admission bound, the most requests in flight in the model over all its instances
-#: (each instance takes an equal share, :class:`~tts_triton.serving.requests.Admission`); ``"0"``: no bound.
+#: (each instance takes an equal share, :class:`~tts_triton.backend.lifecycle.Admission`); ``"0"``: no bound.
 MAX_STREAMS = "max_streams"
 #: Network models: JSON ``{input name: [dynamic axis name, or "" for a fixed size, per dimension]}``.
 INPUT_AXES = "input_axes"

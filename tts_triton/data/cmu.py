@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from tts_triton.text.symbols import STRESS
+from tts_triton.core.symbols import STRESS
 
 #: Vowels of espeak-ng's English (length marks removed), longest first -> CMU vowel without stress.
 _VOWELS = {

@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from tts_triton.core import audio
+from tts_triton.core.symbols import BOS_ID, EOS_ID, N_SYMBOLS
 from tts_triton.data import espeak, festival, flite
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, FESTIVAL, FLITE, PITCH_ORDER, check_voices, rendering
 from tts_triton.data.sentences import (
@@ -61,7 +62,6 @@ from tts_triton.data.sentences import (
 from tts_triton.jobs.progress import ProgressLine
 from tts_triton.jobs.workers import single_threaded_blas
 from tts_triton.text import text_to_sequences
-from tts_triton.text.symbols import BOS_ID, EOS_ID, N_SYMBOLS
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.jsonl"

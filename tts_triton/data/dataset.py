@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from tts_triton.core import audio
+from tts_triton.core.symbols import PAD_ID
 from tts_triton.data.corpus import FORMAT_VERSION, MANIFEST, SUMMARY, Utterance, audio_shard_name, mel_shard_name
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS
-from tts_triton.text.symbols import PAD_ID
 
 VOICE_INDEX: dict[str, int] = {name: i for i, name in enumerate(CORPUS_VOICES)}
 EMOTION_INDEX: dict[str, int] = {name: i for i, name in enumerate(EMOTIONS)}

@@ -218,8 +218,8 @@ def teacher_of(voice: Voice, emotion: Emotion) -> tuple[str, str]:
 def _driven(text: str, drive: bool) -> tuple[str, dict[str, list[str]], list[str]]:
     """``text`` as a CMU-lexicon teacher reads it (normalized), the addendum that makes it say the front end's
     phonemes (empty unless ``drive``) and the segments it should then say."""
+    from tts_triton.core.symbols import SYMBOLS
     from tts_triton.text.frontend import normalize, plan_plain
-    from tts_triton.text.symbols import SYMBOLS
 
     words = [(w.text, "".join(SYMBOLS[i] for i in s.ids[w.first : w.last]))
              for s in plan_plain(text) for w in s.words]

@@ -11,8 +11,8 @@ five sentences per voice cover every voice x emotion pair once. Each output is c
 renderings (:func:`tts_triton.data.prosody.render`) of the same sentence and emotion in every voice the checkpoint
 learned, each distance taken in the narrower band of the two clips (flite speaks at 16 kHz):
 
-- **MCD-DTW** (dB) against the target voice's rendering, see :func:`~tts_triton.evaluate.metrics.features` and
-  :func:`~tts_triton.evaluate.metrics.mcd`;
+- **MCD-DTW** (dB) against the target voice's rendering, see :func:`~tts_triton.evaluate.measures.features` and
+  :func:`~tts_triton.evaluate.measures.mcd`;
 - **voice identity**: the output is nearer (MCD) to the target voice than to every other voice;
 - **stop failures**: utterances whose decoding hit the max-steps guard;
 - **emotion order**: each voice's two shortest sentences are synthesized in every emotion; their
@@ -20,8 +20,8 @@ learned, each distance taken in the narrower band of the two clips (flite speaks
 
 As a diagnostic, the teacher's own log-mel of those emotion sentences goes through the checkpoint's
 vocoder alone (copy-synthesis): the MCD and F0 order it keeps bound what the full system can reach.
-The report's targets table (:mod:`~tts_triton.evaluate.targets`) judges the results, the bank's default voice's
-own rows included; ``python -m tts_triton.evaluate.targets`` sets two evaluations' JSON side by side.
+The report's targets table (:mod:`~tts_triton.evaluate.quality_targets`) judges the results, the bank's default voice's
+own rows included; ``python -m tts_triton.evaluate.quality_targets`` sets two evaluations' JSON side by side.
 
 With ``--asr`` (or ``--asr-only``, which skips everything above and writes its report to ``--out`` and its JSON
 beside it) the report adds an **ASR round trip** (:mod:`~tts_triton.evaluate.asr`): PocketSphinx transcribes
@@ -36,10 +36,10 @@ The report goes to ``--out``, plots to ``eval/`` and three WAV samples to ``samp
 Features of the teachers' renderings are cached in ``--cache`` (keyed by text, voice, prosody, the
 teacher's version, the feature settings and the band): the first run renders about 12 clips per sentence.
 
-Modules: :mod:`~tts_triton.evaluate.metrics` (features, distances, test sentences: what the scripts import),
+Modules: :mod:`~tts_triton.evaluate.measures` (features, distances, test sentences: what the scripts import),
 :mod:`~tts_triton.evaluate.synthesis` (in-process synthesis), :mod:`~tts_triton.evaluate.run` (the run),
 :mod:`~tts_triton.evaluate.report` (report, figures, samples), :mod:`~tts_triton.evaluate.asr` and
 :mod:`~tts_triton.evaluate.heldout` (the ASR round trip), :mod:`~tts_triton.evaluate.emotion_order`,
-:mod:`~tts_triton.evaluate.targets` (the targets and the before/after table), :mod:`~tts_triton.evaluate.samples`
-(before/after WAVs of the default voice) and :mod:`~tts_triton.evaluate.cli`.
+:mod:`~tts_triton.evaluate.quality_targets` (the targets and the before/after table),
+:mod:`~tts_triton.evaluate.samples` (before/after WAVs of the default voice) and :mod:`~tts_triton.evaluate.cli`.
 """

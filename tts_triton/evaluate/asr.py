@@ -132,7 +132,7 @@ def flite_render(text: str) -> tuple[int, np.ndarray]:
 @dataclass(frozen=True)
 class Heard:
     """One clip as the round trip keeps it: PocketSphinx's ``transcript``, when MCD is measured the mel-cepstra
-    of its loud frames (:attr:`~tts_triton.evaluate.metrics.Features.speech`), when asked its ``samples``, and
+    of its loud frames (:attr:`~tts_triton.evaluate.measures.Features.speech`), when asked its ``samples``, and
     with the judges (:mod:`~tts_triton.evaluate.judges`) its DistillMOS and Whisper tiny.en's transcript."""
 
     transcript: str
@@ -165,7 +165,7 @@ def teacher_band(voice: str) -> int | None:
 def hear(samples: np.ndarray, rate: int, cepstra: bool, band_rate: int | None = None, judges: bool = False) -> Heard:
     """:func:`transcribe` ``samples``, with the mel-cepstra (at SAMPLE_RATE) of :func:`band_limit` of them when
     ``cepstra``, and the judges' DistillMOS and Whisper transcript when ``judges``."""
-    from tts_triton.evaluate.metrics import features
+    from tts_triton.evaluate.measures import features
 
     mos, whisper = None, None
     if judges:
@@ -242,7 +242,7 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
     ``judges`` every clip's DistillMOS and Whisper tiny.en transcript (:mod:`~tts_triton.evaluate.judges`).
     Renders, decodes and features run in ``jobs`` worker processes while the model synthesizes in this one."""
     from tts_triton.core import audio, contract
-    from tts_triton.evaluate.metrics import mcd, process_pool
+    from tts_triton.evaluate.measures import mcd, process_pool
     from tts_triton.evaluate.synthesis import RecordingBackend, copy_synthesis, synthesize
     from tts_triton.serving.backends import TorchBackend
 
@@ -333,7 +333,7 @@ def asr_markdown(result: AsrResult) -> list[str]:
         lines.append(f"| {v} | {voice.teacher} {voice.speaker} | {model:.3f} | {teacher:.3f} | {ratio} |{cell}")
     if result.mcds:
         lines += ["", "MCD-DTW from each model clip to the teacher's rendering of the same sentence and emotion "
-                      "(WORLD + SPTK mel-cepstrum c1-c24, loud frames; `tts_triton.evaluate.metrics`); for a flite "
+                      "(WORLD + SPTK mel-cepstrum c1-c24, loud frames; `tts_triton.evaluate.measures`); for a flite "
                       "voice the model clip is band-limited to flite's 16 kHz first (flite's renderings are empty "
                       "above 8 kHz)."]
     if copied:

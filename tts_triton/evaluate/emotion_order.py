@@ -1,7 +1,7 @@
 """Emotion order on held-out sentences, for any corpus voice (``prosody.CORPUS_VOICES``, slt included): the
 first few held-out sentences (:mod:`~tts_triton.evaluate.heldout`) said in every emotion by the model (the
 bank's presets) and by the voice's teacher; per voice, does mean F0 rise along ``prosody.PITCH_ORDER``?
-F0 is WORLD harvest's, as in the evaluation (:func:`~tts_triton.evaluate.metrics.features`)."""
+F0 is WORLD harvest's, as in the evaluation (:func:`~tts_triton.evaluate.measures.features`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from tts_triton.data.prosody import PITCH_ORDER
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
-from tts_triton.evaluate.metrics import EmotionF0, Item, emotion_means, emotion_order, percent
+from tts_triton.evaluate.measures import EmotionF0, Item, emotion_means, emotion_order, percent
 from tts_triton.jobs.progress import ProgressLine
 
 MODEL, TEACHER = "model", "teacher"
@@ -24,7 +24,7 @@ MODEL, TEACHER = "model", "teacher"
 
 def f0_of(samples: np.ndarray) -> np.ndarray:
     """The F0 contour (Hz, 0 unvoiced, 5 ms frames) of float audio at SAMPLE_RATE."""
-    from tts_triton.evaluate.metrics import features
+    from tts_triton.evaluate.measures import features
 
     return features(samples).f0
 
@@ -52,7 +52,7 @@ class EmotionCheck:
 def emotion_check(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: int) -> EmotionCheck:
     """Synthesize the first ``count`` held-out sentences in every emotion of each of ``voices`` (each in
     ``bank``); F0 of those clips and of the teacher's renderings in ``jobs`` worker processes."""
-    from tts_triton.evaluate.metrics import process_pool
+    from tts_triton.evaluate.measures import process_pool
     from tts_triton.evaluate.synthesis import RecordingBackend, synthesize
     from tts_triton.serving.backends import TorchBackend
 

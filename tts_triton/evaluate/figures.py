@@ -11,7 +11,7 @@ import numpy as np
 
 from tts_triton.core import audio
 from tts_triton.data.prosody import PITCH_ORDER
-from tts_triton.evaluate.metrics import FRAME_PERIOD_MS, Item
+from tts_triton.evaluate.measures import FRAME_PERIOD_MS, Item
 from tts_triton.evaluate.synthesis import Clip
 from tts_triton.jobs.figures import pyplot
 

@@ -40,7 +40,7 @@ import numpy as np
 from tts_triton.data.festival import FESTIVAL
 from tts_triton.evaluate.asr import Heard, hear, wer
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
-from tts_triton.evaluate.metrics import process_pool
+from tts_triton.evaluate.measures import process_pool
 from tts_triton.jobs.progress import ProgressLine
 from tts_triton.jobs.tables import markdown_table
 

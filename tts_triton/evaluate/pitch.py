@@ -15,7 +15,7 @@ one-shot equal of the streamed audio). Per voice and shift:
 - **ceiling** (+-4 st): the unshifted audio resynthesized by WORLD at F0 x 2 ** (s / 12) with its own envelope and
   aperiodicity, its log-mel through the vocoder: what an exact shift of the mel gives through this vocoder;
 - **envelope** (+-4 st): the mean distance (dB, c1..c24 of WORLD's envelope,
-  :func:`~tts_triton.evaluate.metrics.features`) between the shifted and the unshifted audio, frame by frame (a
+  :func:`~tts_triton.evaluate.measures.features`) between the shifted and the unshifted audio, frame by frame (a
   shift keeps the timing) over frames loud in both; beside it the same for the ceiling's audio (its envelope is
   the unshifted one: what a pitch change alone costs the measure) and for the whole log-mel warped
   (:func:`~tts_triton.serving.controls.frequency_warp`: formants shift with the harmonics), for scale.
@@ -38,7 +38,7 @@ import numpy as np
 
 from tts_triton.core import audio
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
-from tts_triton.evaluate.metrics import world
+from tts_triton.evaluate.measures import world
 from tts_triton.jobs.tables import markdown_table
 from tts_triton.serving.controls import VOCODER_LAG, frequency_warp, shift_pitch
 
@@ -90,9 +90,9 @@ def resynthesized(samples: np.ndarray, ratio: float) -> np.ndarray:
 
 def envelope_distance(references: Sequence[Any], clips: Sequence[np.ndarray]) -> float:
     """Mean mel-cepstral distance (dB) of WORLD's envelope between each of ``references``
-    (:func:`~tts_triton.evaluate.metrics.features`) and its equally timed clip, frame by frame over frames loud in
+    (:func:`~tts_triton.evaluate.measures.features`) and its equally timed clip, frame by frame over frames loud in
     both, averaged over the pairs."""
-    from tts_triton.evaluate.metrics import MCD_SCALE, features
+    from tts_triton.evaluate.measures import MCD_SCALE, features
 
     def one(fa: Any, b: np.ndarray) -> float:
         fb = features(b)
@@ -124,7 +124,7 @@ def measure(ckpt: Any, bank: Any, voices: Sequence[str], sentences: int,
 
     from tts_triton.core import contract
     from tts_triton.core.config import STREAMING
-    from tts_triton.evaluate.metrics import features
+    from tts_triton.evaluate.measures import features
     from tts_triton.serving.backends import TorchBackend
     from tts_triton.serving.pipeline import Pipeline
     from tts_triton.text import text_to_sequences

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from tts_triton.data.prosody import CORPUS_VOICES, PITCH_ORDER
-from tts_triton.evaluate.metrics import (
+from tts_triton.evaluate.measures import (
     EMOTION_SENTENCES_PER_VOICE,
     ENERGY_FLOOR_DB,
     F0_CEIL_HZ,
@@ -22,8 +22,8 @@ from tts_triton.evaluate.metrics import (
     emotion_order,
     percent,
 )
+from tts_triton.evaluate.quality_targets import Results, table
 from tts_triton.evaluate.run import SANITY, SANITY_MALE_FEMALE_DB, Evaluation, default_cache
-from tts_triton.evaluate.targets import Results, table
 
 
 def _info_summary(info: Mapping[str, Any]) -> str:
@@ -179,7 +179,7 @@ def _method_section(ev: Evaluation) -> list[str]:
         f"c0 is excluded. Frames whose envelope energy (10 log10 of its sum over frequency) is more than "
         f"{ENERGY_FLOOR_DB:.0f} dB below the utterance's loudest frame are dropped (the same 40 dB the corpus uses "
         "to trim silence), in each utterance before alignment.",
-        "- **MCD-DTW**: DTW (numpy, `evaluate.metrics.dtw`) over the Euclidean distances of c1..c24 with steps (1,0), "
+        "- **MCD-DTW**: DTW (numpy, `evaluate.measures.dtw`) over the Euclidean distances of c1..c24 with steps (1,0), "
         "(0,1), "
         "(1,1), no slope weights; MCD = (10 / ln 10) sqrt(2 sum_d (mc_a - mc_b)^2), averaged over the frame pairs "
         "of the path.",

@@ -23,7 +23,7 @@ from tts_triton.data import espeak, flite
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, ESPEAK_NG, FLITE, Emotion, Voice, render
 from tts_triton.evaluate.asr import band_limit, teacher_band
 from tts_triton.evaluate.figures import write_plots, write_samples
-from tts_triton.evaluate.metrics import (
+from tts_triton.evaluate.measures import (
     FEATURE_SETTINGS,
     EmotionF0,
     Features,

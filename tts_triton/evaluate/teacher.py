@@ -25,7 +25,7 @@ import numpy as np
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, FLITE, NEUTRAL, rendering
 from tts_triton.evaluate.asr import transcribe, wer
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
-from tts_triton.evaluate.metrics import process_pool
+from tts_triton.evaluate.measures import process_pool
 from tts_triton.jobs.progress import ProgressLine
 
 MODES = {"driven": True, "plain": False}

@@ -42,7 +42,7 @@ from .sessions import SessionHub, SessionLimits
 from .speech import AudioStreamResponse, SpeechStream, api_error_for, first_chunk, media_type
 from .stream_input import stream_input_routes
 from .stretch import split_speed
-from .voices import VoiceMap
+from .voice_map import VoiceMap
 
 __all__ = ["GatewayConfig", "create_app"]
 

@@ -14,7 +14,7 @@ from tts_triton import __version__
 
 from .encoders import FORMATS, available_formats
 from .schema import MODELS, OPENAI_SPEED_RANGE, STREAM_FORMATS
-from .voices import OPENAI_VOICES
+from .voice_map import OPENAI_VOICES
 
 if TYPE_CHECKING:
     from .app import GatewayConfig

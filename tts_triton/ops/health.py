@@ -44,13 +44,13 @@ from typing import Any, Literal
 import numpy as np
 import tritonclient.grpc as grpcclient
 
+from tts_triton.backend.request_shapes import RequestShapes
 from tts_triton.core import contract
 from tts_triton.core.config import ModelConfig
 from tts_triton.core.endpoints import DEFAULT_GRPC_URL
 from tts_triton.core.shapes import axis_values
 from tts_triton.errors import read_mark
-from tts_triton.ops.triton_server import port_holders
-from tts_triton.serving.request_shapes import RequestShapes
+from tts_triton.ops.ports import port_holders
 
 __all__ = ["DEAD", "DRAIN_MARK_ENV", "HEALTH_TEXT", "OK", "SLOW", "HealthReport", "ModelHealth", "check_health",
            "classify_error", "draining", "main", "missing_stubs", "smallest_inputs", "warm_up"]

@@ -524,7 +524,7 @@ class TritonServer:
             time.sleep(0.1)
 
     def _warm_up(self, timeout: float) -> None:
-        from tts_triton.ops.health import warm_up  # health imports this module
+        from tts_triton.ops.health import warm_up  # tritonclient and numpy: only a warm-up needs them
 
         report = warm_up(self.grpc_url, timeout=timeout)
         if not report.ok:

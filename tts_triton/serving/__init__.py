@@ -1,1 +1,2 @@
-"""The Triton-free synthesis core: request validation, the decode pipeline and in-process backends."""
+"""The Triton-free decode core: request validation, the decode pipeline, speech controls, word timestamps and
+the in-process backends."""

@@ -25,6 +25,7 @@ import numpy as np
 
 from tts_triton.core import audio, contract
 from tts_triton.core.config import STREAMING, ModelConfig, StreamingConfig
+from tts_triton.errors import Cancelled
 from tts_triton.serving.controls import AS_TRAINED, Controls, TimeScaler, apply_gain, pause_frames, shift_pitch
 from tts_triton.serving.words import WordClock, WordTime
 from tts_triton.text import Sentence
@@ -34,10 +35,6 @@ class InferBackend(Protocol):
     """Runs one network on a batch of one: numpy inputs by contract name -> outputs by contract name."""
 
     async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
-
-
-class Cancelled(Exception):
-    """The client cancelled the request; decoding stopped early."""
 
 
 @dataclass

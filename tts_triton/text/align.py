@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import itertools
 
-from tts_triton.text.symbols import LENGTH, STRESS, WORD_BOUNDARY
+from tts_triton.core.symbols import LENGTH, STRESS, WORD_BOUNDARY
 
 _MARKS = frozenset((*STRESS, *LENGTH))
 #: Half-width of the band around the diagonal that the alignment searches, beyond the length difference.

@@ -16,12 +16,7 @@ import itertools
 import re
 from typing import Any, NamedTuple
 
-from tts_triton.errors import InvalidInput
-from tts_triton.text import lexicon
-from tts_triton.text.g2p import Span, phonemize_words
-from tts_triton.text.normalize import clean_tracked
-from tts_triton.text.plan import Sentence, Word
-from tts_triton.text.symbols import (
+from tts_triton.core.symbols import (
     BOS_ID,
     EOS_ID,
     N_SYMBOLS,
@@ -31,6 +26,11 @@ from tts_triton.text.symbols import (
     SYMBOLS,
     WORD_BOUNDARY,
 )
+from tts_triton.errors import InvalidInput
+from tts_triton.text import lexicon
+from tts_triton.text.g2p import Span, phonemize_words
+from tts_triton.text.normalize import clean_tracked
+from tts_triton.text.plan import Sentence, Word
 from tts_triton.text.tracked import Tracked
 
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")

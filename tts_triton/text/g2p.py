@@ -31,8 +31,8 @@ import unicodedata
 from collections.abc import Iterator
 from functools import lru_cache
 
+from tts_triton.core.symbols import IPA, LENGTH, STRESS, TONES, WORD_BOUNDARY
 from tts_triton.text.align import align_words
-from tts_triton.text.symbols import IPA, LENGTH, STRESS, TONES, WORD_BOUNDARY
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import unicodedata
 
+from tts_triton.core.symbols import IPA, LENGTH, STRESS, WORD_BOUNDARY
 from tts_triton.errors import InvalidInput
-from tts_triton.text.symbols import IPA, LENGTH, STRESS, WORD_BOUNDARY
 
 _PHONES = frozenset((*STRESS, *LENGTH, *IPA))
 #: Common spellings of sounds the inventory writes otherwise (ligatures, ASCII stress and length marks,

@@ -31,13 +31,13 @@ from typing import Any
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import DefusedXMLParser, ParseError
 
+from tts_triton.core.symbols import WORD_BOUNDARY
 from tts_triton.errors import InvalidInput
 from tts_triton.text import readers, ssml_values
 from tts_triton.text.frontend import FrontendError, Spoken, Symbol, cut, phonemize_tracked, sentence, split_tracked
 from tts_triton.text.ipa import ipa_symbols
 from tts_triton.text.normalize import clean_tracked
 from tts_triton.text.plan import Sentence
-from tts_triton.text.symbols import WORD_BOUNDARY
 from tts_triton.text.tracked import Span, Tracked
 
 #: Bounds on the markup (the service's own TEXT limit is lower; this one holds for any caller).

@@ -4,7 +4,7 @@ Generic over the network: the model's name picks the stage of the version direct
 (``model.pt``, see :mod:`tts_triton.models.checkpoint`), built with the repository's ``model_config``. The
 instance runs on the GPU Triton gives it (``KIND_GPU``; one instance per listed GPU) and captures a
 CUDA graph for every batch bucket and axis size the decode loop sends before the model reports ready
-(:class:`~tts_triton.serving.graphs.StageRunner`). Each ``execute`` checks every request's shapes
+(:class:`~tts_triton.engine.graphs.StageRunner`). Each ``execute`` checks every request's shapes
 against :mod:`tts_triton.core.shapes` (anything else gets INVALID_ARG, before any work), runs the requests
 that agree in shape as one padded call, and answers with CPU tensors (a GPU tensor returned across the
 BLS boundary costs far more than the copy).
@@ -14,7 +14,7 @@ Metrics: :data:`PHASE_METRIC` (seconds of ``execute`` by model and phase) beside
 Config parameters (strings): ``model_config`` (ModelConfig JSON), ``fp16`` (``"true"``: fp16 weights on a GPU;
 the vocoder's mel match stays fp32), ``cuda_graphs`` (``"false"`` runs eagerly, for comparison),
 ``intra_op_thread_count`` (PyTorch's threads for an instance on the CPU), ``batch_budget`` (optional: most rows x
-tokens or mel frames of one device call, see :class:`~tts_triton.serving.graphs.StageRunner`).
+tokens or mel frames of one device call, see :class:`~tts_triton.engine.graphs.StageRunner`).
 
 The version directory's ``model.py`` only re-exports :class:`TritonPythonModel`.
 """
@@ -29,14 +29,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from tts_triton.backend.params import config_tensors, int_parameter, parameters
+from tts_triton.backend.request_shapes import RequestShapes
 from tts_triton.core.config import ModelConfig
 from tts_triton.core.contract import PHASE_METRIC, network_specs
 from tts_triton.core.layout import BATCH_BUDGET, CHECKPOINT_FILE, CUDA_GRAPHS, FP16, INTRA_OP_THREADS, MODEL_CONFIG
+from tts_triton.engine.graphs import StageRunner
 from tts_triton.models.checkpoint import load_checkpoint
 from tts_triton.ops.memory import lift_file_size_limit
-from tts_triton.serving.graphs import StageRunner
-from tts_triton.serving.params import config_tensors, int_parameter, parameters
-from tts_triton.serving.request_shapes import RequestShapes
 from tts_triton.triton.utils import error_response, read_inputs
 
 try:

@@ -1,7 +1,7 @@
 """Request reading and error responses shared by the Python-backend models (the BLS and the network models).
 
-The decisions behind them are Triton-free (:mod:`tts_triton.serving.requests`,
-:mod:`tts_triton.serving.request_shapes`); here they meet ``triton_python_backend_utils``.
+The decisions behind them are Triton-free (:mod:`tts_triton.backend.lifecycle`,
+:mod:`tts_triton.backend.request_shapes`); here they meet ``triton_python_backend_utils``.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from tts_triton.backend.lifecycle import error_status
+from tts_triton.backend.request_shapes import RequestShapes
 from tts_triton.errors import InvalidInput
-from tts_triton.serving.request_shapes import RequestShapes
-from tts_triton.serving.requests import error_status
 
 try:
     import triton_python_backend_utils as pb_utils
@@ -38,7 +38,7 @@ def read_inputs(request: Any, names: Iterable[str], *, model: str, required: Seq
 
 
 def error_response(err: BaseException, failed: str) -> Any:
-    """The error response for ``err`` (status and message: :func:`~tts_triton.serving.requests.error_status`);
+    """The error response for ``err`` (status and message: :func:`~tts_triton.backend.lifecycle.error_status`);
     an INTERNAL one is logged too."""
     status, message = error_status(err, failed)
     if status == "INTERNAL":

@@ -40,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import torch  # heavy: after --help
 
+    from tts_triton.engine.graphs import StageRunner
     from tts_triton.models.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
-    from tts_triton.serving.graphs import StageRunner
 
     if not torch.cuda.is_available():
         print("memory.py: needs a CUDA GPU, and torch sees none here", file=sys.stderr)

@@ -32,13 +32,13 @@ class InstantBackend:
 
     async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         await asyncio.sleep(0)  # a real backend's call yields to the event loop
-        sizes = {contract.TOKENS: inputs["mask"].shape[1] if "mask" in inputs else 0,
-                 contract.SAMPLES: inputs["mel"].shape[1] * 256 if "mel" in inputs else 0}
+        sizes = {contract.TOKENS: inputs[contract.MASK].shape[1] if contract.MASK in inputs else 0,
+                 contract.SAMPLES: inputs[contract.NET_MEL].shape[1] * 256 if contract.NET_MEL in inputs else 0}
         out = {t.name: np.zeros((1, *(sizes.get(d, d) for d in t.dims)), np.float32)
                for t in self.specs[model].outputs if t.name not in contract.DIAGNOSTIC_OUTPUTS}
         if model == contract.DECODER:
             self.decoder_calls += 1
-            out["gate"][:] = 1.0 if self.decoder_calls % 2 == 0 else -1.0
+            out[contract.GATE][:] = 1.0 if self.decoder_calls % 2 == 0 else -1.0
         return out
 
 

@@ -33,31 +33,22 @@ from tts_triton.errors import (
     KINDS,
     STOPPED,
     TIMED_OUT,
+    Cancelled,
     ErrorKind,
     InvalidInput,
+    Refused,
+    Stopped,
+    TimedOut,
     mark,
 )
-from tts_triton.serving.pipeline import Cancelled
 
-__all__ = ["OUTCOMES", "STOP_PARAMETER", "Admission", "Deadline", "Refused", "StopBoard", "Stopped", "TimedOut",
-           "error_status", "kind_of", "outcome_of", "stop_target"]
+__all__ = ["OUTCOMES", "STOP_PARAMETER", "Admission", "Deadline", "StopBoard", "error_status", "kind_of", "outcome_of",
+           "stop_target"]
 
 #: How a request ended, the ``outcome`` label of ``tts_requests_total``: completed, or its error kind's.
 OUTCOMES = ("completed", *(kind.outcome for kind in KINDS.values()))
 #: Request ids a stop may name: what a client library generates (uuid hex) and similar tokens.
 _REQUEST_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
-
-
-class TimedOut(Exception):
-    """The request ran past its time limit; synthesis stopped (UNAVAILABLE)."""
-
-
-class Refused(Exception):
-    """The request was not started: the model already runs its bound of streams (UNAVAILABLE)."""
-
-
-class Stopped(Exception):
-    """The client stopped the request in-band (:class:`StopBoard`); the stream ends with a normal FINAL."""
 
 
 class Deadline:

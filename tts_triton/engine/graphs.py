@@ -2,7 +2,7 @@
 
 :class:`StageRunner` takes the requests of one dynamic batch as numpy feeds (the tensors of the
 stage's contract spec, batch axis first), merges those whose shapes agree (or differ only along the
-stage's masked axes: zero-padded to the longest, see :class:`~tts_triton.serving.batching.Padding`),
+stage's masked axes: zero-padded to the longest, see :class:`~tts_triton.engine.batching.Padding`),
 pads the batch to a :func:`~tts_triton.core.shapes.batch_buckets` size and runs the stage once per group. On CUDA, every
 combination of batch bucket and bucketed axis size that the decode loop sends (:mod:`tts_triton.core.shapes`)
 is captured once as a CUDA graph by :meth:`StageRunner.warm_up`; a call is then a copy into pinned host
@@ -29,8 +29,8 @@ from torch import Tensor, nn
 from tts_triton.core import shapes
 from tts_triton.core.config import smallest_bucket
 from tts_triton.core.contract import ModelSpec
+from tts_triton.engine.batching import Feed, Padding, batch_groups, merge, pad_rows, rows, split
 from tts_triton.models.stages import half_precision
-from tts_triton.serving.batching import Feed, Padding, batch_groups, merge, pad_rows, rows, split
 
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "int32": torch.int32, "int64": torch.int64,
                 "bool": torch.bool}

@@ -1,6 +1,6 @@
 """The quality targets of a checkpoint, judged from the JSON its evaluations wrote, and the before/after table.
 
-    python -m tts_triton.evaluate.targets --after RESULTS.json [ASR.json ...] \
+    python -m tts_triton.evaluate.quality_targets --after RESULTS.json [ASR.json ...] \
         [--before RESULTS.json [ASR.json ...]] [--out TABLE.md]
 
 Each side is one or more JSON files: the full evaluation's (``eval/results.json`` beside the report of
@@ -128,7 +128,7 @@ def _db(x: float) -> str:
 
 
 def _full_measures(full: Mapping[str, Any], voice: str) -> list[Measure]:
-    from tts_triton.evaluate.metrics import emotion_order, identity_correct
+    from tts_triton.evaluate.measures import emotion_order, identity_correct
 
     utts = full["utterances"]
     own = [u["mcd_db"][u["voice"]] for u in utts if u["voice"] == voice]
@@ -201,7 +201,8 @@ def table(after: Results, before: Results | None = None) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tts_triton.evaluate.targets", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tts_triton.evaluate.quality_targets",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--after", type=Path, nargs="+", required=True, help="JSON files of the new checkpoint")
     parser.add_argument("--before", type=Path, nargs="+", help="JSON files of the shipped checkpoint")
     parser.add_argument("--after-voice", help="the new side's default voice, when its JSON does not record it")
