@@ -150,8 +150,9 @@ def test_the_limiter_keeps_loud_audio_inside_full_scale() -> None:
 
 
 def test_keep_level_gives_audio_its_mels_level_window_by_window() -> None:
-    """Noise at a level that varies along it, 6 dB too soft for its own mel: held back to within 0.2 dB; a window
-    with LEVEL_FRAMES + 3 frames of context each side gives its inner samples the one-shot result."""
+    """Noise at a level that varies along it, 6 dB too soft for its own mel: held back to within 0.2 dB (a clip
+    shorter than the sums too); a window with LEVEL_FRAMES + 3 frames of context each side gives its inner samples
+    the one-shot result."""
     hop = audio.HOP_LENGTH
     rng = np.random.default_rng(0)
     contour = np.repeat(rng.uniform(0.02, 0.3, 12), 10 * hop)
@@ -162,6 +163,8 @@ def test_keep_level_gives_audio_its_mels_level_window_by_window() -> None:
     lo, hi, c = 40, 80, LEVEL_FRAMES + 3
     part = keep_level(noise[(lo - c) * hop:(hi + c) * hop] * np.float32(0.5), mel[lo - c:hi + c])
     np.testing.assert_allclose(part[c * hop:(c + hi - lo) * hop], whole[lo * hop:hi * hop], rtol=1e-4, atol=1e-6)
+    short = keep_level(noise[:3 * hop] * np.float32(0.5), mel[:3])  # fewer frames than the sums span
+    assert short.shape == (3 * hop,) and abs(level_db(short) - level_db(noise[:3 * hop])) <= 0.2
 
 
 def test_time_scaling_streamed_equals_one_shot() -> None:

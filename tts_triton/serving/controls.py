@@ -167,8 +167,8 @@ def keep_level(samples: np.ndarray, mel: np.ndarray) -> np.ndarray:
         return samples
     weights = np.bartlett(2 * LEVEL_FRAMES + 3)[1:-1]
     floor = _silent_energy(mel.shape[1]) * 10.0 ** (LEVEL_FLOOR_DB / 10.0) * weights.sum()
-    wanted = np.convolve(frame_energy(mel[:n]), weights, "same") + floor
-    got = np.convolve(frame_energy(audio.mel_spectrogram(samples)[:n]), weights, "same") + floor
+    wanted = np.convolve(frame_energy(mel[:n]), weights)[LEVEL_FRAMES:LEVEL_FRAMES + n] + floor
+    got = np.convolve(frame_energy(audio.mel_spectrogram(samples)[:n]), weights)[LEVEL_FRAMES:LEVEL_FRAMES + n] + floor
     bound = 10.0 ** (LEVEL_MAX_DB / 20.0)
     gain = np.clip(np.sqrt(wanted / got), 1.0 / bound, bound)
     centres = np.arange(n) * audio.HOP_LENGTH + audio.HOP_LENGTH // 2  # frame j's STFT window is centred there
