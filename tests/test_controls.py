@@ -20,11 +20,11 @@ from tts_triton.core.audio import snr_db
 from tts_triton.core.config import StreamingConfig
 from tts_triton.core.voices import VoiceBank
 from tts_triton.errors import InvalidInput
-from tts_triton.evaluate.pitch import median_f0, passes
+from tts_triton.evaluate.pitch import level_db, median_f0, passes
 from tts_triton.export.voice_bank import DEFAULT_VOICES
 from tts_triton.models.checkpoint import ASSETS, load_default
 from tts_triton.serving.backends import TorchBackend
-from tts_triton.serving.controls import AS_TRAINED, Controls, TimeScaler, apply_gain
+from tts_triton.serving.controls import AS_TRAINED, LEVEL_FRAMES, Controls, TimeScaler, apply_gain, keep_level
 from tts_triton.serving.pipeline import Chunk, Pipeline
 from tts_triton.serving.service import SynthesisRequest, TTSService, parse_request
 from tts_triton.text import plan_text
@@ -72,8 +72,8 @@ def voice():
 @pytest.fixture(scope="module")
 def controlled(voice):
     """``controlled(controls, name=None)`` -> (streamed audio of SHORT in voice ``name``'s neutral preset (None: the
-    bank's default voice), one-shot audio: the whole controlled mel vocoded at once, gain applied); each computed
-    once per module."""
+    bank's default voice), one-shot audio: the whole controlled mel vocoded at once, level held (when the pitch is
+    shifted) and gain applied); each computed once per module."""
     ckpt, bank, backend = voice
 
     def synthesize(controls: Controls, name: str | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -87,7 +87,8 @@ def controlled(voice):
         mel = np.concatenate([c.mel for c in chunks])
         with torch.no_grad():
             (whole,) = backend.stages[contract.VOCODER](torch.from_numpy(mel)[None])
-        return np.concatenate([c.audio for c in chunks]), apply_gain(whole[0].numpy(), controls.volume)
+        one_shot = keep_level(whole[0].numpy(), mel) if controls.shifts_pitch else whole[0].numpy()
+        return np.concatenate([c.audio for c in chunks]), apply_gain(one_shot, controls.volume)
 
     return synthesize
 
@@ -121,6 +122,17 @@ def test_pitch_shifts_the_median_f0(voice, controlled, name: str) -> None:
     assert passes(4.0, high / base) and passes(-4.0, low / base), (base, high, low)
 
 
+@pytest.mark.parametrize("semitones", [-12.0, 6.0, 12.0])
+def test_pitch_keeps_the_level(controlled, semitones: float) -> None:
+    """The streamed audio's RMS level within 1 dB of the unshifted one's (the vocoder alone: -3 to +1.7 dB on slt),
+    and F0 moved at least half the shift's way (in semitones)."""
+    base, _ = controlled(Controls())
+    shifted, _ = controlled(Controls(pitch=semitones))
+    level = level_db(shifted) - level_db(base)
+    moved = 12.0 * np.log2(median_f0(shifted) / median_f0(base))
+    assert abs(level) <= 1.0 and moved / semitones >= 0.5, (level, moved)
+
+
 @pytest.mark.slow  # speech from the default voice: 20-70 s each on a loaded 2-core host
 def test_volume_minus_6_db_halves_the_rms(controlled) -> None:
     base, _ = controlled(Controls())
@@ -135,6 +147,24 @@ def test_the_limiter_keeps_loud_audio_inside_full_scale() -> None:
     assert np.abs(y).max() <= 1.0 and np.all(np.diff(y) >= 0)  # bounded and still monotonic
     small = np.abs(x * 10 ** (12 / 20)) <= 0.9
     np.testing.assert_allclose(y[small], x[small] * 10 ** (12 / 20), rtol=1e-6)
+
+
+def test_keep_level_gives_audio_its_mels_level_window_by_window() -> None:
+    """Noise at a level that varies along it, 6 dB too soft for its own mel: held back to within 0.2 dB (a clip
+    shorter than the sums too); a window with LEVEL_FRAMES + 3 frames of context each side gives its inner samples
+    the one-shot result."""
+    hop = audio.HOP_LENGTH
+    rng = np.random.default_rng(0)
+    contour = np.repeat(rng.uniform(0.02, 0.3, 12), 10 * hop)
+    noise = (rng.standard_normal(len(contour)) * contour).astype(np.float32)
+    mel = audio.mel_spectrogram(noise)
+    whole = keep_level(noise * np.float32(0.5), mel)
+    assert abs(level_db(whole) - level_db(noise)) <= 0.2
+    lo, hi, c = 40, 80, LEVEL_FRAMES + 3
+    part = keep_level(noise[(lo - c) * hop:(hi + c) * hop] * np.float32(0.5), mel[lo - c:hi + c])
+    np.testing.assert_allclose(part[c * hop:(c + hi - lo) * hop], whole[lo * hop:hi * hop], rtol=1e-4, atol=1e-6)
+    short = keep_level(noise[:3 * hop] * np.float32(0.5), mel[:3])  # fewer frames than the sums span
+    assert short.shape == (3 * hop,) and abs(level_db(short) - level_db(noise[:3 * hop])) <= 0.2
 
 
 def test_time_scaling_streamed_equals_one_shot() -> None:

@@ -275,7 +275,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     y.add_argument("--http", action="store_true", help="use HTTP and tts_offline instead of the gRPC stream")
     y.add_argument("--timeout", type=float, default=120.0, help="seconds allowed (default %(default)s)")
     y.add_argument("--speed", type=float, help="speaking rate, 0.5-2 (1: as trained)")
-    y.add_argument("--pitch", type=float, help="pitch shift in semitones, -12..12")
+    y.add_argument("--pitch", type=float, help="pitch shift in semitones, -12..12 (formants and loudness kept)")
     y.add_argument("--volume", type=float, help="gain in dB, -30..12")
     y.add_argument("--ssml", nargs="?", const="", metavar="FILE",
                    help="speak this SSML file (- for stdin) instead of TEXT; without FILE: the text is SSML "

@@ -8,17 +8,20 @@ pcm are 16-bit little-endian samples written here.
 
 Every format but flac streams: mp3, ogg/opus, ADTS AAC, wav and raw pcm are written front to back. A streamed
 wav cannot know its length when its header leaves, so the header has the streaming convention OpenAI's own
-wav has: RIFF and ``data`` sizes of 0xFFFFFFFF ("to the end of the stream"), which Python's ``wave``, FFmpeg,
-libsndfile and browsers read to the end of the data (``wave``'s ``getnframes`` then reports that maximum, not
-the length). flac is sent whole, at the end: its STREAMINFO header gets its sample count and MD5 only once the
-audio is complete, and libsndfile (soundfile) cannot read a FLAC stream whose header lacks them to its end.
+wav has: RIFF and ``data`` sizes of 0xFFFFFFFF ("to the end of the stream",
+:data:`tts_triton.core.audio.WAV_UNKNOWN_SIZE`), which Python's ``wave``, FFmpeg, libsndfile and browsers read to
+the end of the data (``wave``'s ``getnframes`` then reports that maximum, not the length). The gateway never has
+the whole audio before the header leaves: Triton streams every request, a cache hit too (the utterance cache is
+the server's), and says a stream has ended only in a response after its last chunk.
+
+flac is sent whole, at the end: its STREAMINFO header gets its sample count and MD5 only once the audio is
+complete, and libsndfile (soundfile) cannot read a FLAC stream whose header lacks them to its end.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import io
-import struct
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -27,7 +30,9 @@ import soundfile as sf
 import soxr
 from soundfile import _ffi, _snd  # soundfile's cffi handles, for the one libsndfile command it does not wrap
 
-__all__ = ["FORMATS", "OUTPUT_RATE", "Encoder", "OutputFormat", "available_formats", "new_encoder", "wav_header"]
+from tts_triton.core.audio import pcm16, wav_header
+
+__all__ = ["FORMATS", "OUTPUT_RATE", "Encoder", "OutputFormat", "available_formats", "new_encoder"]
 
 
 #: The rate of every OpenAI format (its ``pcm`` is 24 kHz 16-bit little-endian mono; libopus takes 24 kHz too).
@@ -50,8 +55,6 @@ class OutputFormat:
     bitrate_kbps: int | None = None
 
 
-#: A RIFF or ``data`` size that says "to the end of the stream" (what OpenAI's streamed wav carries).
-STREAMING_SIZE = 0xFFFFFFFF
 #: libsndfile's SFC_SET_OGG_PAGE_LATENCY_MS (sndfile.h): without it an Ogg page holds about a second.
 _SFC_SET_OGG_PAGE_LATENCY_MS = 0x1302
 #: Ogg page latency: a page (the unit a player can start from) per 50 ms of audio, a few Opus frames.
@@ -190,17 +193,8 @@ class PcmEncoder:
         return self._pcm(self._resample(np.zeros(0, np.float32), last=True))
 
     def _pcm(self, samples: np.ndarray) -> bytes:
-        data = np.round(np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
         head, self._header = self._header, b""
-        return head + data
-
-
-def wav_header(rate: int, data_bytes: int = STREAMING_SIZE) -> bytes:
-    """The 44-byte header of a mono 16-bit PCM wav with ``data_bytes`` of samples; left out, the streaming
-    convention's sizes (:data:`STREAMING_SIZE`)."""
-    riff = STREAMING_SIZE if data_bytes == STREAMING_SIZE else 36 + data_bytes
-    return (b"RIFF" + struct.pack("<I", riff) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, 1, rate, 2 * rate, 2, 16)
-            + b"data" + struct.pack("<I", data_bytes))
+        return head + pcm16(samples)
 
 
 class AacEncoder:

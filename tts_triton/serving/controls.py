@@ -11,7 +11,12 @@ behaves alike and nothing is retrained:
   the fine structure is resampled along frequency by ``2 ** (semitones / 12)`` and added back to the
   envelope. That is one fixed ``n_mels x n_mels`` matrix per shift; the vocoder follows the harmonics, a
   little behind: the mel's harmonics move :data:`VOCODER_LAG` semitones further than asked. Each frame's
-  energy in the linear domain is then restored (:func:`frame_energy`), so loudness does not follow the shift.
+  energy in the linear domain is then restored (:func:`frame_energy`), so the mel asks for the loudness it had.
+  The vocoder does not deliver it: shifted harmonics come out up to 3 dB louder or softer (at -12 st a voice's
+  fundamental falls below what the vocoder renders; a few semitones up, the stretched harmonic peaks come out
+  louder), nearly all of it below 500 Hz, where voiced speech has ~90% of its energy. So the vocoded audio of a
+  shifted mel is held to the mel's energy (:func:`keep_level`): a gain that varies slowly over time, measured
+  on the audio itself, within each vocoder window (its context frames cover the smoothing).
 - **Volume** is a gain in dB with a memoryless soft limiter (linear below :data:`LIMIT_KNEE`, tanh
   above, never past 1), applied to each vocoded chunk: chunk by chunk it is the one-shot result.
 """
@@ -39,6 +44,14 @@ ENVELOPE_COEFFICIENTS = 12
 VOCODER_LAG = 0.15
 #: Amplitude above which the limiter bends the waveform (below it, the gain is exact).
 LIMIT_KNEE = 0.9
+#: Frames each side over which :func:`keep_level` sums energies (triangular weights): +-93 ms, a level, not a
+#: frame's envelope. Below the vocoder windows' contexts (12), less the 2-3 edge frames that their STFT pads.
+LEVEL_FRAMES = 8
+#: Energy (dB over a frame of digital silence, per frame of the sums) added to both sides of :func:`keep_level`'s
+#: ratio: near-silent stretches (speech frames are 50-85 dB over it) keep a gain of about 1.
+LEVEL_FLOOR_DB = 20.0
+#: The most :func:`keep_level` changes the level (dB), either way.
+LEVEL_MAX_DB = 12.0
 #: Pitch shifts are rounded to this many semitones, so a few matrices serve all requests.
 PITCH_STEP = 0.01
 
@@ -67,6 +80,11 @@ class Controls:
     def neutral(self) -> bool:
         return self.speed == 1.0 and self.pitch == 0.0 and self.volume == 0.0
 
+    @property
+    def shifts_pitch(self) -> bool:
+        """Whether :func:`shift_pitch` changes the mel (then the vocoded audio gets :func:`keep_level`)."""
+        return _steps(self.pitch) != 0
+
 
 #: No control: speech as trained.
 AS_TRAINED = Controls()
@@ -84,6 +102,10 @@ def frequency_warp(ratio: float, n_mels: int) -> np.ndarray:
     warp[k, lo] = 1.0 - frac
     warp[k, lo + 1] += frac
     return warp
+
+
+def _steps(semitones: float) -> int:
+    return round(semitones / PITCH_STEP)
 
 
 @functools.lru_cache(maxsize=64)
@@ -119,7 +141,7 @@ def shift_pitch(mel: np.ndarray, semitones: float, lag: float = VOCODER_LAG) -> 
     each frame is offset so that its :func:`frame_energy` is what it was (moving harmonics across bands of
     different widths would change it: +6.5 dB at +12 st, -7.2 dB at -12 st before). Frame by frame, so a
     stream's chunks still join into the one-shot result."""
-    steps = round(semitones / PITCH_STEP)
+    steps = _steps(semitones)
     if steps == 0 or len(mel) == 0:
         return mel
     shifted = mel @ _pitch_matrix(steps, mel.shape[1], lag)
@@ -127,17 +149,48 @@ def shift_pitch(mel: np.ndarray, semitones: float, lag: float = VOCODER_LAG) -> 
     return (shifted + offset[:, None].astype(np.float32)).astype(np.float32, copy=False)
 
 
+@functools.lru_cache(maxsize=4)
+def _silent_energy(n_mels: int) -> float:
+    return float(frame_energy(np.full((1, n_mels), audio.SILENCE_LOG_MEL, np.float32))[0])
+
+
+def keep_level(samples: np.ndarray, mel: np.ndarray) -> np.ndarray:
+    """``samples``, vocoded from the log-mel frames ``mel`` (``HOP_LENGTH`` samples each), scaled so that their
+    energy is the mel's: at frame ``j`` by ``sqrt(sum_k w_k E_mel[j+k] / sum_k w_k E_audio[j+k])`` over
+    ``|k| <= LEVEL_FRAMES`` (triangular ``w``; :func:`frame_energy` of ``mel`` and of the audio's own log-mel,
+    each sum raised by :data:`LEVEL_FLOOR_DB` over silence, the gain bounded by :data:`LEVEL_MAX_DB`),
+    interpolated between frame centres, then soft-limited as :func:`apply_gain` does. Frame ``j``'s gain
+    depends only on frames ``j +- (LEVEL_FRAMES + 3)``: a vocoder window with that much context on each side
+    gives its inner frames the one-shot gains."""
+    n = min(len(mel), len(samples) // audio.HOP_LENGTH)
+    if n == 0:
+        return samples
+    weights = np.bartlett(2 * LEVEL_FRAMES + 3)[1:-1]
+    floor = _silent_energy(mel.shape[1]) * 10.0 ** (LEVEL_FLOOR_DB / 10.0) * weights.sum()
+    wanted = np.convolve(frame_energy(mel[:n]), weights)[LEVEL_FRAMES:LEVEL_FRAMES + n] + floor
+    got = np.convolve(frame_energy(audio.mel_spectrogram(samples)[:n]), weights)[LEVEL_FRAMES:LEVEL_FRAMES + n] + floor
+    bound = 10.0 ** (LEVEL_MAX_DB / 20.0)
+    gain = np.clip(np.sqrt(wanted / got), 1.0 / bound, bound)
+    centres = np.arange(n) * audio.HOP_LENGTH + audio.HOP_LENGTH // 2  # frame j's STFT window is centred there
+    return soft_limit((samples * np.interp(np.arange(len(samples)), centres, gain)).astype(np.float32))
+
+
 def apply_gain(samples: np.ndarray, db: float) -> np.ndarray:
-    """``samples`` times ``10 ** (db / 20)``, soft-limited above :data:`LIMIT_KNEE` to stay inside (-1, 1)."""
+    """``samples`` times ``10 ** (db / 20)``, soft-limited (:func:`soft_limit`)."""
     if db == 0.0:
         return samples
-    out = samples * np.float32(10.0 ** (db / 20.0))
-    over = np.abs(out) > LIMIT_KNEE
-    if over.any():
-        room = 1.0 - LIMIT_KNEE
-        bent = LIMIT_KNEE + room * np.tanh((np.abs(out[over]) - LIMIT_KNEE) / room)
-        out[over] = np.sign(out[over]) * bent
-    return out.astype(np.float32, copy=False)
+    return soft_limit(samples * np.float32(10.0 ** (db / 20.0)))
+
+
+def soft_limit(samples: np.ndarray) -> np.ndarray:
+    """``samples`` (float32) bent above :data:`LIMIT_KNEE` (tanh) to stay inside (-1, 1); a copy where any is."""
+    over = np.abs(samples) > LIMIT_KNEE
+    if not over.any():
+        return samples
+    out = samples.copy()
+    room = 1.0 - LIMIT_KNEE
+    out[over] = np.sign(out[over]) * (LIMIT_KNEE + room * np.tanh((np.abs(out[over]) - LIMIT_KNEE) / room))
+    return out
 
 
 class TimeScaler:

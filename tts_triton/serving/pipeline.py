@@ -9,9 +9,9 @@ Stop rule: a decoder call returns K gate logits; decoding stops after the first 
 > 0 (that step's r frames are kept), or when the max-steps guard for the sentence is reached.
 
 Speech controls (:mod:`tts_triton.serving.controls`) act between the decoder and the vocoder: each
-sentence's mel is time-scaled and pitch-shifted as it grows, the chunk planner cuts the result, and the
-gain is applied to each vocoded chunk; pauses are silent chunks. Word times (:mod:`tts_triton.serving.words`)
-come from the decoder's ``alignment`` output when asked for.
+sentence's mel is time-scaled and pitch-shifted as it grows, the chunk planner cuts the result, a shifted
+window's audio is held to its mel's level, and the gain is applied to each vocoded chunk; pauses are silent
+chunks. Word times (:mod:`tts_triton.serving.words`) come from the decoder's ``alignment`` output when asked for.
 """
 
 from __future__ import annotations
@@ -26,7 +26,15 @@ import numpy as np
 from tts_triton.core import audio, contract
 from tts_triton.core.config import STREAMING, ModelConfig, StreamingConfig
 from tts_triton.errors import Cancelled
-from tts_triton.serving.controls import AS_TRAINED, Controls, TimeScaler, apply_gain, pause_frames, shift_pitch
+from tts_triton.serving.controls import (
+    AS_TRAINED,
+    Controls,
+    TimeScaler,
+    apply_gain,
+    keep_level,
+    pause_frames,
+    shift_pitch,
+)
 from tts_triton.serving.words import WordClock, WordTime
 from tts_triton.text import Sentence
 
@@ -191,13 +199,15 @@ class Pipeline:
             if stop is not None:
                 return
 
-    async def vocode(self, mel: np.ndarray, window: ChunkWindow) -> np.ndarray:
+    async def vocode(self, mel: np.ndarray, window: ChunkWindow, level: bool = False) -> np.ndarray:
+        """The audio of ``window``'s frames of ``mel``; with ``level``, held to the mel's energy over the whole
+        window (:func:`~tts_triton.serving.controls.keep_level`) before its context is trimmed."""
         frames = mel[max(0, window.ctx_start) : window.ctx_end]
         if window.ctx_start < 0:
             silence = np.full((-window.ctx_start, mel.shape[1]), audio.SILENCE_LOG_MEL, np.float32)  # before frame 0
             frames = np.concatenate([silence, frames])
-        out = await self.backend.infer(contract.VOCODER, {contract.NET_MEL: frames[None]})
-        return window.trim(out[contract.NET_AUDIO][0])
+        samples = (await self.backend.infer(contract.VOCODER, {contract.NET_MEL: frames[None]}))[contract.NET_AUDIO][0]
+        return window.trim(keep_level(samples, frames) if level else samples)
 
     async def stream(self, sentences: Sequence[list[int] | Sentence], style: np.ndarray | None = None,
                      cancelled: Callable[[], bool] = lambda: False,
@@ -309,15 +319,15 @@ class Pipeline:
             stats.vocoder_calls += 1
             after = (started[-1] if started else last) if self.streaming.first_chunk_first else None
             done = clock.take(offset + window.end) if clock is not None else []
-            started.append(asyncio.ensure_future(self._chunk(mel, window, sentence, after, controls.volume, done)))
+            started.append(asyncio.ensure_future(self._chunk(mel, window, sentence, after, controls, done)))
             pending.put_nowait(started[-1])
         return started
 
     async def _chunk(self, mel: np.ndarray, window: ChunkWindow, sentence: int, after: asyncio.Future[Chunk] | None,
-                     gain_db: float = 0.0, words: list[WordTime] | None = None) -> Chunk:
+                     controls: Controls = AS_TRAINED, words: list[WordTime] | None = None) -> Chunk:
         if after is not None:  # first_chunk_first: one vocoder call of the stream in flight
             await asyncio.wait([after])
-        samples = apply_gain(await self.vocode(mel, window), gain_db)
+        samples = apply_gain(await self.vocode(mel, window, level=controls.shifts_pitch), controls.volume)
         return Chunk(samples, mel[window.start : window.end], sentence, words or [])
 
     async def synthesize(self, sentences: Sequence[list[int] | Sentence], style: np.ndarray,
