@@ -58,6 +58,19 @@ def test_voices_map_through_the_table() -> None:
     assert VoiceMap().voice("alloy", m1_default) == "m1"  # OpenAI's usual name: the server's default voice
 
 
+def test_openais_female_voices_are_the_natural_default_and_its_males_stay_distinct() -> None:
+    from tts_triton.core.voices import VoiceBank
+    from tts_triton.models.checkpoint import DEFAULT_VOICE_BANK
+
+    shipped = VoiceBank.load(DEFAULT_VOICE_BANK)
+    catalog = VoiceCatalog(voices=tuple(shipped.voices), emotions=("neutral",), default_voice=shipped.default_voice,
+                           default_emotion="neutral")
+    table = VoiceMap().table(catalog)
+    assert {table[name] for name in ("alloy", "coral", "nova", "sage", "shimmer", "marin")} == {"slt"}
+    males = [table[name] for name in ("ash", "ballad", "echo", "fable", "onyx")]
+    assert len(set(males)) == 5 and all(voice.startswith("m") for voice in males)
+
+
 def test_a_voice_map_file_adds_to_the_table(tmp_path: Path) -> None:
     (tmp_path / "map.json").write_text('{"Narrator": "m1"}')
     assert load_voice_map(tmp_path / "map.json").voice("narrator", BANK) == "m1"

@@ -2,9 +2,12 @@
 
 A request's ``voice`` is first looked up among the server's own voices (``f1``, ``m3``...); an OpenAI
 name is then mapped through :data:`OPENAI_VOICES` (override it with ``tts-triton gateway --voice-map FILE``,
-a JSON object of name -> preset). ``alloy``, the name OpenAI's examples use, maps to :data:`SERVER_DEFAULT`: the
-server's default voice, whichever its voice bank names. A mapped preset the server lacks falls back to that
-default too, so the table keeps working with any voice bank; any other name is a 400 naming ``voice``.
+a JSON object of name -> preset). ``alloy``, the name OpenAI's examples use, and OpenAI's female voices map to
+:data:`SERVER_DEFAULT`: the server's default voice, whichever its voice bank names (the shipped bank's is ``slt``,
+its natural voice, taught by flite and festival; the espeak-ng-taught ``f1``-``f5`` keep their own names). OpenAI's
+male voices map to the espeak-ng-taught males until a natural male voice ships. A mapped preset the server lacks
+falls back to the default too, so the table keeps working with any voice bank; any other name is a 400 naming
+``voice``.
 (``instructions``: :mod:`.instructions`.)
 """
 
@@ -22,10 +25,11 @@ __all__ = ["OPENAI_VOICES", "SERVER_DEFAULT", "VoiceMap", "load_voice_map"]
 
 #: The map's value for "the server's default voice" (its voice bank's ``default_voice``); no preset is named so.
 SERVER_DEFAULT = "default"
-#: OpenAI's voices -> presets of the shipped voice bank (m1-m8 male, f1-f5 female timbres).
+#: OpenAI's voices -> presets of the shipped voice bank: the natural default first, then m1-m8 male timbres.
 OPENAI_VOICES: dict[str, str] = {
-    "alloy": SERVER_DEFAULT, "ash": "m1", "ballad": "m2", "coral": "f2", "echo": "m3", "fable": "m7", "onyx": "m8",
-    "nova": "f3", "sage": "f4", "shimmer": "f5", "verse": "m2", "marin": "f2", "cedar": "m1",
+    "alloy": SERVER_DEFAULT, "coral": SERVER_DEFAULT, "nova": SERVER_DEFAULT, "sage": SERVER_DEFAULT,
+    "shimmer": SERVER_DEFAULT, "marin": SERVER_DEFAULT,
+    "ash": "m1", "ballad": "m2", "echo": "m3", "fable": "m7", "onyx": "m8", "verse": "m2", "cedar": "m1",
 }
 
 
