@@ -155,11 +155,6 @@ def make_triton(tmp_path: Path) -> Iterator[Callable[..., TritonServer]]:
     stop_all(servers)
 
 
-#: Triton's Python backend can abort while it starts the stubs of many instances at once on a loaded host
-#: (triton-inference-server/server#8882, still open in 2.55): a server that dies so is started once more.
-STARTUP_RACE = "boost::interprocess::lock_exception"
-
-
 @pytest.fixture(scope="session")
 def start_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., TritonServer]]:
     """``start_triton(model_repository, **kwargs) -> TritonServer``: a server on free loopback ports, ready.
@@ -177,12 +172,13 @@ def start_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
         return server
 
     def start(model_repository: Path, **kwargs: Any) -> TritonServer:
+        """Started once more after a failed start: Triton's Python backend can abort while it starts the stubs
+        of many instances at once on a loaded host (triton-inference-server/server#8882, open in 2.55); a real
+        fault fails the second start too."""
         try:
             return start_once(model_repository, **kwargs)
         except TritonServerError as err:
-            if STARTUP_RACE not in str(err):
-                raise
-            print(f"\ntritonserver aborted while loading ({STARTUP_RACE}); starting it once more", file=sys.stderr)
+            print(f"\ntritonserver did not start ({err}); starting it once more", file=sys.stderr)
             return start_once(model_repository, **kwargs)
 
     yield start

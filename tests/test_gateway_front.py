@@ -45,10 +45,12 @@ def _connect(gateway: BackgroundGateway) -> socket.socket:
 
 
 def _read_all(sock: socket.socket) -> bytes:
-    """Everything the server sends until it closes the connection."""
+    """Everything the server sends until it closes the connection. A server that closes with bytes of ours still
+    unread (a trickled piece that crossed its answer) resets the connection: what came before the reset is all."""
     data = b""
-    while part := sock.recv(65536):
-        data += part
+    with contextlib.suppress(ConnectionResetError):
+        while part := sock.recv(65536):
+            data += part
     return data
 
 

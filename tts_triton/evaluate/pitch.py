@@ -41,7 +41,7 @@ import numpy as np
 from tts_triton.core import audio
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 from tts_triton.evaluate.measures import world
-from tts_triton.jobs.tables import markdown_table
+from tts_triton.jobs.tables import markdown_table, write_report
 from tts_triton.serving.controls import VOCODER_LAG, frequency_warp, keep_level, shift_pitch
 
 #: harvest's F0 search range for the pitch checks (Hz): the measurement ``tests/test_controls.py`` uses.
@@ -239,9 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "tests/test_controls.py asserts); in brackets the same before the level is held to the mel's "
         "(serving.controls.keep_level): what the vocoder alone gives of the shifted mel.", "",
         report, ""]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / REPORT_FILE).write_text("\n".join(text))
-    print(f"report -> {args.out / REPORT_FILE}", file=sys.stderr)
+    write_report(args.out, REPORT_FILE, text)
     return 0
 
 

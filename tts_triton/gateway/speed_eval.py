@@ -30,7 +30,7 @@ from tts_triton.core import audio
 from tts_triton.evaluate.asr import transcribe, wer
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 from tts_triton.evaluate.pitch import median_f0
-from tts_triton.jobs.tables import markdown_table
+from tts_triton.jobs.tables import markdown_table, write_report
 from tts_triton.serving.controls import TimeScaler
 
 from .stretch import TimeStretch, split_speed
@@ -115,9 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"Checkpoint {ckpt.name} `{fingerprint(ckpt)[:16]}`, voice bank {source}, voice {voice} (neutral), the "
             f"first {args.sentences} held-out sentences; written by", "", f"    OMP_NUM_THREADS=1 {command}", "",
             __doc__.split("\n\n")[2].replace("\n", " "), "", report, ""]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / REPORT_FILE).write_text("\n".join(text))
-    print(f"report -> {args.out / REPORT_FILE}", file=sys.stderr)
+    write_report(args.out, REPORT_FILE, text)
     return 0
 
 

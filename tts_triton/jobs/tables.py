@@ -1,10 +1,12 @@
-"""Plain tables for reports: GitHub Markdown and padded terminal text."""
+"""Plain tables for reports (GitHub Markdown and padded terminal text), and writing a report."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-__all__ = ["markdown_table", "text_table"]
+__all__ = ["markdown_table", "text_table", "write_report"]
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
@@ -26,3 +28,13 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
                                                                                              strict=True)))
 
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def write_report(folder: Path, name: str, lines: Sequence[str]) -> Path:
+    """Write ``lines`` as the file ``folder / name`` (the folder made if missing), say where on stderr and return
+    its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("\n".join(lines))
+    print(f"report -> {path}", file=sys.stderr)
+    return path
