@@ -16,7 +16,7 @@
 # Usage, from anywhere:  scripts/gpu/train.sh TOTAL_SECONDS [INIT_CHECKPOINT]
 #   TOTAL_SECONDS is the whole script's allowance; training gets what rendering leaves, minus RESERVE_S.
 # Environment: OUT (default runs/out), WORK (runs/work), PYTHON (.venv/bin/python if present, else python3), CORPUS_LIMIT (utterances to render;
-#   default the whole plan: 20,400 ~ 20 h of audio), CORPUS_ARGS (more flags of the corpus build), JOBS (nproc),
+#   default the whole plan: 20,700 ~ 20 h of audio), CORPUS_ARGS (more flags of the corpus build), JOBS (nproc),
 #   RESERVE_S (50), TRAIN_MINUTES (overrides the computed
 #   training time), FRAMES_PER_STEP (decoder r of a fresh model, 3), ACOUSTIC_ARGS / VOCODER_ARGS (more flags),
 #   PARTS ("acoustic vocoder": the trainers to run; a part left out keeps its weights from $WORK or

@@ -67,7 +67,7 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.jsonl"
 SUMMARY = "dataset.json"
 SENTENCES = "sentences.tsv"
-#: Pairs per train / validation sentence by default: 5400 x 3 + 300 x 3 + 300 x 11 voices = 20,400 utterances.
+#: Pairs per train / validation sentence by default: 5400 x 3 + 300 x 3 + 300 x 12 voices = 20,700 utterances.
 #: Three, so that the espeak-ng voices keep the share each had before flite's slt (weight 5) took a third.
 DEFAULT_REPEATS = 3
 SHARD_UTTERANCES = 500

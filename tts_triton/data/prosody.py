@@ -93,6 +93,8 @@ CORPUS_VOICES: dict[str, Voice] = {
         Voice("f5", ESPEAK_NG, "en-us+f5", "female"),
         Voice("slt", FLITE, "slt", "female", weight=5, f0_hz=170.0, f0_sd_hz=30.0,
               neutral=(FESTIVAL, festival.HTS_SLT)),
+        # flite's defaults for kal16 (its renderings are identical with and without these targets)
+        Voice("kal16", FLITE, "kal16", "male", weight=3, f0_hz=95.0, f0_sd_hz=11.0),
     )
 }
 #: The voices the shipped checkpoint was trained on (espeak-ng's), which evaluation and release iterate.
