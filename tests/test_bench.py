@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 from tts_triton.bench.baseline import BaselinePlan, run_baseline
-from tts_triton.bench.cli import main
 from tts_triton.bench.goals import Goals, GoalsError, RunNumbers
 from tts_triton.bench.load import MIN_MEASURED, LoadLevel
 from tts_triton.bench.plot import plot
@@ -46,6 +45,7 @@ from tts_triton.bench.stats import (
     percentile,
     summarize,
 )
+from tts_triton.bench.sweep import main
 from tts_triton.bench.workload import SENTENCES, RequestRecord, Workload
 from tts_triton.jobs.tables import markdown_table, text_table
 from tts_triton.ops.embedded import EmbeddedServer, bundle_install
@@ -550,7 +550,7 @@ def test_progress_line_rate_limits_and_always_prints_the_end() -> None:
 
 
 def test_quick_fills_in_the_short_levels_and_explicit_options_win() -> None:
-    from tts_triton.bench.cli import QUICK, STANDARD, parse
+    from tts_triton.bench.sweep import QUICK, STANDARD, parse
 
     plain, quick = parse([]), parse(["--quick", "--seconds", "2"])
     assert (plain.concurrency, plain.seconds, plain.grace) == (STANDARD["concurrency"], 30.0, 90.0)
@@ -561,8 +561,8 @@ def test_quick_fills_in_the_short_levels_and_explicit_options_win() -> None:
 
 
 def test_speech_controls_reach_every_stream_and_are_range_checked(capsys: pytest.CaptureFixture[str]) -> None:
-    from tts_triton.bench.cli import parse
     from tts_triton.bench.load import ControlledClient
+    from tts_triton.bench.sweep import parse
 
     args = parse(["--speed", "1.25", "--volume", "-3"])
     assert (args.speed, args.pitch, args.volume) == (1.25, None, -3.0)

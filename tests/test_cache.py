@@ -313,7 +313,7 @@ def test_a_stalled_redis_costs_at_most_the_timeout(redis_server: LocalRedis) -> 
 
 
 def test_bench_cache_is_for_the_embedded_server(capsys: pytest.CaptureFixture[str]) -> None:
-    from tts_triton.bench.cli import parse
+    from tts_triton.bench.sweep import parse
 
     assert parse(["--cache", "--repeat-ratio", "0", "0.8"]).cache
     with pytest.raises(SystemExit):

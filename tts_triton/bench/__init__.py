@@ -1,11 +1,11 @@
-"""``tts-triton bench``: the benchmark of a served ``tts`` model (see :mod:`tts_triton.bench.cli`).
+"""``tts-triton bench``: the benchmark of a served ``tts`` model (see :mod:`tts_triton.bench.sweep`).
 
 Modules: :mod:`~tts_triton.bench.workload` (the sentence set, request record and repeat-ratio texts, shared with
 the Locust load test), :mod:`~tts_triton.bench.stats` (levels, summaries, Triton statistics),
 :mod:`~tts_triton.bench.prometheus` (the metrics page), :mod:`~tts_triton.bench.load` (the load generator),
 :mod:`~tts_triton.bench.baseline` (the eager baseline), :mod:`~tts_triton.bench.goals` (goals from a file),
 :mod:`~tts_triton.bench.report`, :mod:`~tts_triton.bench.describe` (host and server), :mod:`~tts_triton.bench.plot`
-and :mod:`~tts_triton.bench.cli`. Importing the package is cheap (the Locust workers import the workload).
+and :mod:`~tts_triton.bench.sweep`. Importing the package is cheap (the Locust workers import the workload).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``tts-triton bench ARGS``: see :func:`tts_triton.bench.cli.main`."""
-    from tts_triton.bench.cli import main as run
+    """``tts-triton bench ARGS``: see :func:`tts_triton.bench.sweep.main`."""
+    from tts_triton.bench.sweep import main as run
 
     return run(argv)

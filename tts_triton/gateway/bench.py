@@ -162,8 +162,8 @@ async def _soak(args: argparse.Namespace, http: httpx.AsyncClient, pid: int) -> 
 @contextlib.contextmanager
 def _triton(args: argparse.Namespace) -> Iterator[str]:
     """``--url``, or the embedded server ``tts-triton bench`` starts (same target choice and build)."""
-    from tts_triton.bench.cli import _server
-    from tts_triton.bench.cli import parser as bench_parser
+    from tts_triton.bench.sweep import _server
+    from tts_triton.bench.sweep import parser as bench_parser
 
     # The bench's own defaults for every server option this command does not take, ours over them.
     options = argparse.Namespace(**{**vars(bench_parser().parse_args([])), **vars(args)})
