@@ -41,12 +41,13 @@ def festival_binary() -> str:
 
 
 def festival_version() -> str:
-    """festival's version line (``festival: Festival Speech Synthesis System: 2.5.0:release ...``)."""
+    """festival's version (``Festival Speech Synthesis System: 2.5.0:release ...``)."""
     try:
         done = subprocess.run([festival_binary(), "--version"], capture_output=True, timeout=60, check=True)
     except (subprocess.TimeoutExpired, subprocess.CalledProcessError) as exc:
         raise FestivalError(f"festival --version failed: {exc}") from None
-    return done.stdout.decode(errors="replace").strip()
+    line = done.stdout.decode(errors="replace").strip()
+    return line.partition(": ")[2] or line  # after festival's own path
 
 
 def voices() -> set[str]:
