@@ -68,15 +68,20 @@ def test_openais_female_voices_are_the_natural_default_and_its_males_stay_distin
     table = VoiceMap().table(catalog)
     assert {table[name] for name in ("alloy", "coral", "nova", "sage", "shimmer", "marin")} == {"slt"}
     males = [table[name] for name in ("ash", "ballad", "echo", "fable", "onyx")]
-    assert len(set(males)) == 5 and all(voice.startswith("m") for voice in males)
+    assert len(set(males)) == 5 and all(voice.startswith("m") for voice in males)  # no natural male shipped yet
+    with_kal16 = VoiceCatalog(voices=(*catalog.voices, "kal16"), emotions=("neutral",), default_voice="slt",
+                              default_emotion="neutral")
+    assert {VoiceMap().voice(name, with_kal16) for name in ("ash", "onyx", "cedar")} == {"kal16"}
 
 
 def test_a_voice_map_file_adds_to_the_table(tmp_path: Path) -> None:
-    (tmp_path / "map.json").write_text('{"Narrator": "m1"}')
+    (tmp_path / "map.json").write_text('{"Narrator": "m1", "onyx": ["m9", "f1"]}')
     assert load_voice_map(tmp_path / "map.json").voice("narrator", BANK) == "m1"
-    (tmp_path / "bad.json").write_text('["m1"]')
-    with pytest.raises(ValueError, match="JSON object"):
-        load_voice_map(tmp_path / "bad.json")
+    assert load_voice_map(tmp_path / "map.json").voice("onyx", BANK) == "f1"  # the first preset the bank has
+    for bad in ('["m1"]', '{"onyx": []}', '{"onyx": [3]}'):
+        (tmp_path / "bad.json").write_text(bad)
+        with pytest.raises(ValueError, match="JSON object"):
+            load_voice_map(tmp_path / "bad.json")
 
 
 def test_keys_from_file_and_environment(tmp_path: Path) -> None:

@@ -87,7 +87,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--max-connections", type=int, default=8192,
                    help="connections open at once; one more is answered 503 with Retry-After (default %(default)s)")
     g.add_argument("--voice-map", type=Path,
-                   help="JSON object of OpenAI voice name -> preset, over the built-in table")
+                   help="JSON object of OpenAI voice name -> preset (or a list of presets, the first the server has "
+                        "wins), over the built-in table")
     g.add_argument("--ssl-certfile", type=Path, help="PEM certificate: serve https:// and wss:// (with --ssl-keyfile)")
     g.add_argument("--ssl-keyfile", type=Path, help="PEM private key of --ssl-certfile")
     g.add_argument("--max-sessions", type=int, default=64,

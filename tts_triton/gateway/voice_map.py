@@ -1,13 +1,14 @@
 """OpenAI voice names -> the server's preset voices.
 
 A request's ``voice`` is first looked up among the server's own voices (``f1``, ``m3``...); an OpenAI
-name is then mapped through :data:`OPENAI_VOICES` (override it with ``tts-triton gateway --voice-map FILE``,
-a JSON object of name -> preset). ``alloy``, the name OpenAI's examples use, and OpenAI's female voices map to
+name is then mapped through :data:`OPENAI_VOICES`, each to a list of presets of which the first the server has
+wins (override entries with ``tts-triton gateway --voice-map FILE``, a JSON object of name -> preset or list of
+presets). ``alloy``, the name OpenAI's examples use, and OpenAI's female voices map to
 :data:`SERVER_DEFAULT`: the server's default voice, whichever its voice bank names (the shipped bank's is ``slt``,
 its natural voice, taught by flite and festival; the espeak-ng-taught ``f1``-``f5`` keep their own names). OpenAI's
-male voices map to the espeak-ng-taught males until a natural male voice ships. A mapped preset the server lacks
-falls back to the default too, so the table keeps working with any voice bank; any other name is a 400 naming
-``voice``.
+male voices map to the natural male ``kal16`` where the bank has it (a checkpoint trained on the corpus that holds
+it), else to the espeak-ng-taught males. When the bank has none of a name's presets, the default voice answers, so
+the table keeps working with any voice bank; any other name is a 400 naming ``voice``.
 (``instructions``: :mod:`.instructions`.)
 """
 
@@ -25,19 +26,23 @@ __all__ = ["OPENAI_VOICES", "SERVER_DEFAULT", "VoiceMap", "load_voice_map"]
 
 #: The map's value for "the server's default voice" (its voice bank's ``default_voice``); no preset is named so.
 SERVER_DEFAULT = "default"
-#: OpenAI's voices -> presets of the shipped voice bank: the natural default first, then m1-m8 male timbres.
-OPENAI_VOICES: dict[str, str] = {
-    "alloy": SERVER_DEFAULT, "coral": SERVER_DEFAULT, "nova": SERVER_DEFAULT, "sage": SERVER_DEFAULT,
-    "shimmer": SERVER_DEFAULT, "marin": SERVER_DEFAULT,
-    "ash": "m1", "ballad": "m2", "echo": "m3", "fable": "m7", "onyx": "m8", "verse": "m2", "cedar": "m1",
+#: The natural male voice (flite's kal16), which OpenAI's male names prefer where a bank has it.
+NATURAL_MALE = "kal16"
+#: OpenAI's voices -> presets in order of preference: natural voices first, then m1-m8's male timbres.
+OPENAI_VOICES: dict[str, tuple[str, ...]] = {
+    **{name: (SERVER_DEFAULT,) for name in ("alloy", "coral", "nova", "sage", "shimmer", "marin")},
+    "ash": (NATURAL_MALE, "m1"), "ballad": (NATURAL_MALE, "m2"), "echo": (NATURAL_MALE, "m3"),
+    "fable": (NATURAL_MALE, "m7"), "onyx": (NATURAL_MALE, "m8"), "verse": (NATURAL_MALE, "m2"),
+    "cedar": (NATURAL_MALE, "m1"),
 }
 
 
 class VoiceMap:
     """Resolves a request's ``voice`` against one voice bank."""
 
-    def __init__(self, openai_voices: Mapping[str, str] = OPENAI_VOICES) -> None:
-        self.openai_voices = dict(openai_voices)
+    def __init__(self, openai_voices: Mapping[str, str | tuple[str, ...]] = OPENAI_VOICES) -> None:
+        self.openai_voices = {name: (presets,) if isinstance(presets, str) else tuple(presets)
+                              for name, presets in openai_voices.items()}
 
     def voice(self, name: str, bank: VoiceCatalog) -> str:
         """The preset for ``name``; raises a 400 naming ``voice`` for a name neither native nor mapped."""
@@ -47,7 +52,7 @@ class VoiceMap:
         if mapped is None:
             known = ", ".join([*bank.voices, *sorted(self.openai_voices)])
             raise ApiError(400, f"voice {name!r} is unknown; available voices: {known}", param="voice")
-        return mapped if mapped in bank.voices else bank.default_voice
+        return next((preset for preset in mapped if preset in bank.voices), bank.default_voice)
 
     def table(self, bank: VoiceCatalog) -> dict[str, str]:
         """Every OpenAI name with the preset it resolves to on ``bank``."""
@@ -55,10 +60,14 @@ class VoiceMap:
 
 
 def load_voice_map(path: Path | None) -> VoiceMap:
-    """The default map, with a JSON file's ``{"openai name": "preset"}`` entries added over it."""
+    """The default map, with a JSON file's ``{"openai name": "preset" or ["preset", ...]}`` entries over it."""
     if path is None:
         return VoiceMap()
     entries = json.loads(path.read_text())
-    if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
-        raise ValueError(f"{path}: expected a JSON object of voice name -> preset name")
+    def presets(value: object) -> bool:
+        return isinstance(value, str) or (isinstance(value, list) and bool(value)
+                                          and all(isinstance(v, str) for v in value))
+
+    if not isinstance(entries, dict) or not all(presets(v) for v in entries.values()):
+        raise ValueError(f"{path}: expected a JSON object of voice name -> preset name or list of preset names")
     return VoiceMap({**OPENAI_VOICES, **{k.lower(): v for k, v in entries.items()}})
