@@ -15,6 +15,8 @@ import numpy as np
 
 from tts_triton.errors import InvalidInput
 
+#: The corpus's natural male voice (flite's kal16): a preset of every bank whose checkpoint learned it.
+NATURAL_MALE = "kal16"
 #: The keys a voice bank's JSON object must have (``info``, free-form, is optional).
 REQUIRED_KEYS = ("voices", "emotions", "default_voice", "default_emotion", "presets")
 

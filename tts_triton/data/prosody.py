@@ -40,6 +40,7 @@ from xml.sax.saxutils import escape
 import numpy as np
 
 from tts_triton.core import audio
+from tts_triton.core.voices import NATURAL_MALE
 from tts_triton.data import cmu, espeak, festival, flite
 from tts_triton.data.sentences import generate
 
@@ -94,7 +95,7 @@ CORPUS_VOICES: dict[str, Voice] = {
         Voice("slt", FLITE, "slt", "female", weight=5, f0_hz=170.0, f0_sd_hz=30.0,
               neutral=(FESTIVAL, festival.HTS_SLT)),
         # flite's defaults for kal16 (its renderings are identical with and without these targets)
-        Voice("kal16", FLITE, "kal16", "male", weight=3, f0_hz=95.0, f0_sd_hz=11.0),
+        Voice(NATURAL_MALE, FLITE, "kal16", "male", weight=3, f0_hz=95.0, f0_sd_hz=11.0),
     )
 }
 #: The voices the shipped checkpoint was trained on (espeak-ng's), which evaluation and release iterate.

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tts_triton.client import VoiceCatalog
+from tts_triton.core.voices import NATURAL_MALE
 
 from .errors import ApiError
 
@@ -26,8 +27,6 @@ __all__ = ["OPENAI_VOICES", "SERVER_DEFAULT", "VoiceMap", "load_voice_map"]
 
 #: The map's value for "the server's default voice" (its voice bank's ``default_voice``); no preset is named so.
 SERVER_DEFAULT = "default"
-#: The natural male voice (flite's kal16), which OpenAI's male names prefer where a bank has it.
-NATURAL_MALE = "kal16"
 #: OpenAI's voices -> presets in order of preference: natural voices first, then m1-m8's male timbres.
 OPENAI_VOICES: dict[str, tuple[str, ...]] = {
     **{name: (SERVER_DEFAULT,) for name in ("alloy", "coral", "nova", "sage", "shimmer", "marin")},
