@@ -1,13 +1,14 @@
-"""The flite teacher driven with espeak-ng's pronunciations against flite on its own, on the ASR round trip.
+"""The CMU-lexicon teachers driven with espeak-ng's pronunciations against their own lexicons, on the ASR round trip.
 
     python -m tts_triton.evaluate.teacher [--voices slt] [--sentences 60] [--jobs 2] [--out FILE.md]
 
-For each flite voice of :data:`~tts_triton.data.prosody.CORPUS_VOICES`, the held-out sentences are rendered in
-the neutral preset twice: *driven* (flite reads espeak-ng's pronunciations from a lexicon addendum, as the
-corpus renders them) and *plain* (flite's own lexicon). Each rendering is transcribed by PocketSphinx
+For each voice of :data:`~tts_triton.data.prosody.CORPUS_VOICES` whose neutral teacher is flite or festival (slt's
+is festival, kal16's flite), the held-out sentences are rendered in the neutral preset twice: *driven* (the teacher
+reads espeak-ng's pronunciations from a lexicon addendum, as the corpus renders them) and *plain* (its own
+lexicon). Each rendering is transcribed by PocketSphinx
 (:mod:`tts_triton.evaluate.asr`). The report gives each mode's mean WER and its phoneme agreement with the
 front end (:func:`tts_triton.data.cmu.agreement`), and the JSON beside it gives every transcript. Driving
-flite must not make it much less intelligible.
+a teacher must not make it much less intelligible.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, FLITE, NEUTRAL, rendering
+from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, ESPEAK_NG, NEUTRAL, rendering, teacher_of
 from tts_triton.evaluate.asr import transcribe, wer
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 from tts_triton.evaluate.measures import process_pool
@@ -36,7 +37,7 @@ def check_one(text: str, voice: str, drive: bool) -> tuple[str, float]:
     from tts_triton.core import audio
 
     said = rendering(text, CORPUS_VOICES[voice], EMOTIONS[NEUTRAL], drive)
-    assert said.agreement is not None  # a flite voice
+    assert said.agreement is not None  # a CMU-lexicon teacher
     return transcribe(said.audio, audio.SAMPLE_RATE), said.agreement
 
 
@@ -65,9 +66,9 @@ def measure(voices: Sequence[str], count: int, jobs: int) -> dict:
 def markdown(result: dict, command: str) -> str:
     """The report: one row per voice, driven beside plain."""
     n = len(result["sentences"])
-    lines = ["# The flite teacher: driven with espeak-ng's pronunciations vs plain", "",
+    lines = ["# The CMU-lexicon teachers: driven with espeak-ng's pronunciations vs plain", "",
              f"`{command}`: {n} held-out sentences (`tts_triton.evaluate.heldout`), neutral preset, PocketSphinx 5 "
-             "at 16 kHz. *Agreement*: the fraction of the front end's phonemes (as CMU phones) that flite said; "
+             "at 16 kHz. *Agreement*: the fraction of the front end's phonemes (as CMU phones) that the teacher said; "
              "*exact*: utterances that said all of them. WER differences under ~0.05 are noise.", "",
              "| voice | driven WER | plain WER | driven agreement (exact) | plain agreement (exact) |",
              "|---|---|---|---|---|"]
@@ -80,16 +81,17 @@ def markdown(result: dict, command: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    flite_voices = [name for name, v in CORPUS_VOICES.items() if v.teacher == FLITE]
+    cmu_voices = [name for name, v in CORPUS_VOICES.items() if teacher_of(v, EMOTIONS[NEUTRAL])[0] != ESPEAK_NG]
     parser = argparse.ArgumentParser(prog="python -m tts_triton.evaluate.teacher", description=__doc__.split("\n")[0])
-    parser.add_argument("--voices", default=",".join(flite_voices), help="comma-separated flite voices of the corpus")
+    parser.add_argument("--voices", default=",".join(cmu_voices),
+                        help="comma-separated corpus voices taught by flite or festival")
     parser.add_argument("--sentences", type=int, default=60, help=f"at most {len(HELDOUT_SENTENCES)}")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", type=Path, help="Markdown report (its JSON beside it); default: stdout only")
     args = parser.parse_args(argv)
     voices = args.voices.split(",")
-    if unknown := sorted(set(voices) - set(flite_voices)):
-        parser.error(f"--voices: {unknown} are not flite voices of the corpus ({', '.join(flite_voices)})")
+    if unknown := sorted(set(voices) - set(cmu_voices)):
+        parser.error(f"--voices: {unknown} are not corpus voices taught by flite or festival ({', '.join(cmu_voices)})")
     if not 1 <= args.sentences <= len(HELDOUT_SENTENCES):
         parser.error(f"--sentences must be in 1..{len(HELDOUT_SENTENCES)}")
     result = measure(voices, args.sentences, args.jobs)
