@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One training session on the GPU host, in a fixed wall-clock allowance:
-#   1. espeak-ng and flite from the carried Debian packages (scripts/gpu/espeak-env.sh), unless both are on PATH;
+#   1. espeak-ng, flite and festival from the carried Debian packages (scripts/gpu/espeak-env.sh), unless all are
+#      on PATH;
 #   2. the corpus rendered into $WORK/corpus (skipped when it is already there; an interrupted render resumes);
 #   3. the acoustic model and the HiFi-GAN vocoder trained side by side, as two processes (one GPU each when
 #      there are two, else sharing one; VOCODER_GPUS=N runs the vocoder data-parallel on GPUs 0..N-1, the
@@ -41,11 +42,12 @@ mkdir -p "$OUT" "$WORK"
 scripts/gpu/checkout-path.sh "$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null
 say() { printf '==> [%4ds] %s\n' "$SECONDS" "$*"; }
 
-if ! command -v espeak-ng >/dev/null 2>&1 || ! command -v flite >/dev/null 2>&1; then
+if ! command -v espeak-ng >/dev/null 2>&1 || ! command -v flite >/dev/null 2>&1 ||
+   ! command -v festival >/dev/null 2>&1; then
   # shellcheck source=espeak-env.sh
   source scripts/gpu/espeak-env.sh .espeak-debs >/dev/null
 fi
-say "$(espeak-ng --version | head -n1); $({ flite --version 2>/dev/null || true; } | grep -o 'flite-[^ ]*')"
+say "$(espeak-ng --version | head -n1); $({ flite --version 2>/dev/null || true; } | grep -o 'flite-[^ ]*'); $(festival --version)"
 "$PYTHON" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else "(cpu)")'
 
 corpus=$WORK/corpus
