@@ -1,4 +1,4 @@
-"""Objective evaluation of a checkpoint against its teachers (espeak-ng, and flite for ``slt``).
+"""Objective evaluation of a checkpoint against its teachers (espeak-ng; flite, and festival for slt's neutral).
 
     python -m tts_triton.evaluate [--checkpoint PATH] [--voices all] [--sentences 55] [--out docs/evaluation.md]
 
