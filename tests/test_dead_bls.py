@@ -16,7 +16,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from conftest import stub_pid
 
-from tts_triton.client import TTSClient, TTSError, TTSTimeoutError
+from tts_triton.client import ServerUnavailableError, TTSClient, TTSError, TTSTimeoutError
 from tts_triton.core import contract
 from tts_triton.ops.triton_server import TritonServer
 
@@ -57,7 +57,9 @@ def test_dead_tts_stub_ends_its_streams_and_the_gauge_recovers(model_repository:
     for t in threads:
         t.join(60)
     ended_after = time.monotonic() - killed_at
-    assert len(errors) == 2 and all(isinstance(e, TTSTimeoutError) and "stall_timeout" in str(e) for e in errors)
+    # the stall bound ends them, or Triton closes their streams first (a clean-clone run saw UNAVAILABLE, "Stream
+    # removed"): either way each stream ends with a clear error, promptly
+    assert len(errors) == 2 and all(isinstance(e, TTSTimeoutError | ServerUnavailableError) for e in errors), errors
     assert ended_after < STALL_S + 15, f"the streams ended {ended_after:.1f} s after the kill"
 
     with grpcclient.InferenceServerClient(server.grpc_url) as control:  # what the health check's healing does
