@@ -72,8 +72,11 @@ def synthesize(text: str, voice: str = HTS_SLT, speed: float = 1.0,
         wav = Path(tmp) / "out.wav"
         lines = [f"(voice_{voice})"]
         for word, phones in (lexicon or {}).items():
-            stressed = " ".join(phones)
-            lines.append(f"(lex.add.entry (list {scheme_string(word)} nil (lex.syllabify.phstress '({stressed}))))")
+            # A word without a vowel (the clitic 's) keeps festival's entry: its post-lexical rule picks s, z or
+            # ax z from the phone before and fails on any other pronunciation.
+            if any(p[-1:].isdigit() for p in phones):
+                stressed = " ".join(phones)
+                lines.append(f"(lex.add.entry (list {scheme_string(word)} nil (lex.syllabify.phstress '({stressed}))))")
         lines += [
             f"(set! hts_engine_params (append hts_engine_params (list '(\"-r\" {speed:.6g}))))",
             f"(set! utt1 (utt.synth (eval (list 'Utterance 'Text {scheme_string(text)}))))",
