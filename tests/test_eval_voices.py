@@ -21,6 +21,8 @@ from tts_triton.export import voice_bank
 needs_teachers = pytest.mark.skipif(shutil.which("flite") is None or shutil.which("espeak-ng") is None,
                                     reason="flite and espeak-ng must be on PATH")
 TEXT = "Please close the window before you leave."
+#: how the reports name slt's teachers (flite for its emotions, festival's HTS voice for neutral speech)
+SLT = "flite slt; neutral: festival cmu_us_slt_arctic_hts"
 
 
 def test_voice_names_read_the_voice_table() -> None:
@@ -54,7 +56,7 @@ def test_asr_report_names_each_voices_teacher_and_its_mcd() -> None:
                                                                                       "it is late"]}},
                        1.0, {"slt": [4.0, 5.0], "f1": [6.0, 7.0]})
     text = "\n".join(asr_markdown(result))
-    assert "| slt | flite slt | 0.000 | 0.125 | 0.00 | 4.50 |" in text
+    assert f"| slt | {SLT} | 0.000 | 0.125 | 0.00 | 4.50 |" in text
     assert "| f1 | espeak-ng en-us+f1 | 0.583 | 0.000 | - | 6.50 |" in text
     data = asr_json(result)
     assert data["median_mcd_db"] == {"slt": 4.5, "f1": 6.5} and data["mean_wer"][TEACHER]["slt"] == 0.125
@@ -115,4 +117,4 @@ def test_round_trip_and_emotion_order_of_slt(tmp_path: Path) -> None:
     assert data["mean_wer"][COPY]["slt"] <= 0.5 and "vocoder alone: WER" in out.read_text()
     teacher_f0 = data["emotions"]["mean_f0_hz"][TEACHER]["slt"]
     assert data["emotions"]["ordered"][TEACHER]["slt"], teacher_f0  # flite follows its F0 targets
-    assert "| slt | flite slt |" in out.read_text() and "## Emotion order" in out.read_text()
+    assert f"| slt | {SLT} |" in out.read_text() and "## Emotion order" in out.read_text()

@@ -24,6 +24,9 @@ from tts_triton.export import voice_bank
 needs_teachers = pytest.mark.skipif(shutil.which("flite") is None or shutil.which("espeak-ng") is None,
                                     reason="flite and espeak-ng must be on PATH")
 
+#: how the reports name slt's teachers (flite for its emotions, festival's HTS voice for neutral speech)
+SLT = "flite slt; neutral: festival cmu_us_slt_arctic_hts"
+
 
 def learned(ckpt: Any, **counts: int) -> Any:
     """``ckpt`` as if trained on a corpus with these per-voice utterance counts (trained, so that it ships)."""
@@ -140,7 +143,7 @@ def test_report_has_a_row_per_voice_and_judges_the_default_voice() -> None:
     assert data["per_voice"]["f1"]["emotion_order"] is False
     text = report(ev, {"sentences": ["a"] * 60, "mean_wer": {"model": {"slt": 0.15}, "teacher": {"slt": 0.13}},
                        "median_mcd_db": {"slt": 4.4}})
-    assert "| slt | flite slt | 5 | 3.00 | 5.00 | 4 / 5 | 1 |" in text
+    assert f"| slt | {SLT} | 5 | 3.00 | 5.00 | 4 / 5 | 1 |" in text
     assert "| f1 | espeak-ng en-us+f1 | 5 | 3.00 |" in text and "its default voice: **slt**" in text
     assert "| default voice: ASR WER, mean over the held-out sentences | 0.150 (60 sentences) | <= 0.20 | **pass** |" \
         in text
@@ -169,7 +172,7 @@ def test_targets_table_sets_two_evaluations_side_by_side(tmp_path: Path) -> None
                          "--after", str(paths["after"]), str(paths["full"]), "--out", str(out)]) == 0
     text = out.read_text()
     assert "| default voice | f1 | slt |" in text
-    assert "| default voice: its teacher's ASR WER, same sentences | 0.810 (espeak-ng en-us+f1) | 0.128 (flite slt)" \
+    assert f"| default voice: its teacher's ASR WER, same sentences | 0.810 (espeak-ng en-us+f1) | 0.128 ({SLT})" \
         in text
     assert "| default voice: WER / teacher's WER | 0.59 | 1.51 | <= 1.25 | FAIL |" in text
     assert "| default voice: MCD to the teacher, held-out sentences, median | not measured | 4.76 dB | <= 4.5 dB |" \

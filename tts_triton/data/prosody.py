@@ -66,6 +66,12 @@ class Voice:
     f0_sd_hz: float = 0.0
     neutral: tuple[str, str] | None = None
 
+    @property
+    def teacher_name(self) -> str:
+        """The teachers as a report names them: ``flite slt; neutral: festival cmu_us_slt_arctic_hts``."""
+        own = f"{self.teacher} {self.speaker}"
+        return f"{own}; neutral: {' '.join(self.neutral)}" if self.neutral else own
+
 
 @dataclass(frozen=True)
 class Emotion:

@@ -330,7 +330,7 @@ def asr_markdown(result: AsrResult) -> list[str]:
         if copied:
             cell += f" {result.mean_wer(COPY, v):.3f} |"
             cell += f" {np.median(result.copy_mcds[v]):.2f} |" if result.copy_mcds else ""
-        lines.append(f"| {v} | {voice.teacher} {voice.speaker} | {model:.3f} | {teacher:.3f} | {ratio} |{cell}")
+        lines.append(f"| {v} | {voice.teacher_name} | {model:.3f} | {teacher:.3f} | {ratio} |{cell}")
     if result.mcds:
         lines += ["", "MCD-DTW from each model clip to the teacher's rendering of the same sentence and emotion "
                       "(WORLD + SPTK mel-cepstrum c1-c24, loud frames; `tts_triton.evaluate.measures`); for a flite "

@@ -7,8 +7,8 @@ On the first ``--sentences`` held-out sentences (:mod:`~tts_triton.evaluate.held
 system's clips go through DistillMOS and Whisper tiny.en (:mod:`~tts_triton.evaluate.judges`) and PocketSphinx
 (:mod:`~tts_triton.evaluate.asr`). The stages of the first voice (``slt``, the default):
 
-- **teacher**: its corpus teacher's rendering (flite ``slt`` driven by espeak-ng's pronunciations, as the corpus
-  renders it);
+- **teacher**: its corpus teacher's neutral rendering, driven by espeak-ng's pronunciations as the corpus renders
+  it (festival's HTS ``slt`` for ``slt``);
 - **vocoder alone** on the teacher's log-mel (copy synthesis), the generator's output as it is, and after the mel
   match (:class:`~tts_triton.models.mel_match.MelMatch`, as served);
 - **model**: the in-process synthesizer with the voice bank's preset, as served (mel match on), and the same
@@ -89,7 +89,7 @@ def measure(checkpoint: Path | None, voices: Sequence[str], count: int, jobs: in
     import torch
 
     from tts_triton.core import audio, contract
-    from tts_triton.data.prosody import CORPUS_VOICES
+    from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, NEUTRAL, teacher_of
     from tts_triton.evaluate.synthesis import RecordingBackend, synthesize, voice_bank_for
     from tts_triton.models.checkpoint import resolve
     from tts_triton.serving.backends import TorchBackend
@@ -101,14 +101,15 @@ def measure(checkpoint: Path | None, voices: Sequence[str], count: int, jobs: in
     vocoder = stages[contract.VOCODER]
     backend = RecordingBackend(TorchBackend(stages, ckpt.config))
     default = voices[0]
-    teacher = f"teacher: {CORPUS_VOICES[default].teacher} {CORPUS_VOICES[default].speaker} (corpus rendering)"
+    neutral = EMOTIONS[NEUTRAL]
+    teacher = "teacher: {} {} (corpus rendering)".format(*teacher_of(CORPUS_VOICES[default], neutral))
     refs: dict[str, list[Future[tuple[Heard, np.ndarray]]]] = {}
     futures: dict[str, list[Future[Heard]]] = {}
     rate = audio.SAMPLE_RATE
     with process_pool(jobs) as pool:
         refs[teacher] = [pool.submit(rendered_heard, corpus_teacher, s, default) for s in sentences]
         for v in voices[1:]:
-            label = f"teacher of {v}: {CORPUS_VOICES[v].teacher} {CORPUS_VOICES[v].speaker}"
+            label = "teacher of {}: {} {}".format(v, *teacher_of(CORPUS_VOICES[v], neutral))
             refs[label] = [pool.submit(rendered_heard, corpus_teacher, s, v) for s in sentences]
         for v in FLITE_REFERENCES if references else ():
             refs[f"flite {v} (its own lexicon)"] = [pool.submit(rendered_heard, flite_plain, s, v) for s in sentences]

@@ -108,7 +108,7 @@ def measures(r: Results) -> list[Measure]:
     model = r.asr_wer.get("model", {}).get(v)
     teacher = r.asr_wer.get("teacher", {}).get(v)
     ratio = model / teacher if model is not None and teacher else None
-    teacher_name = f"{CORPUS_VOICES[v].teacher} {CORPUS_VOICES[v].speaker}" if v in CORPUS_VOICES else "teacher"
+    teacher_name = CORPUS_VOICES[v].teacher_name if v in CORPUS_VOICES else "teacher"
     rows = [
         Measure("default voice", v or None, "", None),
         _row("default voice: ASR WER, mean over the held-out sentences", model,

@@ -93,7 +93,7 @@ def report(ev: Evaluation, asr: dict[str, Any] | None = None) -> str:
         f0s = [" / ".join(_hz(ev.emotion_f0[source].get(voice, {}).get(e)) for e in PITCH_ORDER) for source in
                ("synthesized", "vocoder copy", "teacher")]
         teacher = CORPUS_VOICES[voice]
-        lines.append(f"| {voice} | {teacher.teacher} {teacher.speaker} | {len(mine)} | "
+        lines.append(f"| {voice} | {teacher.teacher_name} | {len(mine)} | "
                      f"{np.median([u.mcds[voice] for u in mine]):.2f} | "
                      f"{np.median([u.teacher_gap for u in mine]):.2f} | "
                      f"{sum(u.identity_ok for u in mine)} / {len(mine)} | {sum(u.hit_max_steps for u in mine)} | "
