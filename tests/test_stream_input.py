@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import datetime
+import functools
 import ipaddress
 import json
 import re
@@ -24,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from elevenlabs.client import ElevenLabs
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import connect
+from websockets.sync.client import connect as ws_connect
 
 from tts_triton.client import TTSClient
 from tts_triton.gateway import GatewayConfig
@@ -34,6 +35,9 @@ from tts_triton.gateway.voice_map import VoiceMap
 from tts_triton.ops.triton_server import TritonServer, free_port
 
 KEY = "xi-test-key"
+#: a handshake's deadline: websockets' 10 s default ran out once on a clean-clone CI run (2 cores, the other
+#: test worker exporting ONNX); these tests judge the sessions' messages, not the handshake's speed
+connect = functools.partial(ws_connect, open_timeout=30)
 #: The SDK's own handling of a closed socket reads this deprecated attribute of websockets.
 SDK_WARNING = "ignore:ConnectionClosed.code is deprecated:DeprecationWarning"
 #: What an LLM might say, cut as its tokenizer would (words with their leading space, punctuation apart).
