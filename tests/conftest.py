@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from tts_triton.core.config import DecoderConfig, ModelConfig, StyleEncoderConfig, TextEncoderConfig
-from tts_triton.ops.triton_server import TritonServer, TritonServerError, free_ports
+from tts_triton.ops.triton_install import TritonServerError
+from tts_triton.ops.triton_server import TritonServer, free_ports
 
 # --- Session guard: whatever a test starts is ended with the session, even when the test fails. ---
 

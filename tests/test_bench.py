@@ -49,7 +49,7 @@ from tts_triton.bench.sweep import main
 from tts_triton.bench.workload import SENTENCES, RequestRecord, Workload
 from tts_triton.jobs.tables import markdown_table, text_table
 from tts_triton.ops.embedded import EmbeddedServer, bundle_install
-from tts_triton.ops.triton_server import TritonNotFoundError
+from tts_triton.ops.triton_install import TritonNotFoundError
 
 
 @pytest.mark.parametrize("q", [0, 10, 50, 90, 99, 100])

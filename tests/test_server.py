@@ -19,15 +19,12 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from tts_triton.ops import triton_server as server_module
+from tts_triton.ops.triton_install import TritonNotFoundError, TritonServerError, find_triton, prepare_backends
 from tts_triton.ops.triton_server import (
     PortInUseError,
-    TritonNotFoundError,
     TritonServer,
-    TritonServerError,
-    find_triton,
     free_port,
     port_holders,
-    prepare_backends,
 )
 
 ADD_ONE_CONFIG = """\

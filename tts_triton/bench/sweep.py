@@ -71,7 +71,7 @@ from tts_triton.core.contract import CONTROLS
 from tts_triton.core.paths import default_model_repository
 from tts_triton.jobs.tables import text_table
 from tts_triton.ops.embedded import embedded_server, triton_home
-from tts_triton.ops.triton_server import TritonServerError
+from tts_triton.ops.triton_install import TritonServerError
 
 __all__ = ["QUICK", "STANDARD", "main", "parser"]
 

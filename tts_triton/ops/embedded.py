@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tts_triton.ops.triton_server import TritonInstall, TritonNotFoundError, TritonServer, free_ports
+from tts_triton.ops.triton_install import TritonInstall, TritonNotFoundError
+from tts_triton.ops.triton_server import TritonServer, free_ports
 
 __all__ = ["BUNDLE_VERSION", "TRITON_HOME_ENV", "EmbeddedServer", "bundle_install", "embedded_server",
            "triton_home"]
@@ -39,7 +40,7 @@ def triton_home(explicit: Path | None = None) -> Path | None:
 
 
 def bundle_install(home: Path) -> TritonInstall:
-    """The :class:`~tts_triton.ops.triton_server.TritonInstall` of a Triton bundle unpacked at ``home``; raises
+    """The :class:`~tts_triton.ops.triton_install.TritonInstall` of a Triton bundle unpacked at ``home``; raises
     ``TritonNotFoundError`` naming what is missing."""
     install = TritonInstall(version=BUNDLE_VERSION, server=home / "bin" / "tritonserver",
                             python_backend=home / "backends" / "python",

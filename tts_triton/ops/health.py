@@ -51,6 +51,7 @@ from tts_triton.core.endpoints import DEFAULT_GRPC_URL
 from tts_triton.core.shapes import axis_values
 from tts_triton.errors import read_mark
 from tts_triton.ops.ports import port_holders
+from tts_triton.ops.triton_install import STUB
 
 __all__ = ["DEAD", "DRAIN_MARK_ENV", "HEALTH_TEXT", "OK", "SLOW", "HealthReport", "ModelHealth", "check_health",
            "classify_error", "draining", "main", "missing_stubs", "smallest_inputs", "warm_up"]
@@ -66,7 +67,6 @@ DRAIN_MARK_ENV = "TTS_TRITON_DRAIN_MARK"
 DEFAULT_DRAIN_MARK = "/tmp/tts-triton-draining"
 #: gRPC statuses of an overloaded server: a refusal for load, gRPC's own deadline.
 _OVERLOADED = frozenset({"RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED"})
-_STUB = "triton_python_backend_stub"
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ def missing_stubs(server_pid: int, configs: dict[str, dict[str, Any]]) -> dict[s
                 words = cmdline.read().decode(errors="replace").split("\0")
         except (OSError, IndexError, ValueError):
             continue
-        if words and words[0].endswith(_STUB):  # a zombie's command line is empty: dead
+        if words and words[0].endswith(STUB):  # a zombie's command line is empty: dead
             live.update(words)
     missing = {}
     for model, config in configs.items():

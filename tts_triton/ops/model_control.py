@@ -35,7 +35,8 @@ from typing import Any, Protocol
 from tts_triton.core import contract
 from tts_triton.core.contract import ACTIVE_METRIC
 from tts_triton.ops.health import DEFAULT_DRAIN_MARK, DRAIN_MARK_ENV
-from tts_triton.ops.triton_server import ADMIN_HEADER, TritonServerError
+from tts_triton.ops.triton_install import TritonServerError
+from tts_triton.ops.triton_server import ADMIN_HEADER
 
 __all__ = ["ACTIVE_METRIC", "PUBLIC_MODELS", "RELOAD_PARAMETER", "Endpoint", "active_requests", "drain", "main",
            "model_states", "refuse_new_requests", "reload_model", "unload_model", "wait_idle"]

@@ -25,7 +25,8 @@ from typing import Literal
 
 from tts_triton.ops.health import HealthReport, check_health
 from tts_triton.ops.model_control import PUBLIC_MODELS, reload_model
-from tts_triton.ops.triton_server import TritonServer, TritonServerError
+from tts_triton.ops.triton_install import TritonServerError
+from tts_triton.ops.triton_server import TritonServer
 
 __all__ = ["Action", "Supervisor"]
 
@@ -82,7 +83,7 @@ class Supervisor:
 
         Call it on a thread that outlives the server (normally the main thread): a server is stopped when
         the thread that started it ends, and restarts start it on this thread. Raises
-        :class:`~tts_triton.ops.triton_server.TritonServerError` when a restart fails.
+        :class:`~tts_triton.ops.triton_install.TritonServerError` when a restart fails.
         """
         stop = stop or threading.Event()
         failed = 0

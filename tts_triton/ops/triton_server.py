@@ -1,10 +1,8 @@
 """Run the Triton 2.51 ``tritonserver`` shipped in the ``nvidia-pytriton`` wheel as a child process.
 
-The wheel carries the server binary, the Python backend and one backend stub per Python version, but
-not in the layout ``tritonserver`` expects. ``find_triton`` locates those files, ``prepare_backends``
-assembles (and caches) a ``--backend-directory`` holding ``python/`` for the running interpreter, and
-``TritonServer`` starts the server with the running environment's ``bin`` first on ``PATH`` so that
-Python models import this environment's packages (numpy < 2, onnxruntime, ...).
+``TritonServer`` starts the server from the files :mod:`tts_triton.ops.triton_install` finds, with the running
+environment's ``bin`` first on ``PATH`` so that Python models import this environment's packages (numpy < 2,
+onnxruntime, ...).
 
 The server is owned by the ``TritonServer`` object: it runs in its own process group, it is stopped
 with SIGTERM and then SIGKILL, and it receives SIGTERM from the kernel when the thread that started it
@@ -23,23 +21,18 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
-import importlib.metadata
-import importlib.util
 import os
 import re
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -49,14 +42,11 @@ from tts_triton.core.paths import cache_dir
 from tts_triton.ops import memory
 from tts_triton.ops.mps import MpsDaemon, MpsError
 from tts_triton.ops.ports import bindable, free_port, free_ports, listening_inodes, port_holders, socket_inodes
+from tts_triton.ops.triton_install import TritonInstall, TritonServerError, find_triton, prepare_backends
 
-__all__ = ["PortInUseError", "TritonInstall", "TritonNotFoundError", "TritonServer", "TritonServerError", "check_ports",
-           "find_triton", "free_port", "free_ports", "port_holders", "prepare_backends", "set_parent_death_signal"]
+__all__ = ["PortInUseError", "TritonServer", "check_ports", "free_port", "free_ports", "port_holders",
+           "set_parent_death_signal"]
 
-PYTRITON_REQUIREMENT = "nvidia-pytriton==0.7.0"
-_PYTHON_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
-_STUB = "triton_python_backend_stub"
-_BACKEND_FILES = ("libtriton_python.so", "triton_python_backend_utils.py")
 _ERROR_LINE = re.compile(r"E\d{4} |error: |\[libprotobuf ERROR")
 #: Where the Python backend's shared-memory regions live.
 SHM_DIR = Path("/dev/shm")
@@ -102,114 +92,12 @@ def _group_member(stat: Path, pgid: int) -> bool:
     return fields[0] != "Z" and int(fields[2]) == pgid
 
 
-class TritonServerError(RuntimeError):
-    """The server could not be started or stopped; the message carries the tail of its log."""
-
-
-class TritonNotFoundError(TritonServerError):
-    """The Triton server files (from the nvidia-pytriton wheel) are not installed."""
-
-
 class PortInUseError(TritonServerError):
     """A port the server needs is taken; the one-line message names the port and, when visible, its holder."""
 
     def __init__(self, message: str, *, port: int) -> None:
         super().__init__(message)
         self.port = port
-
-
-@dataclass(frozen=True)
-class TritonInstall:
-    """Where the Triton server files of one installation are.
-
-    ``stub`` is the Python backend stub built for the running interpreter's ``major.minor``.
-    """
-
-    version: str
-    server: Path
-    python_backend: Path
-    stub: Path
-    libs: Path
-    caches: Path
-
-    def missing(self) -> list[Path]:
-        """Required files or directories that do not exist (empty when the install is complete)."""
-        required = [self.server, self.stub, self.libs, self.caches]
-        required += [self.python_backend / name for name in _BACKEND_FILES]
-        return [path for path in required if not path.exists()]
-
-
-def find_triton() -> TritonInstall:
-    """Locate the Triton server inside the installed nvidia-pytriton wheel.
-
-    Raises ``TritonNotFoundError`` naming the pip requirement to install when the wheel is absent,
-    and naming the missing files when it is incomplete or has no stub for this Python.
-    """
-    spec = importlib.util.find_spec("pytriton")  # does not import pytriton (slow, pulls its own deps)
-    if spec is None or not spec.submodule_search_locations:
-        raise TritonNotFoundError(
-            f"the Triton server is not installed in {sys.prefix}: run `pip install {PYTRITON_REQUIREMENT}`"
-        )
-    package = Path(next(iter(spec.submodule_search_locations)))
-    root = package / "tritonserver"
-    install = TritonInstall(
-        version=importlib.metadata.version("nvidia-pytriton"),
-        server=root / "bin" / "tritonserver",
-        python_backend=root / "backends" / "python",
-        stub=root / "python_backend_stubs" / _PYTHON_VERSION / _STUB,
-        libs=package.parent / "nvidia_pytriton.libs",
-        caches=root / "caches",
-    )
-    missing = install.missing()
-    if missing:
-        listed = ", ".join(str(path) for path in missing)
-        raise TritonNotFoundError(
-            f"nvidia-pytriton {install.version} (for Python {_PYTHON_VERSION}) is incomplete, missing: {listed}; "
-            f"run `pip install --force-reinstall {PYTRITON_REQUIREMENT}`"
-        )
-    return install
-
-
-def _backend_sources(install: TritonInstall) -> dict[str, Path]:
-    sources = {name: install.python_backend / name for name in _BACKEND_FILES}
-    sources[_STUB] = install.stub
-    return sources
-
-
-def _is_complete(python_dir: Path, sources: dict[str, Path]) -> bool:
-    return all(
-        (python_dir / name).is_file() and (python_dir / name).stat().st_size == src.stat().st_size
-        for name, src in sources.items()
-    )
-
-
-def prepare_backends(install: TritonInstall, directory: Path | None = None) -> Path:
-    """Return a ``--backend-directory`` whose ``python/`` holds the Python backend and this Python's stub.
-
-    The directory (default ``$XDG_CACHE_HOME/tts-triton/backends-<version>-py<X.Y>``) is reused when
-    complete and rebuilt otherwise. It is assembled in a temporary sibling and renamed into place, so
-    concurrent callers never see a half-copied backend.
-    """
-    target = directory or cache_dir() / f"backends-{install.version}-py{_PYTHON_VERSION}"
-    sources = _backend_sources(install)
-    if _is_complete(target / "python", sources):
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        staging.chmod(0o755)
-        (staging / "python").mkdir()
-        for name, src in sources.items():
-            shutil.copy2(src, staging / "python" / name)
-        shutil.rmtree(target, ignore_errors=True)
-        try:
-            staging.rename(target)
-        except OSError:  # another process renamed its copy into place first
-            if not _is_complete(target / "python", sources):
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
 
 
 def check_ports(host: str, ports: dict[str, int]) -> None:
