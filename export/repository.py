@@ -64,6 +64,7 @@ from tts_triton.core.layout import (
     MAX_STREAMS,
     MODEL_CONFIG,
     MODEL_PY,
+    NETWORK_MAX_BATCH,
     VERSION_DIR,
     VOICE_BANK,
     VOICE_BANK_FILE,
@@ -204,6 +205,11 @@ class RepositorySettings:
             return model_config
         decoder = dataclasses.replace(model_config.decoder, steps_per_call=self.steps_per_call)
         return dataclasses.replace(model_config, decoder=decoder)
+
+    def max_batch_sizes(self) -> dict[str, int]:
+        """Triton's ``max_batch_size`` of every network model and ensemble (an ensemble: its smallest member's)."""
+        sizes = {name: net.max_batch_size for name, net in self.networks.items()}
+        return {**sizes, **{name: min(sizes[m] for m in members) for name, members in ENSEMBLES.items()}}
 
     def validate(self, network_names: Sequence[str]) -> None:
         """Raise ``ValueError`` unless every network has sane settings and nothing else is configured."""
@@ -386,16 +392,23 @@ def _network_config(spec: ModelSpec, runtime: RuntimeTarget, settings: Repositor
     return config
 
 
-def _write_bls_models(root: Path, model_config: ModelConfig, voice_bank: Path, bank: VoiceBank,
-                      settings: RepositorySettings, checkpoint_name: str) -> None:
-    """``tts`` and ``tts_offline``: config (with the model config and voice bank), adapter, voice bank file."""
-    params = {
+def bls_parameters(model_config: ModelConfig, bank: VoiceBank, settings: RepositorySettings,
+                   checkpoint_name: str) -> dict[str, str]:
+    """The config parameters of ``tts`` and ``tts_offline`` (:mod:`tts_triton.triton.bls` reads them)."""
+    return {
         MODEL_CONFIG: json.dumps(model_config.to_dict(), separators=(",", ":")),
         VOICE_BANK: json.dumps(bank.to_dict(), ensure_ascii=False, separators=(",", ":")),
         CHECKPOINT_NAME: checkpoint_name,
         FIRST_CHUNK_FIRST: "true" if settings.first_chunk_first else "false",
         MAX_STREAMS: str(settings.max_streams),
+        NETWORK_MAX_BATCH: json.dumps(settings.max_batch_sizes(), separators=(",", ":")),
     }
+
+
+def _write_bls_models(root: Path, model_config: ModelConfig, voice_bank: Path, bank: VoiceBank,
+                      settings: RepositorySettings, checkpoint_name: str) -> None:
+    """``tts`` and ``tts_offline``: config (with the model config and voice bank), adapter, voice bank file."""
+    params = bls_parameters(model_config, bank, settings, checkpoint_name)
     for name, decoupled in BLS_MODELS.items():
         version_dir = _model_dir(root, name, _bls_config(tts_spec(model_config, name), decoupled, params, settings))
         _write_adapter(version_dir, name, BLS_MODULE)
@@ -420,7 +433,7 @@ def _ensemble_config(spec: ModelSpec, members: Sequence[ModelSpec], settings: Re
     return {
         "name": spec.name,
         "platform": "ensemble",
-        "max_batch_size": min(settings.networks[m.name].max_batch_size for m in members),
+        "max_batch_size": settings.max_batch_sizes()[spec.name],
         "input": [tensor(t) for t in spec.inputs],
         "output": [tensor(t) for t in spec.outputs],
         "ensemble_scheduling": {"step": steps},

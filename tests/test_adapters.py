@@ -22,7 +22,7 @@ from google.protobuf import json_format
 from tts_triton.backend.lifecycle import STOP_PARAMETER, StopBoard
 from tts_triton.core import contract
 from tts_triton.core.config import ModelConfig
-from tts_triton.core.layout import CHECKPOINT_FILE, FIRST_CHUNK_FIRST, MAX_STREAMS
+from tts_triton.core.layout import CHECKPOINT_FILE, MAX_STREAMS
 from tts_triton.core.shapes import axis_values
 from tts_triton.core.voices import from_styles
 from tts_triton.export import repository as repo_mod
@@ -115,9 +115,8 @@ def bls(pb: Any, checkpoint: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
 
     def make(decoupled: bool = True, max_streams: int = 0, instances: int = 1) -> Any:
         name = contract.TTS if decoupled else contract.TTS_OFFLINE
-        params = {"model_config": json.dumps(checkpoint.config.to_dict()), "voice_bank": bank.to_json(),
-                  FIRST_CHUNK_FIRST: "false", MAX_STREAMS: str(max_streams)}
-        settings = repo_mod.RepositorySettings(bls_instances=instances)
+        settings = repo_mod.RepositorySettings(bls_instances=instances, max_streams=max_streams)
+        params = repo_mod.bls_parameters(checkpoint.config, bank, settings, "test")
         config = repo_mod._bls_config(contract.tts_spec(checkpoint.config, name), decoupled, params, settings)
         model = bls_module.TritonPythonModel()
         model.initialize({"model_config": json.dumps(triton_json(config)), "model_instance_name": f"{name}_0_0"})

@@ -5,6 +5,7 @@ texts against scripted clients; and one short run against the real embedded serv
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import os
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 
 from tts_triton.bench.baseline import BaselinePlan, run_baseline
+from tts_triton.bench.compare import compare
 from tts_triton.bench.goals import Goals, GoalsError, RunNumbers
 from tts_triton.bench.load import MIN_MEASURED, LoadLevel
 from tts_triton.bench.plot import plot
@@ -211,7 +213,7 @@ def test_render_markdown_has_every_section() -> None:
     assert "- CPU: test cpu" in text
     assert "| " + " | ".join(LEVEL_HEADERS) + " |" in text
     assert "| " + " | ".join(MODEL_HEADERS) + " |" in text
-    assert "| vocoder | 8 | 0 | 2 | 4.00 | 1.00 | 0.00 |" in text
+    assert "| vocoder | 8 | 8 | 0 | 2 | 4.00 | 1.00 | 0.00 |" in text
     assert "| vocoder | 16 | 2000 | 1 | – | – | – |" in text  # settings: no batch budget, threads not given
     assert "### Opening burst" in text and "| triton | 2 | 2,000.0 | 2,000.0 |" in text
     assert "![latency and throughput against concurrency](docs/records/bench/concurrency.png)" in text
@@ -219,6 +221,21 @@ def test_render_markdown_has_every_section() -> None:
     assert "- Shared: during the levels other processes used 30-30 % of all cores, CPU steal time 1-1 %" in text
     assert "UNTRAINED" not in text
     assert "not in this run" not in text
+
+
+def test_compare_pairs_the_levels_both_runs_share() -> None:
+    before, after = _report(trained=True), _report(trained=True)
+    after.levels[0].records = [dataclasses.replace(r, first_chunk=r.first_chunk and r.start + (r.first_chunk - r.start)
+                                                   / 2) for r in after.levels[0].records]
+    after.levels[0].models = diff_stats({}, flatten_stats({"model_stats": [_model("vocoder", 8, 2, 2, 8_000_000, 0)]}))
+    extra = _level()
+    extra.concurrency = 4  # only in the later run: not compared
+    after.levels.append(extra)
+    text = compare(json.loads(report_json(before)), json.loads(report_json(after)), ("main", "new"))
+    assert text.startswith("Each cell: main → new (new / main).")
+    assert "| 2 | 1,000.0 → 500.0 (0.50x) |" in text
+    assert "| 4 |" not in text
+    assert "| 2 | vocoder | 8 → 2 | 8 → 8 | 2 → 2 |" in text
 
 
 def test_render_markdown_flags_uneven_other_load() -> None:

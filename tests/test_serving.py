@@ -38,11 +38,13 @@ def grpc(server: TritonServer) -> TTSClient:
 
 
 
-def decoder_stats(server: TritonServer, model: str = contract.DECODER) -> tuple[int, int]:
-    """(inference_count, execution_count) of a model so far."""
+def decoder_stats(server: TritonServer, model: str = contract.DECODER, requests: bool = False) -> tuple[int, ...]:
+    """(inference_count, execution_count) of a model so far: rows and device calls; with ``requests``, also
+    the requests that carried those rows."""
     with grpcclient.InferenceServerClient(server.grpc_url) as client:
         stats = client.get_inference_statistics(model, as_json=True)["model_stats"][0]
-    return int(stats.get("inference_count", 0)), int(stats.get("execution_count", 0))
+    counts = int(stats.get("inference_count", 0)), int(stats.get("execution_count", 0))
+    return (*counts, int(stats["inference_stats"]["success"].get("count", 0))) if requests else counts
 
 
 def test_stream_matches_offline_and_reference(server: TritonServer, grpc: TTSClient, checkpoint: Checkpoint,
@@ -69,7 +71,8 @@ def test_stream_matches_offline_and_reference(server: TritonServer, grpc: TTSCli
 
 
 def test_sixteen_concurrent_streams_batch_in_the_decoder(server: TritonServer, grpc: TTSClient) -> None:
-    before = decoder_stats(server)
+    """The streams' decoder calls share executions, and the BLS sends those made together as one request."""
+    before = decoder_stats(server, requests=True)
     results: dict[int, np.ndarray] = {}
     errors: list[BaseException] = []
 
@@ -89,8 +92,10 @@ def test_sixteen_concurrent_streams_batch_in_the_decoder(server: TritonServer, g
         t.join(timeout=300)
     assert not errors, errors
     assert sorted(results) == list(range(16)) and all(a.size > 0 for a in results.values())
-    inferences, executions = (a - b for a, b in zip(decoder_stats(server), before, strict=True))
-    assert inferences / executions > 1.0, f"decoder ran {inferences} requests in {executions} executions"
+    inferences, executions, requests = (a - b for a, b in zip(decoder_stats(server, requests=True), before,
+                                                                strict=True))
+    assert inferences / executions > 1.0, f"decoder ran {inferences} rows in {executions} executions"
+    assert inferences / requests > 1.0, f"decoder got {inferences} rows in {requests} requests"
 
 
 BAD_INPUTS = [

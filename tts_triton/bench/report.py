@@ -44,8 +44,8 @@ __all__ = [
 LEVEL_HEADERS = ("runtime", "concurrency", "measured", "done", "errors", "cut off", "first chunk p50 ms", "p90 ms",
                  "p99 ms", "RTF mean", "RTF p90", "audio s / s", "requests / s", "loaded s", "CPU busy %",
                  "of which bench %", "repeats %", "cache hit %")
-MODEL_HEADERS = ("model", "requests", "failures", "executions", "avg batch", "queue ms / req", "compute ms / req",
-                 "of which input", "infer", "output")
+MODEL_HEADERS = ("model", "requests", "rows", "failures", "executions", "avg batch", "queue ms / req",
+                 "compute ms / req", "of which input", "infer", "output")
 OPENING_HEADERS = ("runtime", "concurrency", "first chunk p50 ms", "p99 ms")
 RATIO_HEADERS = ("concurrency", "served x real time", "eager x real time", "throughput served / eager",
                  "served RTF", "eager RTF", "RTF eager / served", "first chunk p50 ms served", "eager")
@@ -71,8 +71,8 @@ def opening_row(s: LevelSummary, runtime: str) -> list[str]:
 
 def model_row(m: ModelDelta) -> list[str]:
     """One row of a per-model statistics table (headers :data:`MODEL_HEADERS`)."""
-    return [m.name, str(m.requests), str(m.failures), str(m.executions), _num(m.avg_batch, 2), _num(m.queue_ms, 2),
-            _num(m.compute_ms, 2), *(_num(m.per_request_ms(part), 2) for part in COMPUTE_PARTS)]
+    return [m.name, str(m.requests), str(m.rows), str(m.failures), str(m.executions), _num(m.avg_batch, 2),
+            _num(m.queue_ms, 2), _num(m.compute_ms, 2), *(_num(m.per_request_ms(part), 2) for part in COMPUTE_PARTS)]
 
 
 def ratio_row(served: LevelSummary, eager: LevelSummary) -> list[str]:
@@ -295,10 +295,11 @@ def _reading_section(report: Report) -> list[str]:
         "- `tts` is decoupled: Triton counts only its `execute()` call, which returns at once while the stream "
         "runs in the background, so its compute time is not the stream's duration. `encode` (and `style_encoder`) "
         "run only for requests with reference audio; preset voices call `text_encoder` directly.\n",
-        "- compute ms / req counts a batch's execution time once per request in it; with batching the busy time "
-        "of the model is about compute ms / req × requests / avg batch. It splits into Triton's *input* (gathering "
-        "the batch's inputs), *infer* (the model's `execute`; for a Python model, with the hand-over to its stub "
-        "process) and *output* (its responses).\n",
+        "- *rows* are the batch rows the requests carried: the BLS sends the calls its streams make together as "
+        "one request (`tts_triton.serving.coalesce`). *avg batch* is rows per execution. compute ms / req counts "
+        "an execution's time once per request in it, so the model was busy about compute ms / req × executions. "
+        "It splits into Triton's *input* (gathering the batch's inputs), *infer* (the model's `execute`; for a "
+        "Python model, with the hand-over to its stub process) and *output* (its responses).\n",
     ]
 
 

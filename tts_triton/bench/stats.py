@@ -125,6 +125,11 @@ class ModelDelta:
         return self.counters["success.count"]
 
     @property
+    def rows(self) -> int:
+        """Batch rows inferred (Triton's inference count)."""
+        return self.counters["inference_count"]
+
+    @property
     def failures(self) -> int:
         """Failed requests."""
         return self.counters["fail.count"]
@@ -136,8 +141,8 @@ class ModelDelta:
 
     @property
     def avg_batch(self) -> float:
-        """Inferences per execution (the dynamic batcher's average batch size); NaN without executions."""
-        return self.counters["inference_count"] / self.executions if self.executions else math.nan
+        """Rows per execution (the dynamic batcher's average batch size); NaN without executions."""
+        return self.rows / self.executions if self.executions else math.nan
 
     def per_request_ms(self, *stats: str) -> float:
         """The summed time of ``stats`` (counter names) per request of the first, ms; NaN without requests."""

@@ -31,6 +31,9 @@ FIRST_CHUNK_FIRST = "first_chunk_first"
 #: ``tts`` / ``tts_offline``: the admission bound, the most requests in flight in the model over all its instances
 #: (each instance takes an equal share, :class:`~tts_triton.backend.lifecycle.Admission`); ``"0"``: no bound.
 MAX_STREAMS = "max_streams"
+#: ``tts`` / ``tts_offline``: JSON ``{network or ensemble: Triton max_batch_size}``, the most rows one request of
+#: the BLS's merged network calls may carry (:class:`~tts_triton.serving.coalesce.Coalescer`).
+NETWORK_MAX_BATCH = "network_max_batch"
 #: Network models: JSON ``{input name: [dynamic axis name, or "" for a fixed size, per dimension]}``.
 INPUT_AXES = "input_axes"
 #: Network models on the CPU: thread counts (ONNX Runtime's intra/inter-op pools; PyTorch's intra-op threads),

@@ -72,10 +72,11 @@ from tts_triton.backend.params import int_parameter, parameters
 from tts_triton.cache.deployment import cache_wanted, open_cache
 from tts_triton.core import audio, contract
 from tts_triton.core.config import STREAMING, ModelConfig
-from tts_triton.core.layout import FIRST_CHUNK_FIRST, MAX_STREAMS, MODEL_CONFIG, VOICE_BANK
+from tts_triton.core.layout import FIRST_CHUNK_FIRST, MAX_STREAMS, MODEL_CONFIG, NETWORK_MAX_BATCH, VOICE_BANK
 from tts_triton.core.voices import VoiceBank
 from tts_triton.errors import Cancelled, Stopped, TimedOut
 from tts_triton.ops.memory import lift_file_size_limit
+from tts_triton.serving.coalesce import Coalescer
 from tts_triton.serving.gate import ProgressGate
 from tts_triton.serving.pipeline import Chunk
 from tts_triton.serving.resample import resampled
@@ -85,11 +86,10 @@ from tts_triton.triton.utils import error_response, read_inputs
 
 
 class BlsBackend:
-    """:class:`~tts_triton.serving.pipeline.InferBackend` over BLS calls to the other models (CPU tensors);
+    """:class:`~tts_triton.serving.pipeline.InferBackend` over BLS calls to the models of ``specs`` (CPU tensors);
     requests every output but the :data:`~tts_triton.core.contract.DIAGNOSTIC_OUTPUTS` not in ``diagnostic``."""
 
-    def __init__(self, cfg: ModelConfig, diagnostic: frozenset[str] = frozenset()) -> None:
-        specs = {**contract.network_specs(cfg), contract.ENCODE: contract.encode_spec(cfg)}
+    def __init__(self, specs: dict[str, contract.ModelSpec], diagnostic: frozenset[str] = frozenset()) -> None:
         skip = contract.DIAGNOSTIC_OUTPUTS - diagnostic
         self.outputs = {name: [o for o in spec.output_names if o not in skip] for name, spec in specs.items()}
 
@@ -108,7 +108,7 @@ class BlsBackend:
 class GatedBackend:
     """One request's view of a :class:`BlsBackend` whose calls wait for their turn at a :class:`ProgressGate`."""
 
-    def __init__(self, backend: BlsBackend, gate: ProgressGate) -> None:
+    def __init__(self, backend: Coalescer, gate: ProgressGate) -> None:
         self.backend = backend
         self.gate = gate
 
@@ -144,8 +144,11 @@ class TritonPythonModel:
         self.cache, self.cache_meter = cache if cache else (None, None)
         self.service = TTSService(self.cfg, VoiceBank.from_json(params[VOICE_BANK]), streaming)
         self.service.warm_up()
-        self.backend = BlsBackend(self.cfg)
-        self.timing_backend = BlsBackend(self.cfg, frozenset({contract.ALIGNMENT}))  # for requests that want WORDS
+        specs = {**contract.network_specs(self.cfg), contract.ENCODE: contract.encode_spec(self.cfg)}
+        max_rows = {name: int(rows) for name, rows in json.loads(params[NETWORK_MAX_BATCH]).items()}
+        self.backend = Coalescer(BlsBackend(specs), specs, max_rows)
+        # for requests that want WORDS
+        self.timing_backend = Coalescer(BlsBackend(specs, frozenset({contract.ALIGNMENT})), specs, max_rows)
         self.name = config["name"]
         self.stops = StopBoard()
         self.admission = Admission(int_parameter(config, MAX_STREAMS, 0), self.name, self.stops.directory)
@@ -214,7 +217,7 @@ class TritonPythonModel:
         deadline = Deadline(request.timeout())
         request_id = request.request_id()
         want_words = contract.WORDS in request.requested_output_names()
-        backend: BlsBackend | GatedBackend = self.timing_backend if want_words else self.backend
+        backend: Coalescer | GatedBackend = self.timing_backend if want_words else self.backend
         if self.gate is not None:
             backend = GatedBackend(backend, self.gate)
             self.gate.enter(backend)

@@ -1,0 +1,78 @@
+"""Two bench runs side by side: ``python -m tts_triton.bench.compare BEFORE/bench.json AFTER/bench.json``.
+
+For runs of two trees on one machine (``scripts/gpu/ab-bench.sh``), each level the two runs share: first-chunk
+latency, aggregate x real time and CPU use, with the after/before ratios; then, per level, how many requests,
+rows and executions each network model took. Prints the Markdown and, with ``--out``, writes it there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tts_triton.bench.stats import LevelSummary, ModelDelta
+from tts_triton.jobs.tables import markdown_table
+
+LEVEL_HEADERS = ("concurrency", "first chunk p50 ms", "p99 ms", "x real time", "CPU busy %", "errors")
+MODEL_HEADERS = ("concurrency", "model", "requests", "rows", "executions", "compute ms / req")
+
+
+def _levels(bench: dict[str, Any]) -> dict[int, tuple[LevelSummary, list[ModelDelta]]]:
+    """Concurrency -> (summary, model statistics) of a bench.json's served levels."""
+    summaries = [LevelSummary(**{k: math.nan if v is None else v for k, v in level.items()})
+                 for level in bench["summaries"]["levels"]]
+    models = [[ModelDelta(m["name"], m["counters"]) for m in level["models"]] for level in bench["report"]["levels"]]
+    return {s.concurrency: (s, m) for s, m in zip(summaries, models, strict=True)}
+
+
+def _pair(before: float, after: float, digits: int = 1) -> str:
+    ratio = after / before if before and not math.isnan(before) else math.nan
+    return f"{before:,.{digits}f} → {after:,.{digits}f} ({ratio:.2f}x)"
+
+
+def compare(before: dict[str, Any], after: dict[str, Any], labels: Sequence[str] = ("before", "after")) -> str:
+    """The Markdown comparison of two bench.json documents (levels both ran, in order of concurrency)."""
+    old, new = _levels(before), _levels(after)
+    shared = sorted(set(old) & set(new))
+    rows = []
+    for c in shared:
+        a, b = old[c][0], new[c][0]
+        rows.append([str(c), _pair(a.first_chunk_p50, b.first_chunk_p50), _pair(a.first_chunk_p99, b.first_chunk_p99),
+                     _pair(a.audio_per_second, b.audio_per_second, 0), _pair(a.cpu_busy, b.cpu_busy, 0),
+                     f"{a.errors} → {b.errors}"])
+    model_rows = []
+    for c in shared:
+        for m_old, m_new in zip(old[c][1], new[c][1], strict=False):
+            if m_old.name == m_new.name and (m_old.requests or m_new.requests):
+                model_rows.append([str(c), m_old.name, f"{m_old.requests} → {m_new.requests}",
+                                   f"{m_old.rows} → {m_new.rows}", f"{m_old.executions} → {m_new.executions}",
+                                   f"{m_old.compute_ms:.2f} → {m_new.compute_ms:.2f}"])
+    first, second = labels
+    return "\n".join([
+        f"Each cell: {first} → {second} ({second} / {first}).", "",
+        markdown_table(LEVEL_HEADERS, rows), "",
+        "Per network model (Triton's statistics over each level, fillers included):", "",
+        markdown_table(MODEL_HEADERS, model_rows, left=2), "",
+    ])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tts_triton.bench.compare", description=__doc__.split("\n")[0])
+    p.add_argument("before", type=Path, help="bench.json of the earlier tree")
+    p.add_argument("after", type=Path, help="bench.json of the later tree")
+    p.add_argument("--labels", nargs=2, default=("before", "after"), metavar=("BEFORE", "AFTER"))
+    p.add_argument("--out", type=Path, help="also write the Markdown here")
+    args = p.parse_args(argv)
+    text = compare(json.loads(args.before.read_text()), json.loads(args.after.read_text()), args.labels)
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

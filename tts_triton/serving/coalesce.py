@@ -1,0 +1,101 @@
+"""One network request per batch of concurrent streams instead of one per stream.
+
+Every stream of a BLS instance runs its own decode loop and asks for one row at a time. Sent as they are,
+256 streams make 256 requests per step, and each request costs Triton, the network model's stub and its
+Python the same work whatever its size: that per-request work, not the GPU, bounded the served throughput
+(docs/records/bench/history.md). :class:`Coalescer` sits between the streams and the backend: the calls
+for one network that the streams of an event loop make at about the same moment (until a loop iteration
+passes without a new one) are merged into as few requests as their shapes allow
+(:func:`~tts_triton.engine.batching.batch_groups`, zero-padded along the network's masked axes like the
+network model itself does), at most ``max_rows`` rows each, and each stream gets its own rows back. A lone
+stream's call goes out after two loop iterations, microseconds; a stream whose call was cancelled gets
+nothing and the others are unaffected; a failed request fails each of its callers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tts_triton.core.contract import ModelSpec
+from tts_triton.engine.batching import Feed, Padding, batch_groups, merge, rows, split
+from tts_triton.serving.pipeline import InferBackend
+
+__all__ = ["Coalescer"]
+
+#: Loop iterations a model's collected calls may wait for more to arrive (each must bring at least one new
+#: call): streams woken together issue their next calls within a few iterations of each other.
+MAX_DEFERRALS = 4
+
+
+@dataclass
+class _Pending:
+    calls: list[tuple[Feed, asyncio.Future[dict[str, np.ndarray]]]] = field(default_factory=list)
+    seen: int = 0
+    deferrals: int = 0
+
+
+class Coalescer:
+    """An :class:`~tts_triton.serving.pipeline.InferBackend` that merges concurrent calls to ``backend``.
+
+    ``specs`` names the models it may merge (their masked axes say which shapes pad together) and
+    ``max_rows`` each one's most rows per request (Triton's ``max_batch_size``); calls to any other model
+    go straight through. All calls must come from one event loop."""
+
+    def __init__(self, backend: InferBackend, specs: Mapping[str, ModelSpec], max_rows: Mapping[str, int]) -> None:
+        self.backend = backend
+        self.padding = {name: Padding.of(spec) for name, spec in specs.items() if name in max_rows}
+        self.max_rows = dict(max_rows)
+        self._pending: dict[str, _Pending] = {}
+        self._running: set[asyncio.Task] = set()
+
+    async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if model not in self.padding:
+            return await self.backend.infer(model, inputs)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[dict[str, np.ndarray]] = loop.create_future()
+        pending = self._pending.get(model)
+        if pending is None:
+            pending = self._pending[model] = _Pending()
+            loop.call_soon(self._tick, model)
+        pending.calls.append((inputs, future))
+        return await future
+
+    def _tick(self, model: str) -> None:
+        """Send ``model``'s collected calls, unless new ones came in the last iteration (and it may wait on)."""
+        pending = self._pending[model]
+        if len(pending.calls) > pending.seen and pending.deferrals < MAX_DEFERRALS:
+            pending.seen, pending.deferrals = len(pending.calls), pending.deferrals + 1
+            asyncio.get_running_loop().call_soon(self._tick, model)
+            return
+        del self._pending[model]
+        calls = [(feed, future) for feed, future in pending.calls if not future.done()]  # done: cancelled
+        feeds = [feed for feed, _ in calls]
+        for group in batch_groups(feeds, padding=self.padding[model]):
+            start = 0
+            while start < len(group):
+                end, taken = start, 0
+                while end < len(group) and (end == start or taken + rows(feeds[group[end]]) <= self.max_rows[model]):
+                    taken += rows(feeds[group[end]])
+                    end += 1
+                task = asyncio.ensure_future(self._send(model, [calls[i] for i in group[start:end]]))
+                self._running.add(task)
+                task.add_done_callback(self._running.discard)
+                start = end
+
+    async def _send(self, model: str, calls: list[tuple[Feed, asyncio.Future[dict[str, np.ndarray]]]]) -> None:
+        feeds = [feed for feed, _ in calls]
+        padding = self.padding[model]
+        try:
+            parts = split(await self.backend.infer(model, merge(feeds, padding)), feeds, padding)
+        except Exception as err:  # each caller is told
+            for _, future in calls:
+                if not future.done():
+                    future.set_exception(err)
+            return
+        for (_, future), part in zip(calls, parts, strict=True):
+            if not future.done():
+                future.set_result(part)
