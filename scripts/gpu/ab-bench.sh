@@ -3,13 +3,13 @@
 # arguments, the same voice and the same machine, then the two side by side.
 #     scripts/gpu/ab-bench.sh BEFORE_DIR [-- BENCH_ARGS...]
 # BEFORE_DIR holds the earlier tree's files without its voice, made here with e.g.
-#     mkdir .ab-before && git archive MAIN -- . ':!docs' ':!tests' ':!tts_triton/assets' docs/bench-goals.toml \
-#       | tar -x -C .ab-before          # about 2 MB; carry it with .gpu-bundle and .espeak-debs
-# This checkout's tts_triton/assets (the voice and its bank), .gpu-bundle and .espeak-debs are linked into it, so
-# only the code differs. Each tree runs its own scripts/gpu/bench.sh (which makes that tree the one the stubs
-# import) with its own repository under /tmp; default BENCH_ARGS: the levels 1 8 64 128 256, 12 s of measured
-# starts each, no eager baseline, no soak (about 2.5 minutes a tree). Into $OUT (default bench-out): before/ and
-# after/ (each bench's files), and compare.md (python -m tts_triton.bench.compare).
+#     mkdir .ab-before && git archive MAIN -- . ':!docs' ':!tests' ':!tts_triton/assets' | tar -x -C .ab-before
+# (about 2 MB; carry it with .gpu-bundle and .espeak-debs). This checkout's tts_triton/assets (the voice and its
+# bank), docs/bench-goals.toml, .gpu-bundle and .espeak-debs are linked into it, so only the code differs. Each
+# tree runs its own scripts/gpu/bench.sh (which makes that tree the one the stubs import) with its own repository
+# under /tmp; default BENCH_ARGS: the levels 1 8 64 128 256, 12 s of measured starts each, no eager baseline, no
+# soak (about 2.5 minutes a tree). Into $OUT (default bench-out): before/ and after/ (each bench's files), and
+# compare.md (python -m tts_triton.bench.compare).
 # Environment: OUT, AB_TIMEOUT (seconds per tree before its bench is interrupted cleanly, default 250).
 set -eo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -18,13 +18,15 @@ shift
 [ "${1:-}" = "--" ] && shift
 OUT=${OUT:-bench-out}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)  # each bench runs from its own tree
 args=("$@")
 ((${#args[@]})) || args=(--concurrency 1 8 64 128 256 --seconds 12 --grace 20 --warmup 3 --baseline-device none)
 here=$PWD
 before=$(cd "$before" && pwd)
 rm -rf "$before/tts_triton/assets"
 ln -s "$here/tts_triton/assets" "$before/tts_triton/assets"
-for linked in .gpu-bundle .espeak-debs; do
+mkdir -p "$before/docs"
+for linked in .gpu-bundle .espeak-debs docs/bench-goals.toml; do
   [ -e "$before/$linked" ] || ln -s "$here/$linked" "$before/$linked"
 done
 status=0
@@ -32,7 +34,7 @@ for side in before after; do
   tree=$here
   [ "$side" = before ] && tree=$before
   printf '==> [%4ds] %s: %s\n' "$SECONDS" "$side" "$tree"
-  OUT="$here/$OUT/$side" BENCH_TIMEOUT=${AB_TIMEOUT:-250} bash "$tree/scripts/gpu/bench.sh" -- \
+  OUT="$OUT/$side" BENCH_TIMEOUT=${AB_TIMEOUT:-250} bash "$tree/scripts/gpu/bench.sh" -- \
     --model-repository "/tmp/ab-$side-repository" "${args[@]}" || status=$?
 done
 python3 -m tts_triton.bench.compare "$OUT/before/bench.json" "$OUT/after/bench.json" --labels before after \

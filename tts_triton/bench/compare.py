@@ -42,7 +42,7 @@ def compare(before: dict[str, Any], after: dict[str, Any], labels: Sequence[str]
     for c in shared:
         a, b = old[c][0], new[c][0]
         rows.append([str(c), _pair(a.first_chunk_p50, b.first_chunk_p50), _pair(a.first_chunk_p99, b.first_chunk_p99),
-                     _pair(a.audio_per_second, b.audio_per_second, 0), _pair(a.cpu_busy, b.cpu_busy, 0),
+                     _pair(a.audio_per_second, b.audio_per_second), _pair(a.cpu_busy, b.cpu_busy, 0),
                      f"{a.errors} → {b.errors}"])
     model_rows = []
     for c in shared:

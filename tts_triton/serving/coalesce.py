@@ -8,7 +8,7 @@ for one network that the streams of an event loop make at about the same moment 
 passes without a new one) are merged into as few requests as their shapes allow
 (:func:`~tts_triton.engine.batching.batch_groups`, zero-padded along the network's masked axes like the
 network model itself does), at most ``max_rows`` rows each, and each stream gets its own rows back. A lone
-stream's call goes out after two loop iterations, microseconds; a stream whose call was cancelled gets
+stream's call goes out two loop iterations later, microseconds; a stream whose call was cancelled gets
 nothing and the others are unaffected; a failed request fails each of its callers.
 """
 
@@ -34,7 +34,7 @@ MAX_DEFERRALS = 4
 @dataclass
 class _Pending:
     calls: list[tuple[Feed, asyncio.Future[dict[str, np.ndarray]]]] = field(default_factory=list)
-    seen: int = 0
+    seen: int = 0  # calls at the last tick: more by the next one (at first, any), and it waits another iteration
     deferrals: int = 0
 
 
