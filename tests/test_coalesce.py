@@ -91,22 +91,24 @@ def test_a_lone_call_goes_out_unchanged_and_unknown_models_pass_through() -> Non
     np.testing.assert_array_equal(passed["y"], np.ones((1, 4), np.float32))
 
 
-def test_calls_made_a_few_iterations_apart_still_share_a_request() -> None:
-    """Streams woken together reach their next call after different amounts of work (a few loop iterations)."""
+@pytest.mark.parametrize(("iterations", "requests"), [((0, 0, 1, 2), [4]), ((0, 1), [1, 1]), ((0, 0, 3), [2, 1])])
+def test_calls_wait_for_more_only_while_more_arrive(iterations: tuple[int, ...], requests: list[int]) -> None:
+    """Streams woken together reach their next call after different amounts of work (loop iterations): the calls
+    wait an iteration for more only while the last one brought some, so a lone call goes out at once."""
     backend = Recording()
 
-    async def stream(i: int) -> dict[str, np.ndarray]:
-        for _ in range(i):
+    async def stream(i: int, wait: int) -> dict[str, np.ndarray]:
+        for _ in range(wait):
             await asyncio.sleep(0)
         return await c.infer("plain", {"x": np.full((1, 8), i, np.float32)})
 
     async def main() -> list[dict[str, np.ndarray]]:
-        return await asyncio.gather(*(stream(i) for i in range(3)))
+        return await asyncio.gather(*(stream(i, wait) for i, wait in enumerate(iterations)))
 
     c = coalescer(backend)
     results = asyncio.run(main())
-    assert backend.requests == [("plain", (3, 8))]
-    assert [float(r["y"][0, 0]) for r in results] == [1.0, 2.0, 3.0]
+    assert [shape[0] for _, shape in backend.requests] == requests
+    assert [float(r["y"][0, 0]) for r in results] == [i + 1.0 for i in range(len(iterations))]
 
 
 def test_a_cancelled_caller_leaves_the_others_their_results() -> None:

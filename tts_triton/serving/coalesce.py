@@ -8,7 +8,7 @@ for one network that the streams of an event loop make at about the same moment 
 passes without a new one) are merged into as few requests as their shapes allow
 (:func:`~tts_triton.engine.batching.batch_groups`, zero-padded along the network's masked axes like the
 network model itself does), at most ``max_rows`` rows each, and each stream gets its own rows back. A lone
-stream's call goes out two loop iterations later, microseconds; a stream whose call was cancelled gets
+stream's call goes out one loop iteration later, microseconds; a stream whose call was cancelled gets
 nothing and the others are unaffected; a failed request fails each of its callers.
 """
 
@@ -34,7 +34,7 @@ MAX_DEFERRALS = 4
 @dataclass
 class _Pending:
     calls: list[tuple[Feed, asyncio.Future[dict[str, np.ndarray]]]] = field(default_factory=list)
-    seen: int = 0  # calls at the last tick: more by the next one (at first, any), and it waits another iteration
+    seen: int = 0  # calls when the tick was scheduled: more by the time it runs, and it waits another iteration
     deferrals: int = 0
 
 
@@ -59,7 +59,7 @@ class Coalescer:
         future: asyncio.Future[dict[str, np.ndarray]] = loop.create_future()
         pending = self._pending.get(model)
         if pending is None:
-            pending = self._pending[model] = _Pending()
+            pending = self._pending[model] = _Pending(seen=1)
             loop.call_soon(self._tick, model)
         pending.calls.append((inputs, future))
         return await future
@@ -74,7 +74,7 @@ class Coalescer:
         del self._pending[model]
         calls = [(feed, future) for feed, future in pending.calls if not future.done()]  # done: cancelled
         feeds = [feed for feed, _ in calls]
-        for group in batch_groups(feeds, padding=self.padding[model]):
+        for group in batch_groups(feeds, padding=self.padding[model]) if len(calls) > 1 else [[0]] * len(calls):
             start = 0
             while start < len(group):
                 end, taken = start, 0
@@ -90,7 +90,8 @@ class Coalescer:
         feeds = [feed for feed, _ in calls]
         padding = self.padding[model]
         try:
-            parts = split(await self.backend.infer(model, merge(feeds, padding)), feeds, padding)
+            outputs = await self.backend.infer(model, merge(feeds, padding))
+            parts = split(outputs, feeds, padding) if len(feeds) > 1 else [outputs]
         except Exception as err:  # each caller is told
             for _, future in calls:
                 if not future.done():
