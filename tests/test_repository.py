@@ -36,7 +36,7 @@ from tts_triton.core.contract import (
     network_specs,
     tts_spec,
 )
-from tts_triton.core.layout import BATCH_BUDGET, FIRST_CHUNK_FIRST, MANIFEST_FILE, VOICE_BANK_FILE
+from tts_triton.core.layout import BATCH_BUDGET, FIRST_CHUNK_FIRST, MANIFEST_FILE, NETWORK_MAX_BATCH, VOICE_BANK_FILE
 from tts_triton.core.onnx_io import io_mismatches
 from tts_triton.export import repository as repo_mod
 from tts_triton.export.pbtxt import parse
@@ -222,6 +222,8 @@ def test_bls_models_carry_config_voice_bank_and_adapter(built, sources) -> None:
         assert ModelConfig.from_dict(json.loads(params["model_config"])) == settings.serving_config(CFG)
         assert params["checkpoint_name"] == sources.checkpoint.name
         assert params[FIRST_CHUNK_FIRST] == "false"
+        # what the BLS may merge into one request of each model: that model's max_batch_size
+        assert json.loads(params[NETWORK_MAX_BATCH]) == {m: configs[m].max_batch_size for m in (*SPECS, ENCODE)}
         assert json.loads((out / name / VOICE_BANK_FILE).read_text(encoding="utf-8")) == VOICE_BANK
         adapter = (out / name / "1" / "model.py").read_text()
         assert "from tts_triton.triton.bls import TritonPythonModel  # noqa: F401" in adapter

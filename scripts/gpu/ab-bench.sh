@@ -5,11 +5,11 @@
 # BEFORE_DIR holds the earlier tree's files without its voice, made here with e.g.
 #     mkdir .ab-before && git archive MAIN -- . ':!docs' ':!tests' ':!tts_triton/assets' | tar -x -C .ab-before
 # (about 2 MB; carry it with .gpu-bundle and .espeak-debs). This checkout's tts_triton/assets (the voice and its
-# bank), docs/bench-goals.toml, .gpu-bundle and .espeak-debs are linked into it, so only the code differs. Each
-# tree runs its own scripts/gpu/bench.sh (which makes that tree the one the stubs import) with its own repository
-# under /tmp; default BENCH_ARGS: the levels 1 8 64 128 256, 12 s of measured starts each, no eager baseline, no
-# soak (about 2.5 minutes a tree). Into $OUT (default bench-out): before/ and after/ (each bench's files), and
-# compare.md (python -m tts_triton.bench.compare).
+# bank), docs/bench-goals.toml, .gpu-bundle and .espeak-debs (or .espeak-min) are linked into it, so only the code
+# differs. Each tree runs its own scripts/gpu/bench.sh (which makes that tree the one the stubs import) with its
+# own repository under /tmp; default BENCH_ARGS: the levels 1 8 64 128 256, 12 s of measured starts each, no eager
+# baseline, no soak (about 2.5 minutes a tree). Into $OUT (default bench-out): before/ and after/ (each bench's
+# files), and compare.md (python -m tts_triton.bench.compare).
 # Environment: OUT, AB_TIMEOUT (seconds per tree before its bench is interrupted cleanly, default 250).
 set -eo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -26,8 +26,8 @@ before=$(cd "$before" && pwd)
 rm -rf "$before/tts_triton/assets"
 ln -s "$here/tts_triton/assets" "$before/tts_triton/assets"
 mkdir -p "$before/docs"
-for linked in .gpu-bundle .espeak-debs docs/bench-goals.toml; do
-  [ -e "$before/$linked" ] || ln -s "$here/$linked" "$before/$linked"
+for linked in .gpu-bundle .espeak-debs .espeak-min docs/bench-goals.toml; do
+  if [ -e "$here/$linked" ] && [ ! -e "$before/$linked" ]; then ln -s "$here/$linked" "$before/$linked"; fi
 done
 status=0
 for side in before after; do

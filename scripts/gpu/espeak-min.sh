@@ -7,7 +7,7 @@ set -euo pipefail
 debs=${1:-.espeak-debs}
 root=$(mktemp -d)
 for deb in "$debs"/*.deb; do
-  case $(basename "$deb") in fest*) continue ;; esac  # festival teaches the corpus only: probes need none of it
+  case $(basename "$deb") in fest* | flite* | libflite* | libestools*) continue ;; esac  # corpus teachers only
   dpkg-deb -x "$deb" "$root"
 done
 find "$root" -name '*_dict' ! -name en_dict ! -name cmn_dict -delete
