@@ -73,18 +73,23 @@ class Coalescer:
             return
         del self._pending[model]
         calls = [(feed, future) for feed, future in pending.calls if not future.done()]  # done: cancelled
+        if not calls:
+            return
         feeds = [feed for feed, _ in calls]
-        for group in batch_groups(feeds, padding=self.padding[model]) if len(calls) > 1 else [[0]] * len(calls):
-            start = 0
-            while start < len(group):
-                end, taken = start, 0
-                while end < len(group) and (end == start or taken + rows(feeds[group[end]]) <= self.max_rows[model]):
-                    taken += rows(feeds[group[end]])
-                    end += 1
-                task = asyncio.ensure_future(self._send(model, [calls[i] for i in group[start:end]]))
-                self._running.add(task)
-                task.add_done_callback(self._running.discard)
-                start = end
+        for group in batch_groups(feeds, padding=self.padding[model]) if len(calls) > 1 else [[0]]:
+            batch, taken = [], 0
+            for i in group:  # requests of at most max_rows rows (a larger call goes alone)
+                if batch and taken + rows(feeds[i]) > self.max_rows[model]:
+                    self._start(model, batch)
+                    batch, taken = [], 0
+                batch.append(calls[i])
+                taken += rows(feeds[i])
+            self._start(model, batch)
+
+    def _start(self, model: str, calls: list[tuple[Feed, asyncio.Future[dict[str, np.ndarray]]]]) -> None:
+        task = asyncio.ensure_future(self._send(model, calls))
+        self._running.add(task)  # the loop holds tasks weakly
+        task.add_done_callback(self._running.discard)
 
     async def _send(self, model: str, calls: list[tuple[Feed, asyncio.Future[dict[str, np.ndarray]]]]) -> None:
         feeds = [feed for feed, _ in calls]

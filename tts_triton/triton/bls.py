@@ -106,7 +106,8 @@ class BlsBackend:
 
 
 class GatedBackend:
-    """One request's view of a :class:`BlsBackend` whose calls wait for their turn at a :class:`ProgressGate`."""
+    """One request's view of the BLS's (coalesced) backend whose calls wait for their turn at a
+    :class:`ProgressGate`."""
 
     def __init__(self, backend: Coalescer, gate: ProgressGate) -> None:
         self.backend = backend
