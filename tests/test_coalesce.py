@@ -91,6 +91,25 @@ def test_a_lone_call_goes_out_unchanged_and_unknown_models_pass_through() -> Non
     np.testing.assert_array_equal(passed["y"], np.ones((1, 4), np.float32))
 
 
+@pytest.mark.parametrize(("open_streams", "sent_at_once", "requests"), [(1, 2, [1, 1]), (2, 0, [2])])
+def test_calls_go_straight_through_while_one_stream_is_open(open_streams: int, sent_at_once: int,
+                                                             requests: list[int]) -> None:
+    """With one stream open nobody can join its calls: they reach the backend in the iteration they are made, one
+    request each; with more open, calls made together wait to go as one."""
+    backend = Recording()
+
+    async def main() -> int:
+        c = Coalescer(backend, {"plain": PLAIN}, {"plain": 8}, streams=lambda: open_streams)
+        calls = [asyncio.ensure_future(c.infer("plain", {"x": np.full((1, 8), i, np.float32)})) for i in range(2)]
+        await asyncio.sleep(0)  # one iteration: the calls have been made
+        sent = len(backend.requests)
+        assert [float(r["y"][0, 0]) for r in await asyncio.gather(*calls)] == [1.0, 2.0]
+        return sent
+
+    assert asyncio.run(main()) == sent_at_once
+    assert [shape[0] for _, shape in backend.requests] == requests
+
+
 @pytest.mark.parametrize(("iterations", "requests"), [((0, 0, 1, 2), [4]), ((0, 1), [1, 1]), ((0, 0, 3), [2, 1])])
 def test_calls_wait_for_more_only_while_more_arrive(iterations: tuple[int, ...], requests: list[int]) -> None:
     """Streams woken together reach their next call after different amounts of work (loop iterations): the calls

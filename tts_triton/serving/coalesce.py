@@ -7,15 +7,16 @@ Python the same work whatever its size: that per-request work, not the GPU, boun
 for one network that the streams of an event loop make at about the same moment (until a loop iteration
 passes without a new one) are merged into as few requests as their shapes allow
 (:func:`~tts_triton.engine.batching.batch_groups`, zero-padded along the network's masked axes like the
-network model itself does), at most ``max_rows`` rows each, and each stream gets its own rows back. A lone
-stream's call goes out one loop iteration later, microseconds; a stream whose call was cancelled gets
-nothing and the others are unaffected; a failed request fails each of its callers.
+network model itself does), at most ``max_rows`` rows each, and each stream gets its own rows back. While
+only one stream is open, its calls go straight through (nobody could join them, and a wait would delay its
+first chunk); otherwise a lone call goes out one loop iteration later, microseconds. A stream whose call was
+cancelled gets nothing and the others are unaffected; a failed request fails each of its callers.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,17 +44,20 @@ class Coalescer:
 
     ``specs`` names the models it may merge (their masked axes say which shapes pad together) and
     ``max_rows`` each one's most rows per request (Triton's ``max_batch_size``); calls to any other model
-    go straight through. All calls must come from one event loop."""
+    go straight through, and so does every call while ``streams()`` (the streams open on this loop, if
+    given) is at most 1. All calls must come from one event loop."""
 
-    def __init__(self, backend: InferBackend, specs: Mapping[str, ModelSpec], max_rows: Mapping[str, int]) -> None:
+    def __init__(self, backend: InferBackend, specs: Mapping[str, ModelSpec], max_rows: Mapping[str, int],
+                 streams: Callable[[], int] | None = None) -> None:
         self.backend = backend
+        self.streams = streams
         self.padding = {name: Padding.of(spec) for name, spec in specs.items() if name in max_rows}
         self.max_rows = dict(max_rows)
         self._pending: dict[str, _Pending] = {}
         self._running: set[asyncio.Task] = set()
 
     async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if model not in self.padding:
+        if model not in self.padding or (self.streams is not None and self.streams() <= 1):
             return await self.backend.infer(model, inputs)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[dict[str, np.ndarray]] = loop.create_future()

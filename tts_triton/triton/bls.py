@@ -146,13 +146,17 @@ class TritonPythonModel:
         self.service = TTSService(self.cfg, VoiceBank.from_json(params[VOICE_BANK]), streaming)
         self.service.warm_up()
         specs = {**contract.network_specs(self.cfg), contract.ENCODE: contract.encode_spec(self.cfg)}
-        max_rows = {name: int(rows) for name, rows in json.loads(params[NETWORK_MAX_BATCH]).items()}
-        self.backend = Coalescer(BlsBackend(specs), specs, max_rows)
-        # for requests that want WORDS
-        self.timing_backend = Coalescer(BlsBackend(specs, frozenset({contract.ALIGNMENT})), specs, max_rows)
         self.name = config["name"]
         self.stops = StopBoard()
         self.admission = Admission(int_parameter(config, MAX_STREAMS, 0), self.name, self.stops.directory)
+        max_rows = {name: int(rows) for name, rows in json.loads(params[NETWORK_MAX_BATCH]).items()}
+
+        def streams() -> int:
+            return self.admission.active
+
+        self.backend = Coalescer(BlsBackend(specs), specs, max_rows, streams)
+        # for requests that want WORDS
+        self.timing_backend = Coalescer(BlsBackend(specs, frozenset({contract.ALIGNMENT})), specs, max_rows, streams)
         labels = {"model": self.name}
         # Open requests: a scaling signal that rises with load even though the async BLS queues nothing.
         self.active_family = pb_utils.MetricFamily(
