@@ -23,10 +23,10 @@ from tts_triton.serving.pipeline import Pipeline
 # 10.x), restricted to the ones a network of this kind can reasonably need. An op outside this list in
 # an exported graph means the TensorRT target would fail to parse it.
 TENSORRT_ONNX_OPS = {
-    "Add", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape", "Conv", "ConvTranspose", "Div", "Equal",
+    "Add", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape", "Conv", "ConvTranspose", "Cos", "Div", "Equal",
     "Erf", "Exp", "Expand", "Flatten", "Gather", "Gemm", "GRU", "Identity", "LayerNormalization", "LeakyRelu",
     "Log", "LSTM", "MatMul", "Mul", "Neg", "Pad", "Pow", "Range", "ReduceMean", "ReduceSum", "Relu", "Reshape",
-    "Shape", "Sigmoid", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze",
+    "Shape", "Sigmoid", "Sin", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze",
     "Where",
 }
 # Ops TensorRT rejects or that signal a graph the export should not produce (data-dependent loops).

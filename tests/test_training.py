@@ -119,6 +119,24 @@ def test_vocoder_step_and_resume(corpus: Path, tiny_init: Path, tmp_path: Path) 
     assert load_checkpoint(tmp_path / "v" / "checkpoint.pt").info["vocoder"]["steps"] == 4
 
 
+@needs_espeak
+def test_a_vocoder_run_can_start_an_stft_generator_beside_the_acoustic_model(corpus: Path, tiny_init: Path,
+                                                                            tmp_path: Path) -> None:
+    flags = ["--data", str(corpus), "--batch-size", "2", "--segment-frames", "8", "--workers", "0",
+             "--val-utterances", "1", "--device", "cpu", "--gan-start", "1", "--d-warmup", "0",
+             "--narrow-discriminators", "16", "--init", str(tiny_init), "--vocoder-variant", "vocos"]
+    assert train_vocoder.main([*flags, "--out", str(tmp_path / "v"), "--steps", "2"]) == 0
+    trained = load_checkpoint(tmp_path / "v" / "checkpoint.pt")
+    assert trained.config.vocoder.variant == "vocos" and trained.info["vocoder"]["steps"] == 2
+    assert _same(trained.acoustic, load_checkpoint(tiny_init).acoustic)
+    assert np.isfinite(trained.info["vocoder"]["last_val"]["mel_l1"])
+    # the next run from it keeps its generator and its steps (the flag names the variant it already has)
+    assert train_vocoder.main([*flags[:-4], "--init", str(tmp_path / "v" / "checkpoint.pt"), "--vocoder-variant",
+                               "vocos", "--out", str(tmp_path / "w"), "--steps", "3"]) == 0
+    again = load_checkpoint(tmp_path / "w" / "checkpoint.pt")
+    assert again.info["vocoder"]["steps"] == 3 and _same(again.acoustic, trained.acoustic)
+
+
 #: What a bare GPU host's Python lacks beside its torch and numpy (scripts/gpu/train.sh may run the trainers there).
 BARE_HOST_MISSING = ("tritonclient", "soundfile")
 

@@ -3,7 +3,8 @@
 #   1. espeak-ng, flite and festival from the carried Debian packages (scripts/gpu/espeak-env.sh), unless all are
 #      on PATH;
 #   2. the corpus rendered into $WORK/corpus (skipped when it is already there; an interrupted render resumes);
-#   3. the acoustic model and the HiFi-GAN vocoder trained side by side, as two processes (one GPU each when
+#   3. the acoustic model and the vocoder (its generator, or with VOCODER_ARGS="--vocoder-variant vocos" a fresh
+#      STFT-predicting one, tts_triton/models/vocos.py) trained side by side, as two processes (one GPU each when
 #      there are two, else sharing one; VOCODER_GPUS=N runs the vocoder data-parallel on GPUs 0..N-1, the
 #      acoustic model sharing GPU 0, whose launch-bound loop leaves most of it idle), until the allowance is
 #      nearly spent. Each continues its run in $WORK

@@ -89,6 +89,13 @@ HIFIGAN_VARIANTS: dict[str, dict[str, Any]] = {
     ),
 }
 
+#: Generators that predict each frame's STFT and invert it (:mod:`tts_triton.models.vocos`): ConvNeXt blocks of
+#: ``dim`` channels with an MLP of ``intermediate``, depthwise kernels of ``kernel`` frames. 8 blocks of kernel 3
+#: reach 9 frames each side, 11 with the inverse STFT: within the served vocoder context of 12.
+VOCOS_VARIANTS: dict[str, dict[str, Any]] = {
+    "vocos": dict(dim=256, intermediate=768, layers=8, kernel=3),
+}
+
 
 #: The mel layout of configs that do not record one: the LJSpeech convention, 80 bins over 0-8000 Hz.
 LEGACY_N_MELS, LEGACY_MEL_FMAX = 80, 8000.0
@@ -96,8 +103,8 @@ LEGACY_N_MELS, LEGACY_MEL_FMAX = 80, 8000.0
 
 @dataclass(frozen=True)
 class VocoderConfig:
-    """HiFi-GAN generator; ``variant`` picks one of :data:`HIFIGAN_VARIANTS`. ``mel_match``: the largest
-    |log gain| by which :class:`tts_triton.models.mel_match.MelMatch` rescales the generator's output
+    """The generator; ``variant`` picks one of :data:`HIFIGAN_VARIANTS` or :data:`VOCOS_VARIANTS`. ``mel_match``:
+    the largest |log gain| by which :class:`tts_triton.models.mel_match.MelMatch` rescales the generator's output
     towards its input mel at inference (0 turns it off); training never uses it."""
 
     variant: str = "v2"
@@ -105,15 +112,23 @@ class VocoderConfig:
     mel_match: float = 4.0
 
     def __post_init__(self) -> None:
-        if self.variant not in HIFIGAN_VARIANTS:
-            raise ValueError(f"unknown HiFi-GAN variant {self.variant!r}; choose from {sorted(HIFIGAN_VARIANTS)}")
+        if self.variant not in HIFIGAN_VARIANTS and self.variant not in VOCOS_VARIANTS:
+            raise ValueError(f"unknown vocoder variant {self.variant!r}; "
+                             f"choose from {sorted(HIFIGAN_VARIANTS) + sorted(VOCOS_VARIANTS)}")
+
+    @property
+    def vocos(self) -> bool:
+        """Whether the generator predicts the STFT (:data:`VOCOS_VARIANTS`) rather than upsampling (HiFi-GAN)."""
+        return self.variant in VOCOS_VARIANTS
 
     @property
     def params(self) -> dict[str, Any]:
-        return HIFIGAN_VARIANTS[self.variant]
+        return VOCOS_VARIANTS[self.variant] if self.vocos else HIFIGAN_VARIANTS[self.variant]
 
     @property
     def hop_length(self) -> int:
+        if self.vocos:  # its inverse STFT overlap-adds one frame per hop
+            return audio.HOP_LENGTH
         prod = 1
         for rate in self.params["upsample_rates"]:
             prod *= rate

@@ -1,8 +1,9 @@
-"""Checkpoints: one file holding the model config, the acoustic model and the HiFi-GAN generator.
+"""Checkpoints: one file holding the model config, the acoustic model and the vocoder's generator.
 
 File format (``torch.save`` of a dict): ``format`` = :data:`FORMAT`, ``config`` (ModelConfig dict),
-``acoustic`` and ``generator`` state dicts (the generator in the public HiFi-GAN layout, with weight
-norm), ``trained`` (bool) and ``info`` (free-form metadata: data, steps, metrics).
+``acoustic`` and ``generator`` state dicts (a HiFi-GAN generator in the public layout, with weight norm; or the
+generator of :mod:`tts_triton.models.vocos`, as ``config.vocoder.variant`` says), ``trained`` (bool) and
+``info`` (free-form metadata: data, steps, metrics).
 
 Until a trained default voice ships in ``tts_triton/assets/``, :func:`load_default` returns a
 deterministic seeded initialisation with ``trained=False``; every user-facing path prints
@@ -11,6 +12,7 @@ deterministic seeded initialisation with ``trained=False``; every user-facing pa
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import pickle
@@ -24,7 +26,8 @@ from torch import nn
 from tts_triton.core.config import ModelConfig
 from tts_triton.core.layout import VOICE_BANK_FILE
 from tts_triton.models.acoustic import AcousticModel
-from tts_triton.models.hifigan import Generator, load_generator_state
+from tts_triton.models.generators import build_generator, inference_generator
+from tts_triton.models.hifigan import load_generator_state
 from tts_triton.models.stages import build_stages
 
 FORMAT = "tts-triton/1"
@@ -42,7 +45,7 @@ log = logging.getLogger(__name__)
 class Checkpoint:
     config: ModelConfig
     acoustic: AcousticModel
-    generator: Generator
+    generator: nn.Module
     trained: bool
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -62,6 +65,17 @@ class Checkpoint:
             return list(VOICES)
         return [name for name in CORPUS_VOICES if counts.get(name, 0) > 0]
 
+    def with_fresh_generator(self, variant: str, seed: int) -> Checkpoint:
+        """This checkpoint's acoustic model beside a seeded untrained generator of ``variant``; the record of
+        the vocoder's training is dropped (its steps count from 0 again)."""
+        vocoder = dataclasses.replace(self.config.vocoder, variant=variant)
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            generator = build_generator(vocoder)
+        info = {key: value for key, value in self.info.items() if key != "vocoder"}
+        return Checkpoint(dataclasses.replace(self.config, vocoder=vocoder), self.acoustic, generator.eval(),
+                          trained=False, info=info)
+
     def stages(self, config: ModelConfig | None = None) -> dict[str, nn.Module]:
         """Inference stages (eval mode, fp32, weight norm folded) keyed by Triton model name.
 
@@ -70,9 +84,7 @@ class Checkpoint:
         checkpoint itself stays trainable.
         """
         config = config or self.config
-        generator = Generator(config.vocoder)
-        load_generator_state(generator, {k: v.float() for k, v in self.generator.state_dict().items()})
-        generator.remove_weight_norm()
+        generator = inference_generator(config.vocoder, {k: v.float() for k, v in self.generator.state_dict().items()})
         acoustic = AcousticModel(config)
         acoustic.load_state_dict({k: v.float() for k, v in self.acoustic.state_dict().items()})
         return build_stages(acoustic, generator)
@@ -95,7 +107,7 @@ def init_checkpoint(config: ModelConfig | None = None, seed: int = DEFAULT_SEED)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         acoustic = AcousticModel(config)
-        generator = Generator(config.vocoder)
+        generator = build_generator(config.vocoder)
     return Checkpoint(config, acoustic.eval(), generator.eval(), trained=False,
                       info={"name": f"untrained-seed{seed}", "seed": seed})
 
@@ -132,7 +144,7 @@ def load_checkpoint(path: Path, *, any_mel: bool = False) -> Checkpoint:
             raise ValueError(f"{path}: {e}") from None
     acoustic = AcousticModel(config)
     acoustic.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in data["acoustic"].items()})
-    generator = Generator(config.vocoder)
+    generator = build_generator(config.vocoder)
     load_generator_state(generator, {k: v.float() for k, v in data["generator"].items()})
     return Checkpoint(config, acoustic.eval(), generator.eval(), bool(data.get("trained")), dict(data.get("info", {})))
 

@@ -128,7 +128,7 @@ class Generator(nn.Module):
                 nn.utils.remove_weight_norm(module)
 
 
-def load_generator_state(gen: Generator, state: Mapping[str, Any]) -> None:
+def load_generator_state(gen: nn.Module, state: Mapping[str, Any]) -> None:
     """Load ``state`` into ``gen`` with ``strict=True``.
 
     ``state`` is a bare generator state_dict or a public checkpoint ``{"generator": state_dict, ...}``.

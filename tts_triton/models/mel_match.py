@@ -7,8 +7,8 @@ as :func:`tts_triton.core.audio.mel_spectrogram` does, and scales its STFT by th
 the measured mel (per frame; per mel band, spread over the FFT bins through the filterbank's weights,
 in the log domain, clipped to ``±max_log_gain``), then inverts the STFT by weighted overlap-add. The
 generator's phase and the fine structure inside each band are kept, so the result keeps its
-periodicity while its envelope follows the mel. Deterministic, no weights: two strided convolutions
-and two small matrix products, cheap beside the generator, and exported with it.
+periodicity while its envelope follows the mel. Deterministic, no weights: the STFT and its inverse of
+:mod:`tts_triton.models.stft` and two small matrix products, cheap beside the generator, and exported with it.
 
 It is not fp16-safe: in fp16 the band energies of quiet frames fall below the format's smallest
 numbers and their logs diverge (the default voice's vocoder stage measured 14 dB SNR against fp32 when
@@ -19,13 +19,12 @@ it so when the rest of the stage goes to fp16.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 from torch import Tensor, nn
 
 from tts_triton.core import audio
+from tts_triton.models.stft import FrameIstft, FrameStft
 
 
 class MelMatch(nn.Module):
@@ -34,33 +33,16 @@ class MelMatch(nn.Module):
     def __init__(self, max_log_gain: float) -> None:
         super().__init__()
         self.max_log_gain = max_log_gain
-        n_fft, bins = audio.N_FFT, audio.N_FFT // 2 + 1
-        window = torch.from_numpy(audio.hann_window()).double()
-        angle = 2 * math.pi * torch.outer(torch.arange(bins, dtype=torch.float64), torch.arange(n_fft) * 1.0) / n_fft
-        # analysis: real and imaginary parts of the windowed rFFT as one convolution
-        analysis = torch.cat([torch.cos(angle), -torch.sin(angle)]) * window
-        # synthesis: the inverse rFFT of each frame (bins 0 and n_fft / 2 once, the others twice), windowed again
-        weight = torch.full((bins, 1), 2.0, dtype=torch.float64)
-        weight[0] = weight[-1] = 1.0
-        synthesis = torch.cat([weight * torch.cos(angle), -weight * torch.sin(angle)]) * window / n_fft
+        self.stft, self.istft = FrameStft(), FrameIstft()
         fb = torch.from_numpy(np.asarray(audio.mel_filterbank(), dtype=np.float64))  # [n_mels, bins]
         spread = fb / fb.sum(dim=0, keepdim=True).clamp(min=1e-12)  # bin gain = weighted mean of its bands'
-        self.register_buffer("analysis", analysis.float().unsqueeze(1), persistent=False)
-        self.register_buffer("synthesis", synthesis.float().unsqueeze(1), persistent=False)
         self.register_buffer("filterbank", fb.float(), persistent=False)
         self.register_buffer("spread", spread.float(), persistent=False)
-        self.register_buffer("window_square", (window**2).float().view(1, 1, -1), persistent=False)
 
     def forward(self, samples: Tensor, log_mel: Tensor) -> Tensor:
-        hop, pad, bins = audio.HOP_LENGTH, audio.FRAME_PAD, audio.N_FFT // 2 + 1
-        samples, log_mel = samples.float(), log_mel.float()
-        x = nn.functional.pad(samples.unsqueeze(1), (pad, pad), mode="reflect")
-        spec = nn.functional.conv1d(x, self.analysis, stride=hop)  # [B, 2 * bins, frames]
-        real, imag = spec[:, :bins], spec[:, bins:]
+        real, imag = self.stft(samples)
         magnitude = torch.sqrt(real * real + imag * imag + audio.MAGNITUDE_EPS)
         measured = torch.log(torch.clamp(torch.matmul(self.filterbank, magnitude), min=audio.LOG_CLAMP))
-        log_gain = torch.clamp(log_mel.transpose(1, 2) - measured, -self.max_log_gain, self.max_log_gain)
+        log_gain = torch.clamp(log_mel.float().transpose(1, 2) - measured, -self.max_log_gain, self.max_log_gain)
         gain = torch.exp(torch.matmul(self.spread.t(), log_gain))  # [B, bins, frames]
-        out = nn.functional.conv_transpose1d(torch.cat([real * gain, imag * gain], dim=1), self.synthesis, stride=hop)
-        norm = nn.functional.conv_transpose1d(torch.ones_like(spec[:, :1]), self.window_square, stride=hop)
-        return (out / torch.clamp(norm, min=1e-3))[:, 0, pad : pad + samples.shape[-1]]
+        return self.istft(real * gain, imag * gain)

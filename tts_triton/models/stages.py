@@ -13,8 +13,8 @@ from torch import Tensor, nn
 from tts_triton.core import contract
 from tts_triton.models.acoustic import AcousticModel
 from tts_triton.models.decoder import Decoder, DecoderState, Postnet
-from tts_triton.models.hifigan import Generator
 from tts_triton.models.mel_match import MelMatch
+from tts_triton.models.stft import FrameIstft, FrameStft
 from tts_triton.models.style_encoder import StyleEncoder
 from tts_triton.models.text_encoder import TextEncoder
 
@@ -66,14 +66,14 @@ class DecoderStage(nn.Module):
 class VocoderStage(nn.Module):
     """(mel ``[B, frames, n_mels]``,) -> (audio ``[B, frames * hop]``,): the postnet, then :meth:`vocode`."""
 
-    def __init__(self, postnet: Postnet, generator: Generator, mel_match: float) -> None:
+    def __init__(self, postnet: Postnet, generator: nn.Module, mel_match: float) -> None:
         super().__init__()
         self.postnet = postnet
         self.generator = generator
         self.mel_match = MelMatch(mel_match) if mel_match > 0 else None
 
     def vocode(self, mel: Tensor) -> Tensor:
-        """Log-mel ``[B, frames, n_mels]`` -> audio ``[B, frames * hop]``: HiFi-GAN, then the mel match."""
+        """Log-mel ``[B, frames, n_mels]`` -> audio ``[B, frames * hop]``: the generator, then the mel match."""
         samples = self.generator(mel.transpose(1, 2)).squeeze(1)
         return samples if self.mel_match is None else self.mel_match(samples, mel)
 
@@ -81,7 +81,7 @@ class VocoderStage(nn.Module):
         return (self.vocode(self.postnet(mel)),)
 
 
-def build_stages(acoustic: AcousticModel, generator: Generator) -> dict[str, nn.Module]:
+def build_stages(acoustic: AcousticModel, generator: nn.Module) -> dict[str, nn.Module]:
     """The four stages keyed by Triton model name, in eval mode."""
     stages = {
         contract.TEXT_ENCODER: TextEncoderStage(acoustic.text_encoder, acoustic.decoder),
@@ -93,14 +93,18 @@ def build_stages(acoustic: AcousticModel, generator: Generator) -> dict[str, nn.
 
 
 def half_precision(stage: nn.Module) -> nn.Module:
-    """``stage`` with fp16 weights, in place, except the mel match, rebuilt in fp32 (it is not fp16-safe).
+    """``stage`` with fp16 weights, in place, except the mel match and the STFTs (:mod:`tts_triton.models.stft`),
+    rebuilt in fp32 (they are not fp16-safe, and their buffers are exact only when built in fp32).
 
-    The stage then takes fp16 inputs; its outputs are fp16, or fp32 where the mel match produced them.
+    The stage then takes fp16 inputs; its outputs are fp16, or fp32 where those parts produced them.
     """
     stage.half()
-    for module in stage.modules():
-        if isinstance(module, VocoderStage) and module.mel_match is not None:
-            device = module.mel_match.analysis.device
-            module.mel_match = MelMatch(module.mel_match.max_log_gain).to(device)
+    for parent in list(stage.modules()):
+        for name, child in parent.named_children():
+            device = next(child.buffers(), torch.empty(0)).device
+            if isinstance(child, MelMatch):
+                setattr(parent, name, MelMatch(child.max_log_gain).to(device))
+            elif isinstance(child, FrameStft | FrameIstft):
+                setattr(parent, name, type(child)().to(device))
     return stage
 

@@ -58,7 +58,9 @@ def run_parser(module: str, description: str, *, resumed: str, amp: str, val_eve
     p.add_argument("--steps", type=int, help="stop at this global step")
     p.add_argument("--frames-per-step", type=int, default=DecoderConfig.frames_per_step,
                    help="decoder r of a fresh model (ignored with --init)")
-    p.add_argument("--vocoder-variant", default=VocoderConfig.variant, help="HiFi-GAN variant of a fresh model")
+    p.add_argument("--vocoder-variant", help=f"generator variant of a fresh model (default {VocoderConfig.variant}); "
+                   "the vocoder trainer with --init and another variant than its generator's starts a fresh "
+                   "generator of this one beside its acoustic model")
     p.add_argument("--amp", choices=("off", "bf16"), default=amp, help="autocast on CUDA (see the module docstring)")
     p.add_argument("--val-every", type=int, default=val_every, help="steps between validations and checkpoints")
     p.add_argument("--val-utterances", type=int, default=val_utterances)
@@ -89,8 +91,10 @@ class TrainingRun(ABC):
         self.budget = Budget(args.minutes)
         self.device = pick_device(args.device or ranks.device, fixed_shapes)
         torch.manual_seed(args.seed)
+        variant = args.vocoder_variant
         self.ckpt, self.state = start_run(args.out, args.resume, args.init,
-                                          fresh_config(args.frames_per_step, args.vocoder_variant), args.seed)
+                                          fresh_config(args.frames_per_step, variant or VocoderConfig.variant),
+                                          args.seed, new_generator=variant if self.part == "vocoder" else None)
         self.previous = part_info(self.ckpt, self.part)
         self.first_step = self.step = int(self.previous.get("steps", 0))
         self.epoch = int(self.previous.get("epochs", 0))

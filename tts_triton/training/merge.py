@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,11 +20,13 @@ from tts_triton.training.runs import both_trained, part_info
 def merge(acoustic: Checkpoint, vocoder: Checkpoint, command: str | None = None) -> Checkpoint:
     """A checkpoint with the acoustic model of ``acoustic`` and the generator of ``vocoder``.
 
-    Both must share the config. ``trained`` is true when both parts have trained steps; ``info`` keeps
-    each part's record (``acoustic``, ``vocoder``), the data, and appends ``command`` to ``commands``.
+    Their configs must agree but for the generator's (``vocoder.config.vocoder`` is taken: a vocoder run may have
+    changed generators). ``trained`` is true when both parts have trained steps; ``info`` keeps each part's record
+    (``acoustic``, ``vocoder``), the data, and appends ``command`` to ``commands``.
     """
-    if acoustic.config != vocoder.config:
-        raise ValueError("the acoustic and vocoder checkpoints have different configs")
+    config = dataclasses.replace(acoustic.config, vocoder=vocoder.config.vocoder)
+    if config != vocoder.config:
+        raise ValueError("the acoustic and vocoder checkpoints have different configs beyond the generator's")
     info = {**vocoder.info, **acoustic.info, "acoustic": part_info(acoustic, "acoustic"),
             "vocoder": part_info(vocoder, "vocoder")}
     commands = [*acoustic.info.get("commands", [])]
@@ -33,7 +36,7 @@ def merge(acoustic: Checkpoint, vocoder: Checkpoint, command: str | None = None)
     info["commands"] = commands
     trained = both_trained(info)
     info["name"] = "default" if trained else "partly-trained"
-    return Checkpoint(acoustic.config, acoustic.acoustic, vocoder.generator, trained, info)
+    return Checkpoint(config, acoustic.acoustic, vocoder.generator, trained, info)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

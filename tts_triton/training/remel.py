@@ -34,7 +34,7 @@ from torch import Tensor
 from tts_triton.core import audio
 from tts_triton.models.acoustic import AcousticModel
 from tts_triton.models.checkpoint import Checkpoint, load_checkpoint
-from tts_triton.models.hifigan import Generator
+from tts_triton.models.generators import build_generator
 from tts_triton.training.runs import command_line
 
 MODULE = "tts_triton.training.remel"
@@ -98,7 +98,7 @@ def remel(ckpt: Checkpoint, n_mels: int = audio.N_MELS, fmax: float = audio.FMAX
     old = (ckpt.config.n_mels, ckpt.config.mel_fmax)
     config = dataclasses.replace(ckpt.config, n_mels=n_mels, mel_fmax=fmax,
                                  vocoder=dataclasses.replace(ckpt.config.vocoder, n_mels=n_mels))
-    acoustic, generator = AcousticModel(config), Generator(config.vocoder)
+    acoustic, generator = AcousticModel(config), build_generator(config.vocoder)
     for target, source in ((acoustic, ckpt.acoustic), (generator, ckpt.generator)):
         shapes = {k: v.shape for k, v in target.state_dict().items()}
         target.load_state_dict(carry_state(source.state_dict(), shapes, old, (n_mels, fmax)))

@@ -33,22 +33,28 @@ RUN_CHECKPOINT_FILE = "checkpoint.pt"
 
 
 def fresh_config(frames_per_step: int, vocoder_variant: str) -> ModelConfig:
-    """The default :class:`ModelConfig` with the decoder's r and the HiFi-GAN variant set."""
+    """The default :class:`ModelConfig` with the decoder's r and the vocoder variant set."""
     base = ModelConfig()
     return dataclasses.replace(base, decoder=dataclasses.replace(base.decoder, frames_per_step=frames_per_step),
                                vocoder=VocoderConfig(vocoder_variant))
 
 
-def start_run(out: Path, resume: bool, init: Path | None, config: ModelConfig,
-              seed: int) -> tuple[Checkpoint, dict[str, Any] | None]:
+def start_run(out: Path, resume: bool, init: Path | None, config: ModelConfig, seed: int,
+              new_generator: str | None = None) -> tuple[Checkpoint, dict[str, Any] | None]:
     """The checkpoint a run starts from and the training state to resume (None: fresh optimizers).
 
     With ``resume`` and a ``state.pt`` in ``out``: ``out/checkpoint.pt`` and that state. Otherwise the file
-    ``init`` (its own config wins), else the seeded initialisation of ``config``.
+    ``init`` (its own config wins; with ``new_generator`` naming another variant than its generator's, a seeded
+    untrained generator of that variant replaces it), else the seeded initialisation of ``config``.
     """
     if resume and (out / STATE_FILE).exists():
         return load_checkpoint(out / RUN_CHECKPOINT_FILE), torch.load(out / STATE_FILE, map_location="cpu")
-    return (load_checkpoint(init) if init is not None else init_checkpoint(config, seed)), None
+    if init is None:
+        return init_checkpoint(config, seed), None
+    ckpt = load_checkpoint(init)
+    if new_generator is not None and new_generator != ckpt.config.vocoder.variant:
+        ckpt = ckpt.with_fresh_generator(new_generator, seed)
+    return ckpt, None
 
 
 def save_state(out: Path, state: dict[str, Any]) -> None:

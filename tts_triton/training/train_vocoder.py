@@ -1,6 +1,10 @@
-"""Train the HiFi-GAN generator on ground-truth mels of a rendered corpus.
+"""Train the vocoder's generator on ground-truth mels of a rendered corpus.
 
     python -m tts_triton.training.train_vocoder --data DIR --out DIR [--init CKPT] [--minutes M] [--steps N]
+
+The generator is the checkpoint's (HiFi-GAN, or the STFT-predicting :mod:`tts_triton.models.vocos`); with
+``--init`` and ``--vocoder-variant`` naming another variant, a fresh generator of that one starts from step 0
+beside the checkpoint's acoustic model, and :mod:`tts_triton.training.merge` joins the two runs afterwards.
 
 Random ``--segment-frames`` segments (mel and the audio it was computed from) of training utterances;
 losses of :mod:`tts_triton.training.hifigan_losses` (LSGAN adversarial terms of the multi-period and
@@ -54,7 +58,6 @@ from torch.nn.parallel import DistributedDataParallel
 from tts_triton.core import audio
 from tts_triton.data.dataset import VocoderDataset
 from tts_triton.models.checkpoint import Checkpoint
-from tts_triton.models.hifigan import Generator
 from tts_triton.training.devices import autocast, join_ranks
 from tts_triton.training.hifigan_losses import (
     MEL_WEIGHT,
@@ -100,7 +103,7 @@ def frozen(*modules: nn.Module) -> Iterator[None]:
 
 
 @torch.no_grad()
-def validate(generator: Generator, dataset: VocoderDataset, device: torch.device, plot: Path | None,
+def validate(generator: nn.Module, dataset: VocoderDataset, device: torch.device, plot: Path | None,
              wav: Path | None, step: int) -> dict[str, float]:
     """Mel L1 between the mel of each validation utterance's recorded audio and the mel of the audio vocoded
     from the corpus's mel (fp32, eval mode).
@@ -167,7 +170,7 @@ class VocoderRun(TrainingRun):
         self.corpus_summary = train.corpus.summary
         if ranks.main:
             variant = self.ckpt.config.vocoder.variant
-            print(f"[vocoder] {len(train) * ranks.world} train utterances, HiFi-GAN {variant}, "
+            print(f"[vocoder] {len(train) * ranks.world} train utterances, generator {variant}, "
                   f"device {self.device} x {ranks.world} ranks, batch {args.batch_size} x {args.segment_frames} "
                   f"frames per rank, start step {self.first_step}, discriminators from step {self.d_start}", flush=True)
         self.generator = self.ckpt.generator.to(self.device).train()
