@@ -26,7 +26,7 @@ def _run(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedP
 
 
 @pytest.mark.parametrize("script", ["trace.py", "phases.py", "memory.py", "pipeline_overhead.py", "style.py",
-                                    "voice.py"])
+                                    "voice.py", "vocoder_speed.py"])
 def test_every_probe_answers_help(script: str) -> None:
     done = _run(script, "--help", timeout=120)
     assert done.returncode == 0, done.stderr
@@ -63,6 +63,17 @@ def test_pipeline_overhead_runs_on_the_cpu() -> None:
     done = _run("pipeline_overhead.py", "--requests", "3", "--warmup", "1")
     assert done.returncode == 0, done.stderr
     assert "instant backend, medians of 3: first chunk" in done.stdout
+
+
+def test_vocoder_speed_times_each_variant_on_the_cpu(tmp_path: Path) -> None:
+    out = tmp_path / "speed.md"
+    done = _run("vocoder_speed.py", "--batches", "1", "--calls", "1", "--out", str(out), timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("|")[1:-1] for line in out.read_text().splitlines() if line.startswith("| v2") or
+            line.startswith("| vocos")]
+    assert [(r[0].strip(), r[3].strip()) for r in rows] == [("v2", "48"), ("v2", "96"), ("vocos", "48"),
+                                                            ("vocos", "96")]
+    assert all(float(r[4]) > 0 for r in rows) and rows[0][6].strip() == "1.00"
 
 
 @pytest.mark.slow
