@@ -74,7 +74,10 @@ class VocosGenerator(nn.Module):
         x = self.norm(self.embed(mel).transpose(1, 2)).transpose(1, 2)
         for block in self.blocks:
             x = block(x)
-        out = self.head(self.final_norm(x.transpose(1, 2))).transpose(1, 2).float()
+        x = self.final_norm(x.transpose(1, 2))
+        # the head in fp32 whatever the stage's precision: a phase of several radians keeps ~0.06 rad in bf16
+        with torch.autocast(x.device.type, enabled=False):
+            out = nn.functional.linear(x.float(), self.head.weight.float(), self.head.bias.float()).transpose(1, 2)
         log_magnitude, phase = out[:, :BINS], out[:, BINS:]
         magnitude = torch.exp(torch.clamp(log_magnitude, max=MAX_LOG_MAGNITUDE))
         samples = self.istft(magnitude * torch.cos(phase), magnitude * torch.sin(phase))
