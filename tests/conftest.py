@@ -96,6 +96,11 @@ def like_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+#: What a bare GPU host's Python lacks beside its torch and numpy (scripts/gpu/train.sh runs the trainers there, and
+#: the probes that need no server run there too).
+BARE_HOST_MISSING = ("tritonclient", "soundfile")
+
+
 #: A model small enough that a CPU training step takes well under a second (the vocoder stays v2). Its style
 #: encoder halves the mel axis six times, down to 2 from 80 bins and from 128, so its GRU width is layout-free.
 TINY = ModelConfig(

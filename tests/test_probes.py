@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import BARE_HOST_MISSING
 
 PROBES = Path(__file__).parents[1] / "scripts" / "gpu" / "probe"
 # loaded from its file: the folder is not a package, and on sys.path its trace.py would shadow the stdlib's
@@ -65,10 +66,16 @@ def test_pipeline_overhead_runs_on_the_cpu() -> None:
     assert "instant backend, medians of 3: first chunk" in done.stdout
 
 
-def test_vocoder_speed_times_each_variant_on_the_cpu(tmp_path: Path) -> None:
+def test_vocoder_speed_times_each_variant_on_the_cpu_without_the_client_stack(tmp_path: Path) -> None:
+    """It runs with the GPU host's own Python (torch, numpy), as the trainers do: beside a training run."""
     out = tmp_path / "speed.md"
-    done = _run("vocoder_speed.py", "--batches", "1", "--calls", "1", "--out", str(out), timeout=300)
-    assert done.returncode == 0, done.stderr
+    run = ("import runpy, sys\n"
+           f"sys.modules.update(dict.fromkeys({BARE_HOST_MISSING!r}))  # importing them raises\n"
+           f"sys.argv[0] = {str(PROBES / 'vocoder_speed.py')!r}\n"
+           "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    done = subprocess.run([sys.executable, "-c", run, "--batches", "1", "--calls", "1", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
     rows = [line.split("|")[1:-1] for line in out.read_text().splitlines() if line.startswith("| v2") or
             line.startswith("| vocos")]
     assert [(r[0].strip(), r[3].strip()) for r in rows] == [("v2", "48"), ("v2", "96"), ("vocos", "48"),

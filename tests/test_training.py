@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from conftest import TINY
+from conftest import BARE_HOST_MISSING, TINY
 
 from tts_triton.core import audio
 from tts_triton.core.config import DecoderConfig, ModelConfig
@@ -135,10 +135,6 @@ def test_a_vocoder_run_can_start_an_stft_generator_beside_the_acoustic_model(cor
                                "vocos", "--out", str(tmp_path / "w"), "--steps", "3"]) == 0
     again = load_checkpoint(tmp_path / "w" / "checkpoint.pt")
     assert again.info["vocoder"]["steps"] == 3 and _same(again.acoustic, trained.acoustic)
-
-
-#: What a bare GPU host's Python lacks beside its torch and numpy (scripts/gpu/train.sh may run the trainers there).
-BARE_HOST_MISSING = ("tritonclient", "soundfile")
 
 
 @needs_espeak
