@@ -101,10 +101,8 @@ def half_precision(stage: nn.Module) -> nn.Module:
     stage.half()
     for parent in list(stage.modules()):
         for name, child in parent.named_children():
-            device = next(child.buffers(), torch.empty(0)).device
-            if isinstance(child, MelMatch):
-                setattr(parent, name, MelMatch(child.max_log_gain).to(device))
-            elif isinstance(child, FrameStft | FrameIstft):
-                setattr(parent, name, type(child)().to(device))
+            if isinstance(child, MelMatch | FrameStft | FrameIstft):  # all hold buffers, none weights
+                fresh = MelMatch(child.max_log_gain) if isinstance(child, MelMatch) else type(child)()
+                setattr(parent, name, fresh.to(next(child.buffers()).device))
     return stage
 

@@ -23,11 +23,11 @@ from tts_triton.core import audio
 BINS = audio.N_FFT // 2 + 1
 
 
-def _angles() -> Tensor:
-    """``2 pi k n / N_FFT`` for bin ``k`` and sample ``n``, float64 ``[BINS, N_FFT]``."""
+def _window_and_angles() -> tuple[Tensor, Tensor]:
+    """The analysis window, and ``2 pi k n / N_FFT`` for bin ``k`` and sample ``n`` (``[BINS, N_FFT]``), float64."""
     k = torch.arange(BINS, dtype=torch.float64)
     n = torch.arange(audio.N_FFT, dtype=torch.float64)
-    return 2 * math.pi * torch.outer(k, n) / audio.N_FFT
+    return torch.from_numpy(audio.hann_window()).double(), 2 * math.pi * torch.outer(k, n) / audio.N_FFT
 
 
 class FrameStft(nn.Module):
@@ -35,8 +35,7 @@ class FrameStft(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        window = torch.from_numpy(audio.hann_window()).double()
-        angle = _angles()
+        window, angle = _window_and_angles()
         basis = torch.cat([torch.cos(angle), -torch.sin(angle)]) * window  # the windowed rFFT as one convolution
         self.register_buffer("basis", basis.float().unsqueeze(1), persistent=False)
 
@@ -57,8 +56,7 @@ class FrameIstft(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        window = torch.from_numpy(audio.hann_window()).double()
-        angle = _angles()
+        window, angle = _window_and_angles()
         weight = torch.full((BINS, 1), 2.0, dtype=torch.float64)  # bins 0 and N_FFT / 2 count once, the others twice
         weight[0] = weight[-1] = 1.0
         basis = torch.cat([weight * torch.cos(angle), -weight * torch.sin(angle)]) * window / audio.N_FFT

@@ -52,7 +52,6 @@ class VocosGenerator(nn.Module):
         super().__init__()
         p = cfg.params
         dim, kernel = p["dim"], p["kernel"]
-        self.cfg = cfg
         self.embed = nn.Conv1d(cfg.n_mels, dim, kernel, padding=kernel // 2)
         self.norm = nn.LayerNorm(dim)
         self.blocks = nn.ModuleList(ConvNeXtBlock(dim, p["intermediate"], kernel, 1.0 / p["layers"])
