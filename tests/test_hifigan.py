@@ -12,7 +12,9 @@ from tts_triton.core import audio
 from tts_triton.core.config import VocoderConfig
 from tts_triton.models.hifigan import Generator, load_generator_state
 from tts_triton.training.hifigan_losses import (
+    STFT_RESOLUTIONS,
     MultiPeriodDiscriminator,
+    MultiResolutionDiscriminator,
     MultiScaleDiscriminator,
     discriminator_loss,
     feature_loss,
@@ -149,9 +151,11 @@ def test_default_discriminators() -> None:
     assert len(msd.discriminators) == 3
     assert hasattr(msd.discriminators[0].convs[0], "weight_orig")  # spectral norm on the raw-audio scale
     assert all(hasattr(d.convs[0], "weight_g") for d in msd.discriminators[1:])
-    real, fake = torch.rand(2, 1, 1000) - 0.5, torch.rand(2, 1, 1000) - 0.5  # 1000 is no multiple of any period
+    mrd = MultiResolutionDiscriminator()
+    assert [d.n_fft for d in mrd.discriminators] == [n for n, _, _ in STFT_RESOLUTIONS]
+    real, fake = torch.rand(2, 1, 2099) - 0.5, torch.rand(2, 1, 2099) - 0.5  # a prime: no multiple of any period
     with torch.no_grad():
-        for d, n_fmaps in ((mpd, 6), (msd, 8)):
+        for d, n_fmaps in ((mpd, 6), (msd, 8), (mrd, 6)):
             real_scores, fake_scores, real_fmaps, fake_fmaps = d(real, fake)
             n_sub = len(d.discriminators)
             assert len(real_scores) == len(fake_scores) == len(real_fmaps) == len(fake_fmaps) == n_sub
@@ -165,13 +169,13 @@ def test_narrowed_discriminators_keep_their_layers_with_fewer_channels() -> None
     def size(module: torch.nn.Module) -> int:
         return sum(p.numel() for p in module.parameters())
 
-    for make in (MultiPeriodDiscriminator, MultiScaleDiscriminator):
+    for make in (MultiPeriodDiscriminator, MultiScaleDiscriminator, MultiResolutionDiscriminator):
         wide, narrow = make(), make(narrow=16)
         assert [len(d.convs) for d in narrow.discriminators] == [len(d.convs) for d in wide.discriminators]
         assert size(narrow) < size(wide) / 16  # channels / 16 (the MSD's groups too)
-        real_scores, *_ = narrow(torch.rand(1, 1, 1000), torch.rand(1, 1, 1000))
-        assert [s.shape[1] for s in real_scores] == [s.shape[1] for s in wide(torch.rand(1, 1, 1000),
-                                                                               torch.rand(1, 1, 1000))[0]]
+        real_scores, *_ = narrow(torch.rand(1, 1, 2099), torch.rand(1, 1, 2099))
+        assert [s.shape[1] for s in real_scores] == [s.shape[1] for s in wide(torch.rand(1, 1, 2099),
+                                                                               torch.rand(1, 1, 2099))[0]]
 
 def test_losses_backprop() -> None:
     """Adversarial, feature-matching and mel losses are finite scalars whose gradients reach G and D.
@@ -180,20 +184,21 @@ def test_losses_backprop() -> None:
     """
     torch.manual_seed(0)
     gen = Generator(VocoderConfig("v3"))
-    mpd, msd = MultiPeriodDiscriminator(periods=(2, 3)), MultiScaleDiscriminator(scales=2)
+    discriminators = (MultiPeriodDiscriminator(periods=(2, 3)), MultiScaleDiscriminator(scales=2),
+                      MultiResolutionDiscriminator(STFT_RESOLUTIONS[::2]))
     real = 0.5 * torch.rand(2, 1, 4 * 256) - 0.25
     fake = gen(torch.randn(2, gen.cfg.n_mels, 4))
 
     # One discriminator pass serves both objectives; autograd.grad keeps each backward to what it needs.
     d_terms, g_terms = [], [mel_loss(real, fake)]
-    for d in (mpd, msd):
+    for d in discriminators:
         real_scores, fake_scores, real_fmaps, fake_fmaps = d(real, fake)
         d_terms.append(discriminator_loss(real_scores, fake_scores))
         g_terms += [generator_loss(fake_scores), feature_loss(real_fmaps, fake_fmaps)]
     for term in d_terms + g_terms:
         assert term.ndim == 0 and torch.isfinite(term) and term.requires_grad
 
-    d_params = [p for d in (mpd, msd) for p in d.parameters()]
+    d_params = [p for d in discriminators for p in d.parameters()]
     d_grads = torch.autograd.grad(sum(d_terms), d_params, retain_graph=True)
     assert all(torch.isfinite(g).all() for g in d_grads) and all(g.abs().sum() > 0 for g in d_grads)
     g_grads = torch.autograd.grad(sum(g_terms), list(gen.parameters()))

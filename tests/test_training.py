@@ -124,7 +124,8 @@ def test_a_vocoder_run_can_start_an_stft_generator_beside_the_acoustic_model(cor
                                                                             tmp_path: Path) -> None:
     flags = ["--data", str(corpus), "--batch-size", "2", "--segment-frames", "8", "--workers", "0",
              "--val-utterances", "1", "--device", "cpu", "--gan-start", "1", "--d-warmup", "0",
-             "--narrow-discriminators", "16", "--init", str(tiny_init), "--vocoder-variant", "vocos"]
+             "--narrow-discriminators", "16", "--discriminators", "mpd+mrd", "--init", str(tiny_init),
+             "--vocoder-variant", "vocos"]
     assert train_vocoder.main([*flags, "--out", str(tmp_path / "v"), "--steps", "2"]) == 0
     trained = load_checkpoint(tmp_path / "v" / "checkpoint.pt")
     assert trained.config.vocoder.variant == "vocos" and trained.info["vocoder"]["steps"] == 2
@@ -135,6 +136,10 @@ def test_a_vocoder_run_can_start_an_stft_generator_beside_the_acoustic_model(cor
                                "vocos", "--out", str(tmp_path / "w"), "--steps", "3"]) == 0
     again = load_checkpoint(tmp_path / "w" / "checkpoint.pt")
     assert again.info["vocoder"]["steps"] == 3 and _same(again.acoustic, trained.acoustic)
+    # a resumed run keeps its discriminators: another set is refused by name
+    with pytest.raises(SystemExit, match="--discriminators mpd\\+msd: the run resumed trained mpd\\+mrd"):
+        train_vocoder.main([*flags[:-8], "--discriminators", "mpd+msd", "--resume", "--out", str(tmp_path / "w"),
+                            "--steps", "4"])
 
 
 @needs_espeak
@@ -250,7 +255,7 @@ def test_frozen_discriminators_give_the_same_generator_gradients() -> None:
     for freeze in (False, True):
         raw.grad = None
         with train_vocoder.frozen(mpd, msd) if freeze else contextlib.nullcontext():
-            hifigan_losses.generator_step_losses(real, raw * 0.5, mpd, msd, True, contextlib.nullcontext(),
+            hifigan_losses.generator_step_losses(real, raw * 0.5, [mpd, msd], True, contextlib.nullcontext(),
                                                 stft_weight=1.0)["total"].backward()
         grads.append(raw.grad.clone())
     assert all(p.grad is not None for p in mpd.parameters())  # from the unfrozen pass only

@@ -1,11 +1,13 @@
-"""HiFi-GAN discriminators and training objectives (Kong et al., 2020).
+"""Vocoder discriminators and training objectives: HiFi-GAN's (Kong et al., 2020) and the multi-resolution
+discriminator of UnivNet (Jang et al., 2021), which Vocos and BigVGAN train with in place of the multi-scale one.
 
-Both multi-discriminators take real and generated audio ``[B, 1, samples]`` and return
+Every multi-discriminator takes real and generated audio ``[B, 1, samples]`` and returns
 ``(real_scores, fake_scores, real_fmaps, fake_fmaps)``: one score tensor and one list of feature
-maps per sub-discriminator. The losses return weighted scalars as in the paper, so
+maps per sub-discriminator. The losses return weighted scalars as in the paper, so, over the
+discriminators trained together (:data:`DISCRIMINATORS`: the MPD with the MSD or the MRD),
 
-    L_D = discriminator_loss(mpd) + discriminator_loss(msd)
-    L_G = generator_loss(mpd) + generator_loss(msd) + feature_loss(mpd) + feature_loss(msd) + mel_loss
+    L_D = sum_d discriminator_loss(d)
+    L_G = sum_d (generator_loss(d) + feature_loss(d)) + mel_loss
 
 (LSGAN adversarial terms, feature matching weighted 2, mel L1 weighted 45), plus ``STFT_WEIGHT x``
 :func:`stft_loss`, the multi-resolution STFT loss of Parallel WaveGAN (Yamamoto et al., 2020): its
@@ -97,6 +99,29 @@ class ScaleDiscriminator(nn.Module):
         return _conv_stack(audio, self.convs, self.conv_post)
 
 
+class ResolutionDiscriminator(nn.Module):
+    """2-D convolutions over one linear-magnitude spectrogram ``[B, 1, frames, bins]`` (UnivNet's MRD layers)."""
+
+    def __init__(self, n_fft: int, hop: int, win: int, narrow: int = 1) -> None:
+        super().__init__()
+        self.n_fft, self.hop, self.win = n_fft, hop, win
+        self.register_buffer("window", torch.hann_window(win), persistent=False)
+        width = max(1, 32 // narrow)
+        # (in, out, kernel, stride): the strides halve the frequency axis three times
+        layers = ((1, width, (3, 9), (1, 1)), *((width, width, (3, 9), (1, 2)),) * 3, (width, width, (3, 3), (1, 1)))
+        self.convs = nn.ModuleList(
+            weight_norm(nn.Conv2d(c_in, c_out, k, s, padding=(k[0] // 2, k[1] // 2))) for c_in, c_out, k, s in layers
+        )
+        self.conv_post = weight_norm(nn.Conv2d(width, 1, (3, 3), padding=(1, 1)))
+
+    def forward(self, audio: Tensor) -> tuple[Tensor, list[Tensor]]:
+        """``[B, 1, samples] -> (scores [B, n], feature maps)``; the STFT runs in fp32 under autocast."""
+        with torch.autocast(audio.device.type, enabled=False):
+            spec = torch.stft(audio.squeeze(1).float(), self.n_fft, self.hop, self.win, self.window,
+                              return_complex=True).abs()
+        return _conv_stack(spec.transpose(1, 2)[:, None], self.convs, self.conv_post)
+
+
 def _split_real_fake(outputs: list[tuple[Tensor, list[Tensor]]]) -> DiscriminatorOutputs:
     """Split sub-discriminator outputs on a ``[real; fake]`` batch into their real and fake halves."""
     real_scores, fake_scores, real_fmaps, fake_fmaps = [], [], [], []
@@ -145,6 +170,27 @@ class MultiScaleDiscriminator(nn.Module):
         return _split_real_fake(outputs)
 
 
+class MultiResolutionDiscriminator(nn.Module):
+    """MRD: one :class:`ResolutionDiscriminator` per STFT resolution (:data:`STFT_RESOLUTIONS`, UnivNet's three);
+    ``narrow`` divides the channel count (1: the paper's 32)."""
+
+    def __init__(self, resolutions: Sequence[tuple[int, int, int]] = STFT_RESOLUTIONS, narrow: int = 1) -> None:
+        super().__init__()
+        self.discriminators = nn.ModuleList(ResolutionDiscriminator(*r, narrow=narrow) for r in resolutions)
+
+    def forward(self, real: Tensor, fake: Tensor) -> DiscriminatorOutputs:
+        """Score real and generated audio of the same shape ``[B, 1, samples]`` (as one batch)."""
+        audio = torch.cat([real, fake])
+        return _split_real_fake([d(audio) for d in self.discriminators])
+
+
+#: The discriminator sets a vocoder trains against, by name: each name's classes, constructed with ``narrow=``.
+DISCRIMINATORS: dict[str, tuple[type[nn.Module], ...]] = {
+    "mpd+msd": (MultiPeriodDiscriminator, MultiScaleDiscriminator),
+    "mpd+mrd": (MultiPeriodDiscriminator, MultiResolutionDiscriminator),
+}
+
+
 def feature_loss(real_fmaps: list[list[Tensor]], fake_fmaps: list[list[Tensor]]) -> Tensor:
     """Feature matching: ``2 * sum`` over every feature map of the mean L1 distance (real maps are targets)."""
     distances = [
@@ -185,33 +231,33 @@ def stft_loss(real: Tensor, fake: Tensor) -> Tensor:
     return total / len(STFT_RESOLUTIONS)
 
 
-def generator_step_losses(real: Tensor, fake: Tensor, mpd: MultiPeriodDiscriminator, msd: MultiScaleDiscriminator,
-                          adversarial: bool, amp: contextlib.AbstractContextManager,
-                          mel_weight: float = MEL_WEIGHT, stft_weight: float = STFT_WEIGHT) -> dict[str, Tensor]:
+def generator_step_losses(real: Tensor, fake: Tensor, discriminators: Sequence[nn.Module], adversarial: bool,
+                          amp: contextlib.AbstractContextManager, mel_weight: float = MEL_WEIGHT,
+                          stft_weight: float = STFT_WEIGHT) -> dict[str, Tensor]:
     """The generator's loss terms (``total`` included): mel, the STFT term when ``stft_weight`` > 0, and the
-    adversarial and feature-matching terms when ``adversarial`` (call it with the discriminators frozen)."""
+    adversarial and feature-matching terms of every discriminator when ``adversarial`` (call it with the
+    discriminators frozen)."""
     terms = {"mel": mel_loss(real.float(), fake.float(), mel_weight)}
     if stft_weight > 0:
         terms["stft"] = stft_weight * stft_loss(real.float(), fake.float())
     if adversarial:
         with amp:
-            _, p_fake, p_real_maps, p_fake_maps = mpd(real, fake)
-            _, s_fake, s_real_maps, s_fake_maps = msd(real, fake)
-        terms["adv"] = generator_loss([x.float() for x in p_fake]) + generator_loss([x.float() for x in s_fake])
-        terms["fm"] = feature_loss(_floats(p_real_maps), _floats(p_fake_maps)) + feature_loss(
-            _floats(s_real_maps), _floats(s_fake_maps))
+            outputs = [d(real, fake) for d in discriminators]
+        terms["adv"] = torch.stack([generator_loss([x.float() for x in fake_scores])
+                                    for _, fake_scores, _, _ in outputs]).sum()
+        terms["fm"] = torch.stack([feature_loss(_floats(real_maps), _floats(fake_maps))
+                                   for _, _, real_maps, fake_maps in outputs]).sum()
     terms["total"] = sum(terms.values())  # type: ignore[assignment]
     return terms
 
 
-def discriminator_step_loss(real: Tensor, fake: Tensor, mpd: nn.Module, msd: nn.Module,
+def discriminator_step_loss(real: Tensor, fake: Tensor, discriminators: Sequence[nn.Module],
                             amp: contextlib.AbstractContextManager) -> Tensor:
-    """LSGAN discriminator loss of both discriminators on ``fake`` (detached by the caller)."""
+    """LSGAN discriminator loss of every discriminator on ``fake`` (detached by the caller)."""
     with amp:
-        p_real, p_fake, _, _ = mpd(real, fake)
-        s_real, s_fake, _, _ = msd(real, fake)
-    return discriminator_loss([x.float() for x in p_real], [x.float() for x in p_fake]) + discriminator_loss(
-        [x.float() for x in s_real], [x.float() for x in s_fake])
+        outputs = [d(real, fake) for d in discriminators]
+    return torch.stack([discriminator_loss([x.float() for x in real_scores], [x.float() for x in fake_scores])
+                        for real_scores, fake_scores, _, _ in outputs]).sum()
 
 
 def _floats(maps: list[list[Tensor]]) -> list[list[Tensor]]:

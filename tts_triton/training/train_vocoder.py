@@ -7,9 +7,9 @@ The generator is the checkpoint's (HiFi-GAN, or the STFT-predicting :mod:`tts_tr
 beside the checkpoint's acoustic model, and :mod:`tts_triton.training.merge` joins the two runs afterwards.
 
 Random ``--segment-frames`` segments (mel and the audio it was computed from) of training utterances;
-losses of :mod:`tts_triton.training.hifigan_losses` (LSGAN adversarial terms of the multi-period and
-multi-scale discriminators, feature matching x2, mel L1 x45, multi-resolution STFT x20). AdamW (0.8, 0.99)
-at 2e-4, generator and
+losses of :mod:`tts_triton.training.hifigan_losses` (LSGAN adversarial terms of the multi-period
+discriminator with, by ``--discriminators``, HiFi-GAN's multi-scale or UnivNet's multi-resolution one;
+feature matching x2, mel L1 x45, multi-resolution STFT x20). AdamW (0.8, 0.99) at 2e-4, generator and
 discriminators each with their own optimizer.
 
 The generator trains on the corpus's mels: ground truth, which keeps the two trainers independent so that
@@ -20,7 +20,7 @@ count trains on the spectral losses alone (``--mel-weight``, ``--stft-weight``).
 Schedule: the first ``--gan-start`` steps train the generator on the spectral losses alone (cheap steps that
 get the spectral envelope right quickly); then the discriminators train, and the generator's
 adversarial and feature-matching terms join ``--d-warmup`` steps later, once the discriminators say
-something useful. Discriminators are not kept in checkpoints (they are ~70 M parameters; see
+something useful. Discriminators are not kept in checkpoints (41-70 M parameters; see
 :mod:`tts_triton.training.runs`), so a run from ``--init`` starts them afresh and warms them up the same
 way; ``--resume`` keeps them (``state.pt``).
 
@@ -60,10 +60,9 @@ from tts_triton.data.dataset import VocoderDataset
 from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.training.devices import autocast, join_ranks
 from tts_triton.training.hifigan_losses import (
+    DISCRIMINATORS,
     MEL_WEIGHT,
     STFT_WEIGHT,
-    MultiPeriodDiscriminator,
-    MultiScaleDiscriminator,
     discriminator_step_loss,
     generator_step_losses,
 )
@@ -146,6 +145,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=100, help="warmup steps of fresh optimizers (also after resuming)")
     p.add_argument("--gan-start", type=int, default=1000, help="global step at which the discriminators start")
     p.add_argument("--d-warmup", type=int, default=200, help="discriminator-only steps before adversarial G terms")
+    p.add_argument("--discriminators", choices=tuple(DISCRIMINATORS), default="mpd+msd",
+                   help="multi-period with multi-scale (HiFi-GAN's) or multi-resolution (UnivNet's, Vocos's: "
+                        "cheaper to run)")
     p.add_argument("--narrow-discriminators", type=int, default=1, choices=(1, 2, 4, 8, 16), metavar="N",
                    help="divide the discriminators' channel counts by N (1: HiFi-GAN's; more: quick checks on a CPU)")
     return p.parse_args(argv)
@@ -153,7 +155,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 class VocoderRun(TrainingRun):
     """The vocoder trainer's hooks on :class:`~tts_triton.training.loop.TrainingRun`: the generator, the
-    two discriminators and their optimizers, data-parallel over ranks."""
+    discriminators and their optimizers, data-parallel over ranks."""
 
     part, module, log_every = "vocoder", MODULE, 100
     loss_keys = ("mel", "stft", "adv", "fm", "disc", "mel_l1")
@@ -174,20 +176,26 @@ class VocoderRun(TrainingRun):
                   f"device {self.device} x {ranks.world} ranks, batch {args.batch_size} x {args.segment_frames} "
                   f"frames per rank, start step {self.first_step}, discriminators from step {self.d_start}", flush=True)
         self.generator = self.ckpt.generator.to(self.device).train()
-        self.mpd = MultiPeriodDiscriminator(narrow=args.narrow_discriminators).to(self.device).train()
-        self.msd = MultiScaleDiscriminator(narrow=args.narrow_discriminators).to(self.device).train()
+        self.discriminators = [make(narrow=args.narrow_discriminators).to(self.device).train()
+                               for make in DISCRIMINATORS[args.discriminators]]
         self.opt_g = torch.optim.AdamW(self.generator.parameters(), lr=args.lr, betas=(0.8, 0.99))
-        self.opt_d = torch.optim.AdamW([*self.mpd.parameters(), *self.msd.parameters()], lr=args.lr, betas=(0.8, 0.99))
+        self.opt_d = torch.optim.AdamW([p for d in self.discriminators for p in d.parameters()], lr=args.lr,
+                                       betas=(0.8, 0.99))
         if self.state is not None:
-            for name, obj in (("mpd", self.mpd), ("msd", self.msd), ("opt_g", self.opt_g), ("opt_d", self.opt_d)):
-                obj.load_state_dict(self.state[name])
+            if self.state["discriminators"] != args.discriminators:
+                raise SystemExit(f"--discriminators {args.discriminators}: the run resumed trained "
+                                 f"{self.state['discriminators']}")
+            for d, state in zip(self.discriminators, self.state["d_states"], strict=True):
+                d.load_state_dict(state)
+            self.opt_g.load_state_dict(self.state["opt_g"])
+            self.opt_d.load_state_dict(self.state["opt_d"])
         self.amp = autocast(args.amp, self.device)
         # The optimizers hold the modules' own parameters; the DDP wrappers only average their gradients.
-        self.g_step, self.mpd_step, self.msd_step = self.generator, self.mpd, self.msd
+        self.g_step, self.d_steps = self.generator, self.discriminators
         if ranks.world > 1:
             ids = [self.device] if self.device.type == "cuda" else None
-            self.g_step, self.mpd_step, self.msd_step = (DistributedDataParallel(m, device_ids=ids)
-                                                         for m in (self.generator, self.mpd, self.msd))
+            self.g_step, *self.d_steps = (DistributedDataParallel(m, device_ids=ids)
+                                          for m in (self.generator, *self.discriminators))
         self.segments = segment_stream(train, args.batch_size, args.seed * ranks.world + ranks.rank, self.epoch,
                                        args.workers)
 
@@ -206,15 +214,15 @@ class VocoderRun(TrainingRun):
         terms: dict[str, Tensor] = {}
         if self.step >= self.d_start:
             self.set_lr(self.opt_d, self.d_start)
-            loss_d = discriminator_step_loss(real, fake.detach(), self.mpd_step, self.msd_step, self.amp)
+            loss_d = discriminator_step_loss(real, fake.detach(), self.d_steps, self.amp)
             self.opt_d.zero_grad(set_to_none=True)
             loss_d.backward()
             self.opt_d.step()
             terms["disc"] = loss_d
         self.set_lr(self.opt_g, self.optimizer_start)
         adversarial = self.step >= self.d_start + self.args.d_warmup
-        with frozen(self.mpd, self.msd):
-            terms.update(generator_step_losses(real, fake, self.mpd, self.msd, adversarial, self.amp,
+        with frozen(*self.discriminators):
+            terms.update(generator_step_losses(real, fake, self.discriminators, adversarial, self.amp,
                                                self.args.mel_weight, self.args.stft_weight))
             self.opt_g.zero_grad(set_to_none=True)
             terms["total"].backward()
@@ -230,15 +238,15 @@ class VocoderRun(TrainingRun):
         a = self.args
         return {"variant": self.ckpt.config.vocoder.variant, "batch_size": a.batch_size * self.ranks.world,
                 "segment_frames": a.segment_frames, "lr": a.lr, "gan_start": a.gan_start, "mel_weight": a.mel_weight,
-                "stft_weight": a.stft_weight, "amp": a.amp,
+                "stft_weight": a.stft_weight, "discriminators": a.discriminators, "amp": a.amp,
                 "training_mels": "teacher-forced" if "gta" in self.corpus_summary else "ground truth"}
 
     def checkpoint(self, info: dict[str, Any]) -> Checkpoint:
         return Checkpoint(self.ckpt.config, self.ckpt.acoustic, self.generator, both_trained(info), info)
 
     def training_state(self) -> dict[str, Any]:
-        return {"mpd": self.mpd.state_dict(), "msd": self.msd.state_dict(), "opt_g": self.opt_g.state_dict(),
-                "opt_d": self.opt_d.state_dict(), "d_start": self.d_start}
+        return {"discriminators": self.args.discriminators, "d_states": [d.state_dict() for d in self.discriminators],
+                "opt_g": self.opt_g.state_dict(), "opt_d": self.opt_d.state_dict(), "d_start": self.d_start}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
