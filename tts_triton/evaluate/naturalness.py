@@ -115,8 +115,9 @@ def measure(checkpoint: Path | None, voices: Sequence[str], count: int, jobs: in
             refs[f"flite {v} (its own lexicon)"] = [pool.submit(rendered_heard, flite_plain, s, v) for s in sentences]
         if references and shutil.which(FESTIVAL):
             refs["festival + HTS slt"] = [pool.submit(rendered_heard, festival_render, s) for s in sentences]
-        progress = ProgressLine("naturalness (synthesize + judge)", sum(map(len, refs.values())) * 2
-                                + count * (4 + len(voices) - 1))
+        # each reference clip advances once (judged), each of the checkpoint's clips twice (made, judged)
+        progress = ProgressLine("naturalness (synthesize + judge)", sum(map(len, refs.values()))
+                                + 2 * count * (4 + len(voices) - 1))
         labels = ["vocoder alone on the teacher's mel", "vocoder alone + mel match", "model, generator alone",
                   f"model {default} (served: mel match on)"]
         for label in labels:
