@@ -167,7 +167,8 @@ def test_fp16_vocoder_stage_keeps_quality_on_speech_mels(default_voice: Checkpoi
     mel = audio.mel_spectrogram(speech)
     vocoder = default_voice.stages()[contract.VOCODER]
     half = half_precision(copy.deepcopy(vocoder))
-    assert half.mel_match.stft.basis.dtype == torch.float32 and half.generator.conv_pre.weight.dtype == torch.float16
+    assert half.mel_match.stft.basis.dtype == torch.float32
+    assert any(p.dtype == torch.float16 for p in half.generator.parameters())
     frames = STREAMING.chunk_frames[1]  # a streamed chunk of a sentence after its first
     start = (len(mel) - frames) // 2  # mid-sentence: voiced speech, not the silence at its ends
     window = torch.from_numpy(mel[None, start : start + frames].copy())

@@ -71,7 +71,7 @@ def report(ev: Evaluation, asr: dict[str, Any] | None = None) -> str:
         f"{np.percentile(target_mcd, 10):.2f}-{np.percentile(target_mcd, 90):.2f} dB. " + _scale(ev),
         "",
         "**Vocoder alone** (diagnostic, no goal): the teacher's log-mel of the emotion sentences (below) through "
-        "the checkpoint's vocoder (HiFi-GAN generator and mel match), without the acoustic model, measures a "
+        "the checkpoint's vocoder (its generator and the mel match), without the acoustic model, measures a "
         "median MCD-DTW of "
         f"{np.median(ev.copy_mcd):.2f} dB against the rendering itself, and its F0 follows the emotion order for "
         f"{percent(orders['vocoder copy']):.0f} % of the voices. The full system cannot do better than its vocoder.",
@@ -193,7 +193,7 @@ def _method_section(ev: Evaluation) -> list[str]:
         "the voiced frames of those sentences rises strictly along `prosody.PITCH_ORDER`. (With one sentence per "
         "voice, espeak-ng's own renderings failed for f1 on the default 50 sentences.)",
         "- **Vocoder alone**: `audio.mel_spectrogram` of the teacher's rendering of each emotion sentence through the "
-        "checkpoint's vocoder (`VocoderStage.vocode`: HiFi-GAN generator and mel match; no acoustic model, no "
+        "checkpoint's vocoder (`VocoderStage.vocode`: its generator and the mel match; no acoustic model, no "
         "postnet), measured like the synthesized audio.",
         f"- **Cache**: features of the teachers' renderings are stored in `{_home(default_cache())}` keyed by text, "
         "voice, prosody, the teacher's version, the feature settings and the band.",
