@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import BARE_HOST_MISSING
 
+from tts_triton.core import audio
+
 PROBES = Path(__file__).parents[1] / "scripts" / "gpu" / "probe"
 # loaded from its file: the folder is not a package, and on sys.path its trace.py would shadow the stdlib's
 _spec = importlib.util.spec_from_file_location("probe_phases", PROBES / "phases.py")
@@ -27,7 +29,7 @@ def _run(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedP
 
 
 @pytest.mark.parametrize("script", ["trace.py", "phases.py", "memory.py", "pipeline_overhead.py", "style.py",
-                                    "voice.py", "vocoder_speed.py"])
+                                    "voice.py", "vocoder_speed.py", "ceiling.py"])
 def test_every_probe_answers_help(script: str) -> None:
     done = _run(script, "--help", timeout=120)
     assert done.returncode == 0, done.stderr
@@ -122,3 +124,24 @@ def test_voice_matches_the_checkpoint_on_the_cpu_server(server, checkpoint_file:
     for line in per_sentence:
         served, local = line.split(" frames")[0].split(" / ")
         assert served == local and float(line.split("SNR ")[1].split(" dB")[0]) >= 30.0, line
+
+
+def test_ceiling_times_the_served_decoder_and_vocoder_on_the_cpu_without_the_client_stack(tmp_path: Path) -> None:
+    """The shipped voice's two networks at the served K and windows; x real time follows from the two times."""
+    out = tmp_path / "ceiling.md"
+    run = ("import runpy, sys\n"
+           f"sys.modules.update(dict.fromkeys({BARE_HOST_MISSING!r}))  # importing them raises\n"
+           f"sys.argv[0] = {str(PROBES / 'ceiling.py')!r}\n"
+           "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    done = subprocess.run([sys.executable, "-c", run, "--batches", "1", "2", "--calls", "1", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = out.read_text()
+    assert "K=16 x r=3" in text and "windows of 96 frames" in text
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in text.splitlines()
+            if line.startswith("| 1 |") or line.startswith("| 2 |")]
+    assert len(rows) == 2
+    for streams, dec, voc, _, x in rows:
+        per_frame = float(dec) / (int(streams) * 48) + float(voc) / (int(streams) * 72)
+        expected = 1e3 / per_frame / (audio.SAMPLE_RATE / audio.HOP_LENGTH)
+        assert float(x.replace(",", "")) == pytest.approx(expected, rel=0.05, abs=1)  # the table's rounding
