@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tts_triton.bench.stats import LevelSummary, ModelDelta
-from tts_triton.jobs.tables import markdown_table
+from tts_triton.jobs.tables import markdown_table, print_report
 
 LEVEL_HEADERS = ("concurrency", "first chunk p50 ms", "p99 ms", "x real time", "CPU busy %", "errors")
 MODEL_HEADERS = ("concurrency", "model", "requests", "rows", "executions", "compute ms / req")
@@ -68,9 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="also write the Markdown here")
     args = p.parse_args(argv)
     text = compare(json.loads(args.before.read_text()), json.loads(args.after.read_text()), args.labels)
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    print_report(text, args.out)
     return 0
 
 

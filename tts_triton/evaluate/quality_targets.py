@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS
+from tts_triton.jobs.tables import print_report
 
 #: Targets over every evaluated voice on the test split (MCD to each item's own voice's teacher rendering).
 GOAL_MEDIAN_MCD_DB = 4.0
@@ -217,10 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sources = [f"- {side}: {', '.join(map(str, paths))}" for side, paths in (("before", args.before),
                                                                               ("after", args.after)) if paths]
     text = "\n".join([*table(after, before), "", *sources, ""])
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    print_report(text, args.out)
     return 0
 
 

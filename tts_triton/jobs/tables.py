@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["markdown_table", "text_table", "write_report"]
+__all__ = ["markdown_table", "print_report", "text_table", "write_report"]
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
@@ -38,3 +38,11 @@ def write_report(folder: Path, name: str, lines: Sequence[str]) -> Path:
     path.write_text("\n".join(lines))
     print(f"report -> {path}", file=sys.stderr)
     return path
+
+
+def print_report(text: str, out: Path | None) -> None:
+    """Print ``text`` and, when ``out`` is given, also write it there (its folder made if missing)."""
+    print(text)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)

@@ -38,6 +38,12 @@ STFT_WEIGHT = 20.0
 STFT_RESOLUTIONS = ((1024, 120, 600), (2048, 240, 1200), (512, 50, 240))
 
 
+def magnitudes(audio: Tensor, n_fft: int, hop: int, win: int, window: Tensor) -> Tensor:
+    """The STFT magnitudes ``[B, bins, frames]`` of audio ``[B, 1, samples]`` (centred frames, ``window`` of
+    ``win`` samples): what the multi-resolution STFT loss compares and the multi-resolution discriminator sees."""
+    return torch.stft(audio.squeeze(1), n_fft, hop, win, window, return_complex=True).abs()
+
+
 def _conv_stack(x: Tensor, convs: nn.ModuleList, conv_post: nn.Module) -> tuple[Tensor, list[Tensor]]:
     """``convs`` with leaky ReLU, then ``conv_post``: (flattened scores, every layer's output)."""
     fmaps = []
@@ -117,8 +123,7 @@ class ResolutionDiscriminator(nn.Module):
     def forward(self, audio: Tensor) -> tuple[Tensor, list[Tensor]]:
         """``[B, 1, samples] -> (scores [B, n], feature maps)``; the STFT runs in fp32 under autocast."""
         with torch.autocast(audio.device.type, enabled=False):
-            spec = torch.stft(audio.squeeze(1).float(), self.n_fft, self.hop, self.win, self.window,
-                              return_complex=True).abs()
+            spec = magnitudes(audio.float(), self.n_fft, self.hop, self.win, self.window)
         return _conv_stack(spec.transpose(1, 2)[:, None], self.convs, self.conv_post)
 
 
@@ -225,8 +230,7 @@ def stft_loss(real: Tensor, fake: Tensor) -> Tensor:
     total = real.new_zeros(())
     for n_fft, hop, win in STFT_RESOLUTIONS:
         window = torch.hann_window(win, device=real.device, dtype=real.dtype)
-        r, f = (torch.stft(x.squeeze(1), n_fft, hop, win, window, return_complex=True).abs().clamp_min(1e-7)
-                for x in (real, fake))
+        r, f = (magnitudes(x, n_fft, hop, win, window).clamp_min(1e-7) for x in (real, fake))
         total = total + torch.linalg.norm(r - f) / torch.linalg.norm(r) + F.l1_loss(f.log(), r.log())
     return total / len(STFT_RESOLUTIONS)
 

@@ -32,10 +32,8 @@ from tts_triton.core.contract import ModelSpec
 from tts_triton.core.shapes import axis_values
 from tts_triton.engine.graphs import StageRunner
 from tts_triton.export.repository import RepositorySettings
-from tts_triton.models.checkpoint import load_checkpoint
-
-#: The package's default voice (the checkpoint serve builds its repository from).
-DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[3] / "tts_triton" / "assets" / "default_voice.pt"
+from tts_triton.jobs.tables import print_report
+from tts_triton.models.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
 
 
 def runners(checkpoint: Path, device: torch.device) -> tuple[ModelConfig, dict[str, StageRunner]]:
@@ -114,9 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {batch} | {dec:.2f} | {voc:.2f} | {share:.0%} | {1e3 / per_frame / frame_rate:,.0f} |")
         print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    print_report(text, args.out)
     return 0
 
 

@@ -24,6 +24,7 @@ from tts_triton.core.config import STREAMING, ModelConfig, VocoderConfig
 from tts_triton.core.shapes import axis_values
 from tts_triton.engine.graphs import StageRunner
 from tts_triton.export.repository import RepositorySettings
+from tts_triton.jobs.tables import print_report
 from tts_triton.models.checkpoint import init_checkpoint
 
 
@@ -82,9 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(lines[-1], flush=True)
         del run
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    print_report(text, args.out)
     return 0
 
 
