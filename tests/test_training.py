@@ -217,9 +217,10 @@ class ScalarRun(loop.TrainingRun):
         return {"optimizer": self.optimizer.state_dict()}
 
 
-def scalar_args(init: Path, out: Path, steps: int | None, minutes: float | None = None) -> argparse.Namespace:
+def scalar_args(init: Path, out: Path, steps: int | None, minutes: float | None = None,
+                profile: int = 0) -> argparse.Namespace:
     return argparse.Namespace(out=out, init=init, resume=False, minutes=minutes, steps=steps, val_every=2, seed=0,
-                              device="cpu", frames_per_step=3, vocoder_variant="v2")
+                              device="cpu", frames_per_step=3, vocoder_variant="v2", profile=profile)
 
 
 def test_training_skeleton_logs_validates_saves_and_skips(tiny_init: Path, tmp_path: Path) -> None:
@@ -231,6 +232,18 @@ def test_training_skeleton_logs_validates_saves_and_skips(tiny_init: Path, tmp_p
     assert record["steps"] == 5 and record["lr"] == 0.1 and [h["step"] for h in record["history"]] == [2, 4, 5]
     assert [(r["from_step"], r["to_step"]) for r in record["runs"]] == [(0, 5)]
     assert record["last_val"]["distance"] < 1 and torch.load(tmp_path / "state.pt")["optimizer_start"] == 0
+
+
+def test_profile_records_typical_steps_into_a_table(tiny_init: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ScalarRun, "steps_before_profile", lambda self: 1)
+    run = ScalarRun(scalar_args(tiny_init, tmp_path, steps=7, profile=3), [1.0] * 7)
+    assert run.run() == 0
+    table = (tmp_path / "profile.txt").read_text()
+    assert table.startswith("3 steps: wall ") and "cpu busy" in table and "aten::" in table
+    # a run that ends before its recorded steps writes none
+    short = ScalarRun(scalar_args(tiny_init, tmp_path / "short", steps=4, profile=3), [1.0] * 4)
+    assert short.run() == 0 and not (tmp_path / "short" / "profile.txt").exists()
 
 
 def test_training_skeleton_gives_up_after_the_nonfinite_limit(tiny_init: Path, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@
 #      between two calls), else starts from INIT_CHECKPOINT (weights and step counts) or from scratch;
 #   4. into $OUT: the merged checkpoint in fp16 (voice.pt.partNN, <= 15 MB each: `cat voice.pt.part* > voice.pt`),
 #      the latest acoustic and vocoder PNGs, and extras.tar.gz (loss logs and curves, every plot, the vocoder's
-#      sample WAV, the corpus summary).
+#      sample WAV, the corpus summary, the step profiles of a --profile run).
 # Output lines of the two trainers are prefixed "A|" and "V|".
 #
 # Usage, from anywhere:  scripts/gpu/train.sh TOTAL_SECONDS [INIT_CHECKPOINT]
@@ -118,7 +118,7 @@ for part in acoustic vocoder; do
 done
 (cd "$WORK" && tar czf "$OUT/extras.tar.gz" --ignore-failed-read corpus/dataset.json \
   acoustic/losses.jsonl acoustic/losses.png acoustic/plots vocoder/losses.jsonl vocoder/losses.png vocoder/plots \
-  vocoder/sample.wav 2>/dev/null) || true
+  vocoder/sample.wav acoustic/profile.txt vocoder/profile.txt 2>/dev/null) || true
 ls -l "$OUT"
 say "done (status $status)"
 exit $status

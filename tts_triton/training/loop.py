@@ -8,9 +8,10 @@ and checkpoints. A trainer subclasses :class:`TrainingRun` and fills in its hook
   and :meth:`~TrainingRun.training_state` (what ``--resume`` needs).
 
 A run stops at ``--steps`` or when ``--minutes`` run out; it validates and saves every ``--val-every``
-steps and at the end. More than :data:`MAX_NONFINITE_STEPS` skipped (non-finite) steps end it with an
-error. Under ``torch.distributed.run`` the ranks agree every step on skipping and stopping; rank 0
-alone logs, validates and writes.
+steps and at the end; ``--profile N`` records N of its steps (:mod:`tts_triton.training.profiling`).
+More than :data:`MAX_NONFINITE_STEPS` skipped (non-finite) steps end it with an error. Under
+``torch.distributed.run`` the ranks agree every step on skipping and stopping; rank 0 alone logs,
+validates and writes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tts_triton.core.config import DecoderConfig, VocoderConfig
 from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.training.devices import Ranks, pick_device
 from tts_triton.training.logs import JsonlLog, Mean, StepProgress, plot_losses
+from tts_triton.training.profiling import SKIP_STEPS, StepProfiler
 from tts_triton.training.runs import (
     RUN_CHECKPOINT_FILE,
     corpus_info,
@@ -67,6 +69,8 @@ def run_parser(module: str, description: str, *, resumed: str, amp: str, val_eve
     p.add_argument("--workers", type=int, default=4, help="data loader processes")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--device", help="torch device (default: CUDA if available, else CPU)")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="record N typical steps with PyTorch's profiler into profile.txt")
     return p
 
 
@@ -135,6 +139,10 @@ class TrainingRun(ABC):
     def training_state(self) -> dict[str, Any]:
         """What ``--resume`` restores besides the checkpoint (optimizers...; ``optimizer_start`` is added)."""
 
+    def steps_before_profile(self) -> int:
+        """Steps of this run that ``--profile`` leaves alone before it records (the steps must be typical)."""
+        return SKIP_STEPS
+
     def log_columns(self) -> dict[str, Any]:
         """Extra columns of a logged training row (e.g. the learning rate)."""
         return {}
@@ -158,6 +166,8 @@ class TrainingRun(ABC):
     def run(self) -> int:
         """Train until :meth:`done`, then validate and save a last time; returns the exit status 0."""
         mean = Mean()
+        profiler = (StepProfiler(self.out / "profile.txt", self.args.profile, self.device, self.steps_before_profile())
+                    if self.args.profile and self.ranks.main else None)
         stop = self.done(self.step)
         while not stop:
             terms, check = self.forward_backward()
@@ -169,6 +179,8 @@ class TrainingRun(ABC):
                 continue
             self.optimizer_step()
             self.step += 1
+            if profiler is not None:
+                profiler.step()
             if not self.ranks.main:
                 continue
             mean.add(terms)
@@ -179,6 +191,8 @@ class TrainingRun(ABC):
                 self.progress.update(self.step, row)
             if self.step % self.args.val_every == 0 and not stop:
                 self.save(self.validation())
+        if profiler is not None:
+            profiler.close()
         if self.ranks.main:
             self.save(self.validation())
             self.progress.update(self.step, {"skipped": self.skipped}, force=True)

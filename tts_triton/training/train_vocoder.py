@@ -26,7 +26,8 @@ way; ``--resume`` keeps them (``state.pt``).
 
 Forward passes run under bf16 autocast on CUDA (``--amp off`` for fp32); the mel loss is computed in
 fp32. The generator's step backpropagates through frozen discriminators (no weight gradients, no graph
-for the real branch).
+for the real branch). ``--compile`` runs the training steps' networks through ``torch.compile`` (the
+segments' shapes never change, so each compiles once; the discriminators once frozen and once not).
 
 Data-parallel on several GPUs when launched by ``torch.distributed.run`` (``--nproc-per-node N``): each
 rank trains on its own shard of the utterances with ``--batch-size`` segments per step (so the global
@@ -68,6 +69,7 @@ from tts_triton.training.hifigan_losses import (
 )
 from tts_triton.training.logs import plot_panels
 from tts_triton.training.loop import TrainingRun, run_parser
+from tts_triton.training.profiling import SKIP_STEPS
 from tts_triton.training.runs import both_trained
 from tts_triton.training.schedule import lr_factor
 
@@ -148,6 +150,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--discriminators", choices=tuple(DISCRIMINATORS), default="mpd+msd",
                    help="multi-period with multi-scale (HiFi-GAN's) or multi-resolution (UnivNet's, Vocos's: "
                         "cheaper to run)")
+    p.add_argument("--compile", action="store_true",
+                   help="run the training steps' generator and discriminators through torch.compile (fixed shapes; "
+                        "validation stays eager)")
     p.add_argument("--narrow-discriminators", type=int, default=1, choices=(1, 2, 4, 8, 16), metavar="N",
                    help="divide the discriminators' channel counts by N (1: HiFi-GAN's; more: quick checks on a CPU)")
     return p.parse_args(argv)
@@ -190,12 +195,15 @@ class VocoderRun(TrainingRun):
             self.opt_g.load_state_dict(self.state["opt_g"])
             self.opt_d.load_state_dict(self.state["opt_d"])
         self.amp = autocast(args.amp, self.device)
-        # The optimizers hold the modules' own parameters; the DDP wrappers only average their gradients.
-        self.g_step, self.d_steps = self.generator, self.discriminators
+        # Training steps run these (compiled with --compile; validation and checkpoints use the modules); the
+        # optimizers hold the modules' own parameters, and the DDP wrappers only average their gradients.
+        fast = torch.compile if args.compile else (lambda module: module)
+        self.g_fast, self.d_fast = fast(self.generator), [fast(d) for d in self.discriminators]
+        self.g_step, self.d_steps = self.g_fast, self.d_fast
         if ranks.world > 1:
             ids = [self.device] if self.device.type == "cuda" else None
             self.g_step, *self.d_steps = (DistributedDataParallel(m, device_ids=ids)
-                                          for m in (self.generator, *self.discriminators))
+                                          for m in (self.g_fast, *self.d_fast))
         self.segments = segment_stream(train, args.batch_size, args.seed * ranks.world + ranks.rank, self.epoch,
                                        args.workers)
 
@@ -222,11 +230,15 @@ class VocoderRun(TrainingRun):
         self.set_lr(self.opt_g, self.optimizer_start)
         adversarial = self.step >= self.d_start + self.args.d_warmup
         with frozen(*self.discriminators):
-            terms.update(generator_step_losses(real, fake, self.discriminators, adversarial, self.amp,
+            terms.update(generator_step_losses(real, fake, self.d_fast, adversarial, self.amp,
                                                self.args.mel_weight, self.args.stft_weight))
             self.opt_g.zero_grad(set_to_none=True)
             terms["total"].backward()
         return terms, terms["total"]
+
+    def steps_before_profile(self) -> int:
+        # recorded steps train the generator against the discriminators, as most steps of a run do
+        return max(self.d_start + self.args.d_warmup - self.step, 0) + SKIP_STEPS
 
     def optimizer_step(self) -> None:
         self.opt_g.step()
@@ -238,7 +250,7 @@ class VocoderRun(TrainingRun):
         a = self.args
         return {"variant": self.ckpt.config.vocoder.variant, "batch_size": a.batch_size * self.ranks.world,
                 "segment_frames": a.segment_frames, "lr": a.lr, "gan_start": a.gan_start, "mel_weight": a.mel_weight,
-                "stft_weight": a.stft_weight, "discriminators": a.discriminators, "amp": a.amp,
+                "stft_weight": a.stft_weight, "discriminators": a.discriminators, "amp": a.amp, "compile": a.compile,
                 "training_mels": "teacher-forced" if "gta" in self.corpus_summary else "ground truth"}
 
     def checkpoint(self, info: dict[str, Any]) -> Checkpoint:
