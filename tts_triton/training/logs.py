@@ -44,7 +44,7 @@ class Mean:
     def add(self, values: dict[str, torch.Tensor]) -> None:
         for k, v in values.items():
             v = v.detach().float()
-            self.sums[k] = self.sums[k] + v if k in self.sums else v
+            self.sums[k] = self.sums[k] + v if k in self.sums else v.clone()  # v may be overwritten in place
         self.count += 1
 
     def read(self) -> dict[str, float]:

@@ -26,8 +26,9 @@ way; ``--resume`` keeps them (``state.pt``).
 
 Forward passes run under bf16 autocast on CUDA (``--amp off`` for fp32); the mel loss is computed in
 fp32. The generator's step backpropagates through frozen discriminators (no weight gradients, no graph
-for the real branch). ``--compile`` runs the training steps' networks through ``torch.compile`` (the
-segments' shapes never change, so each compiles once; the discriminators once frozen and once not).
+for the real branch). ``--cuda-graphs`` replays the step's two phases (the discriminators' pass, then the
+generator's, each forward and backward) as CUDA graphs (:mod:`tts_triton.training.step_graphs`); the
+discriminators' pass recomputes the generator's output without a graph, one cheap forward more per step.
 
 Data-parallel on several GPUs when launched by ``torch.distributed.run`` (``--nproc-per-node N``): each
 rank trains on its own shard of the utterances with ``--batch-size`` segments per step (so the global
@@ -72,6 +73,7 @@ from tts_triton.training.loop import TrainingRun, run_parser
 from tts_triton.training.profiling import SKIP_STEPS
 from tts_triton.training.runs import both_trained
 from tts_triton.training.schedule import lr_factor
+from tts_triton.training.step_graphs import CapturedPhases
 
 MODULE = "tts_triton.training.train_vocoder"
 
@@ -150,9 +152,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--discriminators", choices=tuple(DISCRIMINATORS), default="mpd+msd",
                    help="multi-period with multi-scale (HiFi-GAN's) or multi-resolution (UnivNet's, Vocos's: "
                         "cheaper to run)")
-    p.add_argument("--compile", action="store_true",
-                   help="run the training steps' generator and discriminators through torch.compile (fixed shapes; "
-                        "validation stays eager)")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="replay each step's discriminator and generator passes as CUDA graphs once the schedule "
+                        "has both on (one CUDA device): the host no longer bounds the step")
     p.add_argument("--narrow-discriminators", type=int, default=1, choices=(1, 2, 4, 8, 16), metavar="N",
                    help="divide the discriminators' channel counts by N (1: HiFi-GAN's; more: quick checks on a CPU)")
     return p.parse_args(argv)
@@ -183,9 +185,10 @@ class VocoderRun(TrainingRun):
         self.generator = self.ckpt.generator.to(self.device).train()
         self.discriminators = [make(narrow=args.narrow_discriminators).to(self.device).train()
                                for make in DISCRIMINATORS[args.discriminators]]
-        self.opt_g = torch.optim.AdamW(self.generator.parameters(), lr=args.lr, betas=(0.8, 0.99))
+        fused = self.device.type == "cuda"  # one kernel per step instead of several per parameter
+        self.opt_g = torch.optim.AdamW(self.generator.parameters(), lr=args.lr, betas=(0.8, 0.99), fused=fused)
         self.opt_d = torch.optim.AdamW([p for d in self.discriminators for p in d.parameters()], lr=args.lr,
-                                       betas=(0.8, 0.99))
+                                       betas=(0.8, 0.99), fused=fused)
         if self.state is not None:
             if self.state["discriminators"] != args.discriminators:
                 raise SystemExit(f"--discriminators {args.discriminators}: the run resumed trained "
@@ -195,15 +198,16 @@ class VocoderRun(TrainingRun):
             self.opt_g.load_state_dict(self.state["opt_g"])
             self.opt_d.load_state_dict(self.state["opt_d"])
         self.amp = autocast(args.amp, self.device)
-        # Training steps run these (compiled with --compile; validation and checkpoints use the modules); the
-        # optimizers hold the modules' own parameters, and the DDP wrappers only average their gradients.
-        fast = torch.compile if args.compile else (lambda module: module)
-        self.g_fast, self.d_fast = fast(self.generator), [fast(d) for d in self.discriminators]
-        self.g_step, self.d_steps = self.g_fast, self.d_fast
+        # The optimizers hold the modules' own parameters; the DDP wrappers only average their gradients.
+        self.g_step, self.d_steps = self.generator, self.discriminators
         if ranks.world > 1:
             ids = [self.device] if self.device.type == "cuda" else None
             self.g_step, *self.d_steps = (DistributedDataParallel(m, device_ids=ids)
-                                          for m in (self.g_fast, *self.d_fast))
+                                          for m in (self.generator, *self.discriminators))
+        if args.cuda_graphs and (self.device.type != "cuda" or ranks.world > 1):
+            raise SystemExit("--cuda-graphs needs one CUDA device (no data-parallel ranks)")
+        self.graphs: CapturedPhases | None = None
+        self.mel = self.real = torch.empty(0)
         self.segments = segment_stream(train, args.batch_size, args.seed * ranks.world + ranks.rank, self.epoch,
                                        args.workers)
 
@@ -211,29 +215,57 @@ class VocoderRun(TrainingRun):
         for group in optimizer.param_groups:
             group["lr"] = self.args.lr * lr_factor(self.step, start, self.args.warmup, math.inf, 1.0)
 
-    def forward_backward(self) -> tuple[dict[str, Tensor], Tensor]:
-        """A discriminator step (from ``d_start`` on), then the generator's losses and gradients; the
-        generator's step is taken when its total loss is finite on every rank."""
+    def load_batch(self) -> None:
+        """The next batch into :attr:`mel` and :attr:`real` (refilled in place once the step is captured)."""
         self.epoch, (mel, wav) = next(self.segments)
         mel = mel.to(self.device, non_blocking=True).transpose(1, 2)
         real = wav.to(self.device, non_blocking=True)[:, None]
+        if self.graphs is None:
+            self.mel, self.real = mel, real
+        else:
+            self.mel.copy_(mel)
+            self.real.copy_(real)
+
+    def d_phase(self) -> Tensor:
+        """The discriminators' loss on this batch and its gradients (the generator's output taken as given)."""
+        with torch.no_grad(), self.amp:
+            fake = self.g_step(self.mel)
+        loss = discriminator_step_loss(self.real, fake, self.d_steps, self.amp)
+        loss.backward()
+        return loss
+
+    def g_phase(self, adversarial: bool) -> dict[str, Tensor]:
+        """The generator's loss terms on this batch and its gradients, the discriminators frozen."""
         with self.amp:
-            fake = self.g_step(mel)
+            fake = self.g_step(self.mel)
+        with frozen(*self.discriminators):
+            terms = generator_step_losses(self.real, fake, self.discriminators, adversarial, self.amp,
+                                          self.args.mel_weight, self.args.stft_weight)
+            terms["total"].backward()
+        return terms
+
+    def forward_backward(self) -> tuple[dict[str, Tensor], Tensor]:
+        """A discriminator step (from ``d_start`` on), then the generator's losses and gradients; the
+        generator's step is taken when its total loss is finite on every rank. With ``--cuda-graphs`` the two
+        phases are captured once the discriminators and adversarial terms are both on, and replayed after."""
+        self.load_batch()
+        adversarial = self.step >= self.d_start + self.args.d_warmup
+        if self.args.cuda_graphs and adversarial and self.graphs is None:
+            print(f"[vocoder] step {self.step}: capturing the training step as CUDA graphs", flush=True)
+            self.graphs = CapturedPhases([self.d_phase, lambda: self.g_phase(True)],
+                                         [*self.generator.parameters(),
+                                          *(p for d in self.discriminators for p in d.parameters())])
         terms: dict[str, Tensor] = {}
         if self.step >= self.d_start:
             self.set_lr(self.opt_d, self.d_start)
-            loss_d = discriminator_step_loss(real, fake.detach(), self.d_steps, self.amp)
-            self.opt_d.zero_grad(set_to_none=True)
-            loss_d.backward()
+            if self.graphs is None:
+                self.opt_d.zero_grad(set_to_none=True)
+            terms["disc"] = self.d_phase() if self.graphs is None else self.graphs.replay(0)
             self.opt_d.step()
-            terms["disc"] = loss_d
         self.set_lr(self.opt_g, self.optimizer_start)
-        adversarial = self.step >= self.d_start + self.args.d_warmup
-        with frozen(*self.discriminators):
-            terms.update(generator_step_losses(real, fake, self.d_fast, adversarial, self.amp,
-                                               self.args.mel_weight, self.args.stft_weight))
+        if self.graphs is None:
             self.opt_g.zero_grad(set_to_none=True)
-            terms["total"].backward()
+        terms.update(self.g_phase(adversarial) if self.graphs is None else self.graphs.replay(1))
         return terms, terms["total"]
 
     def steps_before_profile(self) -> int:
@@ -250,7 +282,8 @@ class VocoderRun(TrainingRun):
         a = self.args
         return {"variant": self.ckpt.config.vocoder.variant, "batch_size": a.batch_size * self.ranks.world,
                 "segment_frames": a.segment_frames, "lr": a.lr, "gan_start": a.gan_start, "mel_weight": a.mel_weight,
-                "stft_weight": a.stft_weight, "discriminators": a.discriminators, "amp": a.amp, "compile": a.compile,
+                "stft_weight": a.stft_weight, "discriminators": a.discriminators, "amp": a.amp,
+                "cuda_graphs": a.cuda_graphs,
                 "training_mels": "teacher-forced" if "gta" in self.corpus_summary else "ground truth"}
 
     def checkpoint(self, info: dict[str, Any]) -> Checkpoint:

@@ -1,0 +1,76 @@
+"""A training step's phases captured as CUDA graphs: the host launches each phase once per step instead of its
+thousands of kernels, which, for the vocoder's discriminators, is what bounded a step (docs/records/training/).
+
+A phase is a callable over static inputs (tensors the caller refills in place before each replay) that runs
+forward and backward passes and returns its loss tensors. Its gradients are allocated by the capture, so each
+replay writes them afresh (nothing accumulates); the caller must not drop them (``zero_grad``) afterwards.
+Optimizer steps stay outside the graphs, between replays, so learning rates and skipped steps work as eagerly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+
+import torch
+from torch import Tensor, nn
+
+#: Eager runs of every phase on a side stream before capture: cuDNN's autotuning and the allocator settle there.
+WARMUP_RUNS = 3
+#: Relative (and absolute) difference allowed between a replayed loss and the eager one: cuDNN's bf16 kernels
+#: differ run to run by far less; a capture that reads or writes the wrong memory differs by far more.
+TOLERANCE = 1e-2
+
+#: What a phase returns: one loss, or named loss terms.
+Losses = Tensor | dict[str, Tensor]
+
+
+def _drop_grads(parameters: Sequence[nn.Parameter]) -> None:
+    for p in parameters:
+        p.grad = None
+
+
+class CapturedPhases:
+    """``phases`` captured in order into one memory pool; :meth:`replay` runs one and returns its outputs (the
+    same tensors every time, overwritten by the next replay).
+
+    The capture checks itself: replayed once on the inputs the eager warm-up ran on, every phase must give the
+    warm-up's losses again (within bf16's run-to-run noise) and leave a gradient on every parameter."""
+
+    def __init__(self, phases: Sequence[Callable[[], Losses]], parameters: Iterable[nn.Parameter]) -> None:
+        params = [p for p in parameters if p.requires_grad]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(WARMUP_RUNS):
+                eager = []
+                for phase in phases:
+                    _drop_grads(params)
+                    eager.append(_values(phase()))
+        torch.cuda.current_stream().wait_stream(side)
+        _drop_grads(params)
+        self.graphs: list[torch.cuda.CUDAGraph] = []
+        self.outputs: list[Losses] = []
+        for phase in phases:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self.graphs[0].pool() if self.graphs else None,
+                                  capture_error_mode="thread_local"):  # the loader's pinning thread goes on
+                self.outputs.append(phase())
+            self.graphs.append(graph)
+        replayed = [_values(self.replay(i)) for i in range(len(phases))]
+        for i, (want, got) in enumerate(zip(eager, replayed, strict=True)):
+            if want.keys() != got.keys() or any(not math.isclose(want[k], got[k], rel_tol=TOLERANCE, abs_tol=TOLERANCE)
+                                                for k in want):
+                raise RuntimeError(f"phase {i} replayed gives {got}, eagerly {want}: the capture is wrong")
+        if missing := sum(p.grad is None for p in params):
+            raise RuntimeError(f"{missing} of {len(params)} parameters have no gradient after the captured phases")
+
+    def replay(self, index: int) -> Losses:
+        """Run phase ``index`` on what its static inputs hold now."""
+        self.graphs[index].replay()
+        return self.outputs[index]
+
+
+def _values(losses: Losses) -> dict[str, float]:
+    items = losses.items() if isinstance(losses, dict) else [("loss", losses)]
+    return {k: float(v) for k, v in items}
