@@ -116,6 +116,16 @@ def mel_spectrogram(audio: np.ndarray) -> np.ndarray:
     return np.log(np.maximum(mel, LOG_CLAMP)).astype(np.float32)
 
 
+@functools.lru_cache(maxsize=8)
+def _filterbank_tensor(device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """:func:`mel_filterbank` on ``device``, made once: a copy from the host per call would also break a CUDA graph
+    capture of a training step. Never an inference tensor, which autograd could not save for a later backward."""
+    import torch
+
+    with torch.inference_mode(False):
+        return torch.from_numpy(np.asarray(mel_filterbank())).to(device, dtype)
+
+
 def mel_spectrogram_torch(audio: torch.Tensor) -> torch.Tensor:
     """Differentiable twin of :func:`mel_spectrogram`: ``[B, samples] -> [B, frames, N_MELS]``."""
     import torch
@@ -125,8 +135,7 @@ def mel_spectrogram_torch(audio: torch.Tensor) -> torch.Tensor:
     window = torch.hann_window(WIN_LENGTH, device=audio.device, dtype=audio.dtype)
     spec = torch.stft(x, N_FFT, HOP_LENGTH, WIN_LENGTH, window, center=False, return_complex=True)
     magnitude = torch.sqrt(spec.real.pow(2) + spec.imag.pow(2) + MAGNITUDE_EPS)
-    basis = torch.from_numpy(np.asarray(mel_filterbank())).to(audio.device, audio.dtype)
-    mel = torch.matmul(basis, magnitude).transpose(1, 2)
+    mel = torch.matmul(_filterbank_tensor(audio.device, audio.dtype), magnitude).transpose(1, 2)
     return torch.log(torch.clamp(mel, min=LOG_CLAMP))
 
 

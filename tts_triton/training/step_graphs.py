@@ -2,9 +2,11 @@
 thousands of kernels, which, for the vocoder's discriminators, is what bounded a step (docs/records/training/).
 
 A phase is a callable over static inputs (tensors the caller refills in place before each replay) that runs
-forward and backward passes and returns its loss tensors. Its gradients are allocated by the capture, so each
-replay writes them afresh (nothing accumulates); the caller must not drop them (``zero_grad``) afterwards.
-Optimizer steps stay outside the graphs, between replays, so learning rates and skipped steps work as eagerly.
+forward and backward passes and returns its loss tensors, detached: no autograd graph may outlive a step,
+since a gradient accumulator made eagerly on another stream breaks the capture. Its gradients are allocated by
+the capture, so each replay writes them afresh (nothing accumulates); the caller must not drop them
+(``zero_grad``) afterwards. Optimizer steps stay outside the graphs, between replays, so learning rates and
+skipped steps work as eagerly.
 """
 
 from __future__ import annotations

@@ -227,22 +227,23 @@ class VocoderRun(TrainingRun):
             self.real.copy_(real)
 
     def d_phase(self) -> Tensor:
-        """The discriminators' loss on this batch and its gradients (the generator's output taken as given)."""
+        """The discriminators' loss on this batch (detached) and its gradients (the generator's output taken as
+        given)."""
         with torch.no_grad(), self.amp:
             fake = self.g_step(self.mel)
         loss = discriminator_step_loss(self.real, fake, self.d_steps, self.amp)
         loss.backward()
-        return loss
+        return loss.detach()  # the step's autograd graph dies here (a CUDA graph capture needs that)
 
     def g_phase(self, adversarial: bool) -> dict[str, Tensor]:
-        """The generator's loss terms on this batch and its gradients, the discriminators frozen."""
+        """The generator's loss terms on this batch (detached) and its gradients, the discriminators frozen."""
         with self.amp:
             fake = self.g_step(self.mel)
         with frozen(*self.discriminators):
             terms = generator_step_losses(self.real, fake, self.discriminators, adversarial, self.amp,
                                           self.args.mel_weight, self.args.stft_weight)
             terms["total"].backward()
-        return terms
+        return {k: v.detach() for k, v in terms.items()}
 
     def forward_backward(self) -> tuple[dict[str, Tensor], Tensor]:
         """A discriminator step (from ``d_start`` on), then the generator's losses and gradients; the
