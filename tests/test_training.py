@@ -143,6 +143,26 @@ def test_a_vocoder_run_can_start_an_stft_generator_beside_the_acoustic_model(cor
 
 
 @needs_espeak
+def test_discriminators_warm_up_alone(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
+    """During --d-warmup the generator waits: it leaves the warm-up as it came, the discriminators trained."""
+    flags = ["--data", str(corpus), "--init", str(tiny_init), "--batch-size", "2", "--segment-frames", "8",
+             "--workers", "0", "--val-utterances", "1", "--device", "cpu", "--gan-start", "0",
+             "--narrow-discriminators", "16", "--discriminators", "mpd+mrd", "--d-warmup", "2"]
+    assert train_vocoder.main([*flags, "--out", str(tmp_path / "v"), "--steps", "2"]) == 0
+    assert _same(load_checkpoint(tmp_path / "v" / "checkpoint.pt").generator, load_checkpoint(tiny_init).generator)
+    state = torch.load(tmp_path / "v" / "state.pt")
+    assert int(state["opt_d"]["state"][0]["step"]) == 2 and not state["opt_g"]["state"]
+    rows = [json.loads(line) for line in (tmp_path / "v" / "losses.jsonl").read_text().splitlines()]
+    assert rows[-1]["kind"] == "val"
+    # past the warm-up both train, the generator's learning rate warming up from there
+    assert train_vocoder.main([*flags, "--resume", "--out", str(tmp_path / "v"), "--steps", "3"]) == 0
+    state = torch.load(tmp_path / "v" / "state.pt")
+    assert int(state["opt_g"]["state"][0]["step"]) == 1 and int(state["opt_d"]["state"][0]["step"]) == 3
+    assert not _same(load_checkpoint(tmp_path / "v" / "checkpoint.pt").generator,
+                     load_checkpoint(tiny_init).generator)
+
+
+@needs_espeak
 @pytest.mark.parametrize("trainer", ["train_acoustic", "train_vocoder"])
 def test_trainers_run_without_the_client_stack(trainer: str, corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
     module = f"tts_triton.training.{trainer}"

@@ -35,22 +35,23 @@ class StepProgress:
 
 
 class Mean:
-    """Running means of named scalars (kept on the device until read, so logging costs no sync per step)."""
+    """Running means of named scalars, each over the steps that gave it (kept on the device until read, so
+    logging costs no sync per step)."""
 
     def __init__(self) -> None:
         self.sums: dict[str, torch.Tensor] = {}
-        self.count = 0
+        self.counts: dict[str, int] = {}
 
     def add(self, values: dict[str, torch.Tensor]) -> None:
         for k, v in values.items():
             v = v.detach().float()
             self.sums[k] = self.sums[k] + v if k in self.sums else v.clone()  # v may be overwritten in place
-        self.count += 1
+            self.counts[k] = self.counts.get(k, 0) + 1
 
     def read(self) -> dict[str, float]:
         """The means since the last read (then reset); {} when nothing was added."""
-        out = {k: float(v) / self.count for k, v in self.sums.items()} if self.count else {}
-        self.sums, self.count = {}, 0
+        out = {k: float(v) / self.counts[k] for k, v in self.sums.items()}
+        self.sums, self.counts = {}, {}
         return out
 
 

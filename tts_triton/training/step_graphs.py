@@ -32,45 +32,46 @@ def _drop_grads(parameters: Sequence[nn.Parameter]) -> None:
         p.grad = None
 
 
-class CapturedPhases:
-    """``phases`` captured in order into one memory pool; :meth:`replay` runs one and returns its outputs (the
-    same tensors every time, overwritten by the next replay).
+class CapturedPhase:
+    """``phase`` captured as a CUDA graph (into ``pool``, another capture's :attr:`pool`, when given, so that phases
+    of one step share memory); :meth:`replay` runs it and returns its outputs (the same tensors every time,
+    overwritten by the next replay). ``parameters`` are those the phase computes gradients for: their gradients
+    become the capture's (only theirs: another phase's captured gradients must stay where its graph writes).
 
-    The capture checks itself: replayed once on the inputs the eager warm-up ran on, every phase must give the
-    warm-up's losses again (within bf16's run-to-run noise) and leave a gradient on every parameter."""
+    The capture checks itself: replayed once on the inputs the eager warm-up ran on, it must give the warm-up's
+    losses again (within bf16's run-to-run noise) and leave a gradient on every one of ``parameters``."""
 
-    def __init__(self, phases: Sequence[Callable[[], Losses]], parameters: Iterable[nn.Parameter]) -> None:
+    def __init__(self, phase: Callable[[], Losses], parameters: Iterable[nn.Parameter],
+                 pool: tuple[int, int] | None = None) -> None:
         params = [p for p in parameters if p.requires_grad]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(WARMUP_RUNS):
-                eager = []
-                for phase in phases:
-                    _drop_grads(params)
-                    eager.append(_values(phase()))
+                _drop_grads(params)
+                eager = _values(phase())
         torch.cuda.current_stream().wait_stream(side)
         _drop_grads(params)
-        self.graphs: list[torch.cuda.CUDAGraph] = []
-        self.outputs: list[Losses] = []
-        for phase in phases:
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=self.graphs[0].pool() if self.graphs else None,
-                                  capture_error_mode="thread_local"):  # the loader's pinning thread goes on
-                self.outputs.append(phase())
-            self.graphs.append(graph)
-        replayed = [_values(self.replay(i)) for i in range(len(phases))]
-        for i, (want, got) in enumerate(zip(eager, replayed, strict=True)):
-            if want.keys() != got.keys() or any(not math.isclose(want[k], got[k], rel_tol=TOLERANCE, abs_tol=TOLERANCE)
-                                                for k in want):
-                raise RuntimeError(f"phase {i} replayed gives {got}, eagerly {want}: the capture is wrong")
+        self.graph = torch.cuda.CUDAGraph()
+        # thread-local: the data loader's pinning thread goes on working during the capture
+        with torch.cuda.graph(self.graph, pool=pool, capture_error_mode="thread_local"):
+            self.outputs = phase()
+        replayed = _values(self.replay())
+        if eager.keys() != replayed.keys() or any(
+                not math.isclose(eager[k], replayed[k], rel_tol=TOLERANCE, abs_tol=TOLERANCE) for k in eager):
+            raise RuntimeError(f"the captured phase replays as {replayed}, eagerly {eager}: the capture is wrong")
         if missing := sum(p.grad is None for p in params):
-            raise RuntimeError(f"{missing} of {len(params)} parameters have no gradient after the captured phases")
+            raise RuntimeError(f"{missing} of {len(params)} parameters have no gradient after the captured phase")
 
-    def replay(self, index: int) -> Losses:
-        """Run phase ``index`` on what its static inputs hold now."""
-        self.graphs[index].replay()
-        return self.outputs[index]
+    @property
+    def pool(self) -> tuple[int, int]:
+        """The capture's memory pool, for the captures of the step's other phases."""
+        return self.graph.pool()
+
+    def replay(self) -> Losses:
+        """Run the phase on what its static inputs hold now."""
+        self.graph.replay()
+        return self.outputs
 
 
 def _values(losses: Losses) -> dict[str, float]:

@@ -18,11 +18,12 @@ made by :mod:`tts_triton.training.gta` (time-aligned with the audio). ``--gan-st
 count trains on the spectral losses alone (``--mel-weight``, ``--stft-weight``).
 
 Schedule: the first ``--gan-start`` steps train the generator on the spectral losses alone (cheap steps that
-get the spectral envelope right quickly); then the discriminators train, and the generator's
-adversarial and feature-matching terms join ``--d-warmup`` steps later, once the discriminators say
-something useful. Discriminators are not kept in checkpoints (41-70 M parameters; see
-:mod:`tts_triton.training.runs`), so a run from ``--init`` starts them afresh and warms them up the same
-way; ``--resume`` keeps them (``state.pt``).
+get the spectral envelope right quickly); then the discriminators train alone for ``--d-warmup`` steps, the
+generator waiting, and from then on both train, the generator with its adversarial and feature-matching
+terms. So a generator trained adversarially before meets fresh discriminators once they say something useful,
+unchanged, not after steps on the spectral losses alone or against untrained ones. Discriminators are not kept
+in checkpoints (41-70 M parameters; see :mod:`tts_triton.training.runs`), so a run from ``--init`` starts them
+afresh and warms them up the same way; ``--resume`` keeps them (``state.pt``).
 
 Forward passes run under bf16 autocast on CUDA (``--amp off`` for fp32); the mel loss is computed in
 fp32. The generator's step backpropagates through frozen discriminators (no weight gradients, no graph
@@ -73,7 +74,7 @@ from tts_triton.training.loop import TrainingRun, run_parser
 from tts_triton.training.profiling import SKIP_STEPS
 from tts_triton.training.runs import both_trained
 from tts_triton.training.schedule import lr_factor
-from tts_triton.training.step_graphs import CapturedPhases
+from tts_triton.training.step_graphs import CapturedPhase
 
 MODULE = "tts_triton.training.train_vocoder"
 
@@ -148,7 +149,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="weight of the multi-resolution STFT term (0: off)")
     p.add_argument("--warmup", type=int, default=100, help="warmup steps of fresh optimizers (also after resuming)")
     p.add_argument("--gan-start", type=int, default=1000, help="global step at which the discriminators start")
-    p.add_argument("--d-warmup", type=int, default=200, help="discriminator-only steps before adversarial G terms")
+    p.add_argument("--d-warmup", type=int, default=200,
+                   help="discriminator-only steps (the generator waits) before both train")
     p.add_argument("--discriminators", choices=tuple(DISCRIMINATORS), default="mpd+msd",
                    help="multi-period with multi-scale (HiFi-GAN's) or multi-resolution (UnivNet's, Vocos's: "
                         "cheaper to run)")
@@ -206,8 +208,10 @@ class VocoderRun(TrainingRun):
                                           for m in (self.generator, *self.discriminators))
         if args.cuda_graphs and (self.device.type != "cuda" or ranks.world > 1):
             raise SystemExit("--cuda-graphs needs one CUDA device (no data-parallel ranks)")
-        self.graphs: CapturedPhases | None = None
+        self.d_graph: CapturedPhase | None = None
+        self.g_graph: CapturedPhase | None = None
         self.mel = self.real = torch.empty(0)
+        self.g_trains = True
         self.segments = segment_stream(train, args.batch_size, args.seed * ranks.world + ranks.rank, self.epoch,
                                        args.workers)
 
@@ -216,11 +220,11 @@ class VocoderRun(TrainingRun):
             group["lr"] = self.args.lr * lr_factor(self.step, start, self.args.warmup, math.inf, 1.0)
 
     def load_batch(self) -> None:
-        """The next batch into :attr:`mel` and :attr:`real` (refilled in place once the step is captured)."""
+        """The next batch into :attr:`mel` and :attr:`real` (refilled in place once a phase is captured)."""
         self.epoch, (mel, wav) = next(self.segments)
         mel = mel.to(self.device, non_blocking=True).transpose(1, 2)
         real = wav.to(self.device, non_blocking=True)[:, None]
-        if self.graphs is None:
+        if self.d_graph is None and self.g_graph is None:
             self.mel, self.real = mel, real
         else:
             self.mel.copy_(mel)
@@ -245,28 +249,41 @@ class VocoderRun(TrainingRun):
             terms["total"].backward()
         return {k: v.detach() for k, v in terms.items()}
 
+    @property
+    def g_start(self) -> int:
+        """The step from which the generator's optimizer steps in this optimizer's life: the discriminator-only
+        warm-up holds it back unless it was already training when the discriminators joined."""
+        a = self.args
+        return self.optimizer_start if self.optimizer_start < self.d_start else self.d_start + a.d_warmup
+
     def forward_backward(self) -> tuple[dict[str, Tensor], Tensor]:
-        """A discriminator step (from ``d_start`` on), then the generator's losses and gradients; the
-        generator's step is taken when its total loss is finite on every rank. With ``--cuda-graphs`` the two
-        phases are captured once the discriminators and adversarial terms are both on, and replayed after."""
+        """A discriminator step (from ``d_start`` on), then, unless the discriminators are warming up alone, the
+        generator's losses and gradients; the generator's step is taken when its total loss is finite on every
+        rank. With ``--cuda-graphs`` each phase is captured the first time it runs in its steady form."""
         self.load_batch()
-        adversarial = self.step >= self.d_start + self.args.d_warmup
-        if self.args.cuda_graphs and adversarial and self.graphs is None:
-            print(f"[vocoder] step {self.step}: capturing the training step as CUDA graphs", flush=True)
-            self.graphs = CapturedPhases([self.d_phase, lambda: self.g_phase(True)],
-                                         [*self.generator.parameters(),
-                                          *(p for d in self.discriminators for p in d.parameters())])
+        d_on = self.step >= self.d_start
+        self.g_trains = not d_on or self.step >= self.d_start + self.args.d_warmup
+        graphs = self.args.cuda_graphs
         terms: dict[str, Tensor] = {}
-        if self.step >= self.d_start:
+        if d_on:
+            if graphs and self.d_graph is None:
+                print(f"[vocoder] step {self.step}: capturing the discriminators' phase as a CUDA graph", flush=True)
+                self.d_graph = CapturedPhase(self.d_phase, (p for d in self.discriminators for p in d.parameters()))
             self.set_lr(self.opt_d, self.d_start)
-            if self.graphs is None:
+            if self.d_graph is None:
                 self.opt_d.zero_grad(set_to_none=True)
-            terms["disc"] = self.d_phase() if self.graphs is None else self.graphs.replay(0)
+            terms["disc"] = self.d_phase() if self.d_graph is None else self.d_graph.replay()
             self.opt_d.step()
-        self.set_lr(self.opt_g, self.optimizer_start)
-        if self.graphs is None:
+        if not self.g_trains:
+            return terms, terms["disc"]
+        if graphs and d_on and self.g_graph is None:
+            print(f"[vocoder] step {self.step}: capturing the generator's phase as a CUDA graph", flush=True)
+            self.g_graph = CapturedPhase(lambda: self.g_phase(True), self.generator.parameters(),
+                                         pool=self.d_graph.pool if self.d_graph is not None else None)
+        self.set_lr(self.opt_g, self.g_start)
+        if self.g_graph is None:
             self.opt_g.zero_grad(set_to_none=True)
-        terms.update(self.g_phase(adversarial) if self.graphs is None else self.graphs.replay(1))
+        terms.update(self.g_phase(d_on) if self.g_graph is None else self.g_graph.replay())
         return terms, terms["total"]
 
     def steps_before_profile(self) -> int:
@@ -274,7 +291,8 @@ class VocoderRun(TrainingRun):
         return max(self.d_start + self.args.d_warmup - self.step, 0) + SKIP_STEPS
 
     def optimizer_step(self) -> None:
-        self.opt_g.step()
+        if self.g_trains:
+            self.opt_g.step()
 
     def validate(self, plot: Path) -> dict[str, float]:
         return validate(self.generator, self.val, self.device, plot, self.out / "sample.wav", self.step)
