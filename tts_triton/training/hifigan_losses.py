@@ -46,11 +46,12 @@ def magnitudes(audio: Tensor, n_fft: int, hop: int, win: int, window: Tensor) ->
 
 def _conv_stack(x: Tensor, convs: nn.ModuleList, conv_post: nn.Module) -> tuple[Tensor, list[Tensor]]:
     """``convs`` with leaky ReLU, then ``conv_post``: (flattened scores, every layer's output). 2-D stacks run
-    channels-last, cuDNN's native layout (in NCHW a quarter of their GPU time went to converting layouts)."""
-    if x.dim() == 4:
-        x = x.contiguous(memory_format=torch.channels_last)
+    channels-last, cuDNN's native layout: in NCHW a quarter of their GPU time went to converting layouts (the first
+    layer's single input channel leaves the layout ambiguous, so the stack asks for it)."""
     fmaps = []
     for conv in convs:
+        if x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)  # a no-op once a layer has answered in it
         x = F.leaky_relu(conv(x), LRELU_SLOPE)
         fmaps.append(x)
     x = conv_post(x)

@@ -59,8 +59,10 @@ class StepProfiler:
         wall_ms = (time.perf_counter() - self.started) * 1e3 / self.steps
         events = prof.key_averages()
         where = "device" if self.cuda else "cpu"
-        if self.cuda:  # the kernels' own rows: an operator's device time is its kernels' again
-            busy_us = sum(e.self_device_time_total for e in events if e.device_type == DeviceType.CUDA)
+        if self.cuda:  # the kernels' own rows: an operator's device time is its kernels' again, and the steps'
+            # spans on the device ("ProfilerStep*") are not work
+            busy_us = sum(e.self_device_time_total for e in events
+                          if e.device_type == DeviceType.CUDA and not e.key.startswith("ProfilerStep"))
         else:
             busy_us = sum(e.self_cpu_time_total for e in events)
         busy_ms = busy_us / 1e3 / self.steps
