@@ -279,6 +279,29 @@ def test_training_skeleton_stops_when_the_budget_is_spent(tiny_init: Path, tmp_p
     assert load_checkpoint(tmp_path / "checkpoint.pt").info["vocoder"]["history"] == [{"step": 0, "distance": 1.0}]
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
+def test_a_captured_phase_replays_the_eager_gradients_on_new_inputs() -> None:
+    from tts_triton.training.step_graphs import CapturedPhase
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1)).cuda()
+    x = torch.randn(4, 8, device="cuda")
+
+    def phase() -> torch.Tensor:
+        loss = model(x).square().mean()
+        loss.backward()
+        return loss.detach()
+
+    graph = CapturedPhase(phase, model.parameters())
+    x.copy_(torch.randn(4, 8, device="cuda"))
+    replayed = float(graph.replay())
+    grads = [p.grad.clone() for p in model.parameters()]
+    for p in model.parameters():
+        p.grad = None
+    assert math.isclose(replayed, float(phase()), rel_tol=1e-5)
+    assert all(torch.allclose(g, p.grad) for g, p in zip(grads, model.parameters(), strict=True))
+
+
 def test_frozen_discriminators_give_the_same_generator_gradients() -> None:
     torch.manual_seed(0)
     # eval: spectral norm's power iteration would otherwise move between the two passes
