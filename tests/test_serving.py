@@ -217,7 +217,7 @@ def test_cli_say_writes_wav_and_longer_text_is_longer(server: TritonServer, tmp_
 
 # --- No head-of-line blocking on tts_offline, client-gone handling, per-outcome metrics. ---
 
-LONG_TEXT = " ".join(["This sentence keeps the decoder busy for quite a while."] * 44)  # ~2.4k characters
+LONG_TEXT = " ".join(["This sentence keeps the decoder busy for quite a while."] * 88)  # ~4.8k characters
 SHORT_TEXT = "A short request, spoken while a long one runs."
 #: Near the 20 000-character limit: many seconds of decoding even for the test model's early stop.
 HUGE_TEXT = " ".join(["This sentence keeps the decoder busy for quite a while."] * 350)
