@@ -163,6 +163,25 @@ def test_discriminators_warm_up_alone(corpus: Path, tiny_init: Path, tmp_path: P
 
 
 @needs_espeak
+def test_checkpoints_hold_the_generators_moving_average(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
+    flags = ["--data", str(corpus), "--batch-size", "2", "--segment-frames", "8", "--workers", "0",
+             "--val-utterances", "1", "--device", "cpu", "--gan-start", "5", "--narrow-discriminators", "16",
+             "--ema", "0.5", "--out", str(tmp_path / "v")]
+    assert train_vocoder.main([*flags, "--init", str(tiny_init), "--steps", "1"]) == 0
+    shipped = load_checkpoint(tmp_path / "v" / "checkpoint.pt").generator.state_dict()
+    trained = torch.load(tmp_path / "v" / "state.pt")["generator"]
+    init = load_checkpoint(tiny_init).generator.state_dict()
+    # one step at decay 0.5: halfway between the file's weights and the trained ones
+    assert all(torch.allclose(shipped[k], (init[k] + trained[k]) / 2, atol=1e-6) for k in init)
+    assert not all(torch.equal(trained[k], init[k]) for k in init)
+    # a resumed run goes on from the trained weights, not the average
+    assert train_vocoder.main([*flags, "--resume", "--steps", "2"]) == 0
+    resumed = torch.load(tmp_path / "v" / "state.pt")["generator"]
+    assert load_checkpoint(tmp_path / "v" / "checkpoint.pt").info["vocoder"]["steps"] == 2
+    assert not all(torch.equal(resumed[k], trained[k]) for k in init)
+
+
+@needs_espeak
 @pytest.mark.parametrize("trainer", ["train_acoustic", "train_vocoder"])
 def test_trainers_run_without_the_client_stack(trainer: str, corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
     module = f"tts_triton.training.{trainer}"

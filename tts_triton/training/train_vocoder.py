@@ -36,6 +36,9 @@ rank trains on its own shard of the utterances with ``--batch-size`` segments pe
 batch is N times that), gradients are averaged (DDP), and rank 0 alone validates, logs and writes; the
 ranks agree every step on stopping and on skipping a non-finite step.
 
+With ``--ema DECAY`` checkpoints (and validation) hold an exponential moving average of the generator's weights,
+which smooths the steps' oscillation against the discriminators; ``state.pt`` keeps the trained weights.
+
 Every ``--val-every`` steps: the mel L1 of whole validation utterances vocoded from the corpus's mels,
 against the mels of their recorded audio; a PNG (input vs re-analysed mel), a WAV sample and a checkpoint.
 
@@ -61,6 +64,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tts_triton.core import audio
 from tts_triton.data.dataset import VocoderDataset
 from tts_triton.models.checkpoint import Checkpoint
+from tts_triton.models.generators import build_generator
 from tts_triton.training.devices import autocast, join_ranks
 from tts_triton.training.hifigan_losses import (
     DISCRIMINATORS,
@@ -154,6 +158,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--discriminators", choices=tuple(DISCRIMINATORS), default="mpd+msd",
                    help="multi-period with multi-scale (HiFi-GAN's) or multi-resolution (UnivNet's, Vocos's: "
                         "cheaper to run)")
+    p.add_argument("--ema", type=float, default=0.0, metavar="DECAY",
+                   help="checkpoints hold an exponential moving average of the generator's weights with this decay "
+                        "per step (e.g. 0.999; 0: the weights themselves)")
     p.add_argument("--cuda-graphs", action="store_true",
                    help="replay each step's discriminator and generator passes as CUDA graphs once the schedule "
                         "has both on (one CUDA device): the host no longer bounds the step")
@@ -185,6 +192,16 @@ class VocoderRun(TrainingRun):
                   f"device {self.device} x {ranks.world} ranks, batch {args.batch_size} x {args.segment_frames} "
                   f"frames per rank, start step {self.first_step}, discriminators from step {self.d_start}", flush=True)
         self.generator = self.ckpt.generator.to(self.device).train()
+        # With --ema the checkpoint holds the generator's moving average and state.pt the trained weights, which a
+        # resumed run continues from; a run from --init starts both from the file.
+        self.ema: nn.Module | None = None
+        if args.ema:
+            with torch.random.fork_rng(devices=[]):  # its random initialisation is overwritten: keep the seed's stream
+                self.ema = build_generator(self.ckpt.config.vocoder)
+            self.ema.load_state_dict(self.generator.state_dict())
+            self.ema.to(self.device).requires_grad_(False)
+        if self.state is not None and "generator" in self.state:
+            self.generator.load_state_dict(self.state["generator"])
         self.discriminators = [make(narrow=args.narrow_discriminators).to(self.device).train()
                                for make in DISCRIMINATORS[args.discriminators]]
         fused = self.device.type == "cuda"  # one kernel per step instead of several per parameter
@@ -291,26 +308,37 @@ class VocoderRun(TrainingRun):
         return max(self.d_start + self.args.d_warmup - self.step, 0) + SKIP_STEPS
 
     def optimizer_step(self) -> None:
-        if self.g_trains:
-            self.opt_g.step()
+        if not self.g_trains:
+            return
+        self.opt_g.step()
+        if self.ema is not None:
+            with torch.no_grad():
+                for average, weight in zip(self.ema.parameters(), self.generator.parameters(), strict=True):
+                    average.lerp_(weight, 1 - self.args.ema)
+
+    @property
+    def shipped_generator(self) -> nn.Module:
+        """What checkpoints hold and validation measures: the moving average with ``--ema``, else the generator."""
+        return self.generator if self.ema is None else self.ema
 
     def validate(self, plot: Path) -> dict[str, float]:
-        return validate(self.generator, self.val, self.device, plot, self.out / "sample.wav", self.step)
+        return validate(self.shipped_generator, self.val, self.device, plot, self.out / "sample.wav", self.step)
 
     def record(self) -> dict[str, Any]:
         a = self.args
         return {"variant": self.ckpt.config.vocoder.variant, "batch_size": a.batch_size * self.ranks.world,
                 "segment_frames": a.segment_frames, "lr": a.lr, "gan_start": a.gan_start, "mel_weight": a.mel_weight,
                 "stft_weight": a.stft_weight, "discriminators": a.discriminators, "amp": a.amp,
-                "cuda_graphs": a.cuda_graphs,
+                "cuda_graphs": a.cuda_graphs, "ema": a.ema,
                 "training_mels": "teacher-forced" if "gta" in self.corpus_summary else "ground truth"}
 
     def checkpoint(self, info: dict[str, Any]) -> Checkpoint:
-        return Checkpoint(self.ckpt.config, self.ckpt.acoustic, self.generator, both_trained(info), info)
+        return Checkpoint(self.ckpt.config, self.ckpt.acoustic, self.shipped_generator, both_trained(info), info)
 
     def training_state(self) -> dict[str, Any]:
         return {"discriminators": self.args.discriminators, "d_states": [d.state_dict() for d in self.discriminators],
-                "opt_g": self.opt_g.state_dict(), "opt_d": self.opt_d.state_dict(), "d_start": self.d_start}
+                "opt_g": self.opt_g.state_dict(), "opt_d": self.opt_d.state_dict(), "d_start": self.d_start,
+                **({"generator": self.generator.state_dict()} if self.ema is not None else {})}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
