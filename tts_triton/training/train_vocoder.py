@@ -270,8 +270,7 @@ class VocoderRun(TrainingRun):
     def g_start(self) -> int:
         """The step from which the generator's optimizer steps in this optimizer's life: the discriminator-only
         warm-up holds it back unless it was already training when the discriminators joined."""
-        a = self.args
-        return self.optimizer_start if self.optimizer_start < self.d_start else self.d_start + a.d_warmup
+        return self.optimizer_start if self.optimizer_start < self.d_start else self.d_start + self.args.d_warmup
 
     def forward_backward(self) -> tuple[dict[str, Tensor], Tensor]:
         """A discriminator step (from ``d_start`` on), then, unless the discriminators are warming up alone, the
