@@ -101,6 +101,17 @@ def like_a_terminal() -> None:
 BARE_HOST_MISSING = ("tritonclient", "soundfile")
 
 
+def run_on_a_bare_host(target: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``target``, a module (``tts_triton.x.y``) or a script (a ``.py`` path), as ``__main__`` with ``args`` in a
+    fresh Python that cannot import :data:`BARE_HOST_MISSING`, as on the GPU host's own Python."""
+    main = (f"sys.argv[0] = {target!r}\nrunpy.run_path(sys.argv[0], run_name='__main__')\n" if target.endswith(".py")
+            else f"runpy.run_module({target!r}, run_name='__main__', alter_sys=True)\n")
+    hide = f"sys.modules.update(dict.fromkeys({BARE_HOST_MISSING!r}))  # importing them raises\n"
+    run = f"import runpy, sys\n{hide}{main}"
+    return subprocess.run([sys.executable, "-c", run, *args], capture_output=True, text=True, timeout=300, env=env,
+                          check=False)
+
+
 #: A model small enough that a CPU training step takes well under a second (the vocoder stays v2). Its style
 #: encoder halves the mel axis six times, down to 2 from 80 bins and from 128, so its GRU width is layout-free.
 TINY = ModelConfig(

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BARE_HOST_MISSING
+from conftest import run_on_a_bare_host
 
 from tts_triton.core import audio
 
@@ -68,20 +68,10 @@ def test_pipeline_overhead_runs_on_the_cpu() -> None:
     assert "instant backend, medians of 3: first chunk" in done.stdout
 
 
-def _run_on_a_bare_host(script: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run a probe as on the GPU host's own Python: the client stack (tritonclient ...) cannot be imported."""
-    run = ("import runpy, sys\n"
-           f"sys.modules.update(dict.fromkeys({BARE_HOST_MISSING!r}))  # importing them raises\n"
-           f"sys.argv[0] = {str(PROBES / script)!r}\n"
-           "runpy.run_path(sys.argv[0], run_name='__main__')\n")
-    return subprocess.run([sys.executable, "-c", run, *args], capture_output=True, text=True, timeout=300,
-                          check=False)
-
-
 def test_vocoder_speed_times_each_variant_on_the_cpu_without_the_client_stack(tmp_path: Path) -> None:
     """It runs with the GPU host's own Python (torch, numpy), as the trainers do: beside a training run."""
     out = tmp_path / "speed.md"
-    done = _run_on_a_bare_host("vocoder_speed.py", "--batches", "1", "--calls", "1", "--out", str(out))
+    done = run_on_a_bare_host(str(PROBES / "vocoder_speed.py"), "--batches", "1", "--calls", "1", "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line.split("|")[1:-1] for line in out.read_text().splitlines() if line.startswith("| v2") or
             line.startswith("| vocos")]
@@ -134,7 +124,7 @@ def test_voice_matches_the_checkpoint_on_the_cpu_server(server, checkpoint_file:
 def test_ceiling_times_the_served_decoder_and_vocoder_on_the_cpu_without_the_client_stack(tmp_path: Path) -> None:
     """The shipped voice's two networks at the served K and windows; x real time follows from the two times."""
     out = tmp_path / "ceiling.md"
-    done = _run_on_a_bare_host("ceiling.py", "--batches", "1", "2", "--calls", "1", "--out", str(out))
+    done = run_on_a_bare_host(str(PROBES / "ceiling.py"), "--batches", "1", "2", "--calls", "1", "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     text = out.read_text()
     assert "K=16 x r=3" in text and "windows of 96 frames" in text

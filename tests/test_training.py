@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from conftest import BARE_HOST_MISSING, TINY
+from conftest import TINY, run_on_a_bare_host
 
 from tts_triton.core import audio
 from tts_triton.core.config import DecoderConfig, ModelConfig
@@ -184,16 +184,11 @@ def test_checkpoints_hold_the_generators_moving_average(corpus: Path, tiny_init:
 @needs_espeak
 @pytest.mark.parametrize("trainer", ["train_acoustic", "train_vocoder"])
 def test_trainers_run_without_the_client_stack(trainer: str, corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
-    module = f"tts_triton.training.{trainer}"
-    run = ("import runpy, sys\n"
-           f"sys.modules.update(dict.fromkeys({BARE_HOST_MISSING!r}))  # importing them raises\n"
-           f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n")
     flags = ["--data", str(corpus), "--init", str(tiny_init), "--out", str(tmp_path / "run"), "--steps", "1",
              "--workers", "0", "--val-utterances", "1", "--device", "cpu", "--batch-size", "2"]
     if trainer == "train_vocoder":
         flags += ["--segment-frames", "8", "--narrow-discriminators", "16"]
-    done = subprocess.run([sys.executable, "-c", run, *flags], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"}, check=False)
+    done = run_on_a_bare_host(f"tts_triton.training.{trainer}", *flags, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "run" / "checkpoint.pt").exists()
     if trainer == "train_vocoder":

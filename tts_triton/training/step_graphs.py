@@ -1,5 +1,6 @@
 """A training step's phases captured as CUDA graphs: the host launches each phase once per step instead of its
-thousands of kernels, which, for the vocoder's discriminators, is what bounded a step (docs/records/training/).
+thousands of kernels, which, for the vocoder's discriminators, is what bounded a step
+(docs/records/bench/vocoder-training-h200.md).
 
 A phase is a callable over static inputs (tensors the caller refills in place before each replay) that runs
 forward and backward passes and returns its loss tensors, detached: no autograd graph may outlive a step,
