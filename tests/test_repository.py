@@ -359,6 +359,20 @@ def test_network_knobs_from_the_command_line() -> None:
         repo_mod._tuned(base, {"batch_budget": ["decoder=0"]}).validate(list(SPECS))
 
 
+
+def test_network_fields_override_the_targets_defaults() -> None:
+    base = RepositorySettings.for_target("torch-cuda")
+    fields = {"vocoder": {"instances": 1, "max_queue_delay_us": 500}}
+    tuned = RepositorySettings.for_target("torch-cuda", networks=fields, bls_instances=4)
+    assert tuned.networks[VOCODER].instances == 1 and tuned.networks[VOCODER].max_queue_delay_us == 500
+    assert tuned.networks[VOCODER].batch_budget == base.networks[VOCODER].batch_budget
+    assert tuned.networks[DECODER] == base.networks[DECODER] and tuned.bls_instances == 4
+    assert tuned.steps_per_call == base.steps_per_call
+    with pytest.raises(ValueError, match="expected a network of"):
+        RepositorySettings.for_target("torch-cuda", networks={"vocoder": {"instance": 1}})
+    with pytest.raises(ValueError, match="expected a network of"):
+        RepositorySettings.for_target("torch-cuda", networks={"vocoders": {"instances": 1}})
+
 # --- onnx_model.py outside Triton -------------------------------------------------------------------------
 
 

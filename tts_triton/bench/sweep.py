@@ -117,7 +117,9 @@ def parser() -> argparse.ArgumentParser:
                         "(default: $TRITON_HOME if set)")
     p.add_argument("--repository-setting", type=_assignment, action="append", default=[], metavar="NAME=VALUE",
                    help="a field of the repository's settings (RepositorySettings in export/repository.py) for the "
-                        "embedded server, VALUE as JSON or else a string; repeatable")
+                        "embedded server, VALUE as JSON or else a string, e.g. steps_per_call=32 or "
+                        "networks='{\"vocoder\": {\"instances\": 1}}' (fields of one network; the rest keep the "
+                        "target's defaults); repeatable")
     p.add_argument("--server-env", type=_assignment, action="append", default=[], metavar="NAME=VALUE",
                    help="an environment variable of the embedded server and its models; repeatable")
     p.add_argument("--cache", action="store_true",
