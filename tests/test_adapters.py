@@ -9,6 +9,7 @@ import asyncio
 import importlib
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from tts_triton.core.voices import from_styles
 from tts_triton.export import repository as repo_mod
 from tts_triton.export.pbtxt import parse, render
 from tts_triton.models.checkpoint import Checkpoint, init_checkpoint
+from tts_triton.triton.utils import CallThreads
 
 TEXT = "The quick brown fox. It was sunny!"
 
@@ -200,6 +202,44 @@ def decoder_hook(bls: Any, after_calls: int, action: Any) -> None:
 
     fake.CHILDREN[contract.DECODER] = hooked
 
+
+
+def test_call_threads_carry_more_calls_at_once_than_pythons_default_pool() -> None:
+    parties = 40  # above Python's default executor on any host (cpu_count + 4 threads, at most 32)
+    barrier = threading.Barrier(parties, timeout=20)  # broken unless every call runs at the same time
+    calls = CallThreads()
+
+    async def main() -> None:
+        calls.install()
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(None, barrier.wait) for _ in range(parties)))
+
+    try:
+        asyncio.run(main())
+    finally:
+        calls.close()
+
+
+@pytest.mark.parametrize("decoupled", [True, False])
+def test_bls_calls_run_on_its_own_thread_pool(bls: Any, decoupled: bool) -> None:
+    """The real stub runs each async_exec on the loop's default executor: both BLS models install CallThreads."""
+    threads: list[str] = []
+
+    async def note_the_executor() -> None:
+        threads.append(await asyncio.get_running_loop().run_in_executor(None, lambda: threading.current_thread().name))
+
+    decoder_hook(bls, 0, note_the_executor)
+    model = bls(decoupled=decoupled)
+    request = fake.Request({"TEXT": text(TEXT)})
+    if decoupled:
+        run(model, request)
+    else:
+        assert model.execute([request]) is None
+        deadline = time.monotonic() + 60
+        while not request.sender.finals and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert_ends_with_one_final(request)
+    assert threads and threads[0].startswith("bls-call")
 
 def test_bls_cancel_mid_stream_ends_with_final_and_no_error(bls: Any) -> None:
     model = bls()

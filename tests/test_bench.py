@@ -573,6 +573,8 @@ def test_quick_fills_in_the_short_levels_and_explicit_options_win() -> None:
     assert (plain.concurrency, plain.seconds, plain.grace) == (STANDARD["concurrency"], 30.0, 90.0)
     assert (quick.concurrency, quick.seconds, quick.grace) == (QUICK["concurrency"], 2.0, QUICK["grace"])
     assert parse(["--repository-setting", "bls_instances=2", "--server-env", "A=b=c"]).server_env == [("A", "b=c")]
+    pool = "--backend-config=python,thread-pool-size=64"
+    assert parse([f"--server-arg={pool}", "--server-arg=--log-verbose=1"]).server_arg == [pool, "--log-verbose=1"]
     with pytest.raises(SystemExit):
         parse(["--repeat-ratio", "1.5"])
 

@@ -122,6 +122,10 @@ def parser() -> argparse.ArgumentParser:
                         "target's defaults); repeatable")
     p.add_argument("--server-env", type=_assignment, action="append", default=[], metavar="NAME=VALUE",
                    help="an environment variable of the embedded server and its models; repeatable")
+    p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                   help="an argument of the embedded server's tritonserver command line (after the project's own, so "
+                        "it overrides them), e.g. --server-arg=--backend-config=python,thread-pool-size=64; "
+                        "repeatable")
     p.add_argument("--cache", action="store_true",
                    help="give the embedded server an utterance cache: a private redis-server (the Debian package's "
                         "binary) on a free loopback port for the run, its log in --out; with --repeat-ratio the "
@@ -249,7 +253,8 @@ def _server(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator[Se
                 raise TritonServerError(f"--cache: {err}") from None
             environment.setdefault(ENV_PREFIX + "REDIS_URL", redis.url)
             say(f"utterance cache: a private redis-server at {redis.url}")
-        server = embedded_server(repository, args.triton_home, mps=args.mps, environment=environment)
+        server = embedded_server(repository, args.triton_home, mps=args.mps, environment=environment,
+                                 extra_args=args.server_arg)
         say(f"starting the embedded tritonserver{f' from {args.triton_home}' if args.triton_home else ''} "
             f"(log: {server.log_file}) ...")
         with server:

@@ -54,7 +54,6 @@ import json
 import os
 import threading
 from collections.abc import AsyncIterator, Coroutine
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -82,7 +81,7 @@ from tts_triton.serving.pipeline import Chunk
 from tts_triton.serving.resample import resampled
 from tts_triton.serving.service import TTSService, output_rate, parse_request
 from tts_triton.serving.words import WordTime, words_json
-from tts_triton.triton.utils import error_response, read_inputs
+from tts_triton.triton.utils import CallThreads, error_response, read_inputs
 
 
 class BlsBackend:
@@ -118,8 +117,6 @@ class GatedBackend:
         return await self.backend.infer(model, inputs)
 
 
-#: Threads that wait on BLS calls for the offline loop (one per request in flight, at most).
-OFFLINE_BLS_THREADS = 64
 #: How many network calls a ``tts_offline`` request may run ahead of the least advanced one (ProgressGate).
 OFFLINE_CALL_SLACK = 8
 #: Seconds a ``tts_offline`` call waits at most for the requests behind it (ProgressGate).
@@ -168,12 +165,13 @@ class TritonPythonModel:
             name=contract.REQUESTS_METRIC, description="Synthesis requests by how they ended",
             kind=pb_utils.MetricFamily.COUNTER)
         self.outcomes = {o: self.outcome_family.Metric(labels={**labels, "outcome": o}) for o in OUTCOMES}
+        self.calls = CallThreads()  # the network calls' threads: async_exec runs each on the loop's default executor
         self.loop: asyncio.AbstractEventLoop | None = None
         self.gate: ProgressGate | None = None
         if not self.decoupled:
             self.gate = ProgressGate(OFFLINE_CALL_SLACK, OFFLINE_MAX_GATE_WAIT_S)
             self.loop = asyncio.new_event_loop()
-            self.loop.set_default_executor(ThreadPoolExecutor(OFFLINE_BLS_THREADS, thread_name_prefix="bls"))
+            self.calls.install(self.loop)
             self.loop_thread = threading.Thread(target=self.loop.run_forever, name="tts-offline", daemon=True)
             self.loop_thread.start()
 
@@ -181,6 +179,7 @@ class TritonPythonModel:
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.loop_thread.join(timeout=5)
+        self.calls.close()
         del self.active, self.outcomes  # a Metric must go before its MetricFamily
         del self.active_family, self.outcome_family
         if self.cache_meter is not None:
@@ -197,6 +196,7 @@ class TritonPythonModel:
         return None
 
     async def stream_all(self, requests: list[Any]) -> None:
+        self.calls.install()  # the stub's loop
         await asyncio.gather(*(self.stream(r) for r in requests))
 
     def chunk_response(self, chunk_audio: np.ndarray, mel: np.ndarray | None,

@@ -6,7 +6,10 @@ The decisions behind them are Triton-free (:mod:`tts_triton.backend.lifecycle`,
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -20,7 +23,34 @@ try:
 except ImportError:  # imported outside Triton: for documentation
     pb_utils = None
 
-__all__ = ["error_response", "read_inputs"]
+__all__ = ["BLS_CALL_THREADS", "CallThreads", "error_response", "read_inputs"]
+
+#: Threads that carry one BLS process's network calls. The Python backend runs each ``async_exec`` on its event
+#: loop's default executor, whose Python default (cpu_count + 4 threads, at most 32: 6 on a 2-core host, 20 on a
+#: 16-core GPU host) caps the calls in flight below what a loaded instance's streams ask for. 256: above the
+#: server's own per-instance pool of BLS calls (``--backend-config=python,thread-pool-size``, 32 by default), so
+#: that the server's setting is the one cap. Threads start only as calls need them.
+BLS_CALL_THREADS = 256
+
+
+class CallThreads:
+    """The thread pool of a BLS process's ``async_exec`` calls, made the default executor of each event loop that
+    runs them (:meth:`install`)."""
+
+    def __init__(self, threads: int = BLS_CALL_THREADS) -> None:
+        self.executor = ThreadPoolExecutor(threads, thread_name_prefix="bls-call")
+        self._loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+    def install(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Make the pool ``loop``'s (default: the running loop's) default executor, once per loop."""
+        loop = loop or asyncio.get_running_loop()
+        if loop not in self._loops:
+            loop.set_default_executor(self.executor)
+            self._loops.add(loop)
+
+    def close(self) -> None:
+        """Stop the threads once their calls are done; calls not yet started are dropped."""
+        self.executor.shutdown(wait=False, cancel_futures=True)
 
 
 def read_inputs(request: Any, names: Iterable[str], *, model: str, required: Sequence[str] = (),
