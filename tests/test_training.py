@@ -163,6 +163,25 @@ def test_discriminators_warm_up_alone(corpus: Path, tiny_init: Path, tmp_path: P
 
 
 @needs_espeak
+def test_half_life_decays_both_learning_rates_from_the_adversarial_phase(corpus: Path, tiny_init: Path,
+                                                                          tmp_path: Path) -> None:
+    """The decay counts from the end of the discriminators' warm-up and goes on where a resumed run left it."""
+    flags = ["--data", str(corpus), "--batch-size", "2", "--segment-frames", "8", "--workers", "0",
+             "--val-utterances", "1", "--device", "cpu", "--gan-start", "1", "--d-warmup", "1", "--warmup", "1",
+             "--narrow-discriminators", "16", "--discriminators", "mpd+mrd", "--lr", "1e-3", "--half-life", "1",
+             "--out", str(tmp_path / "v")]
+
+    def rates() -> tuple[float, float]:
+        state = torch.load(tmp_path / "v" / "state.pt")
+        return state["opt_g"]["param_groups"][0]["lr"], state["opt_d"]["param_groups"][0]["lr"]
+
+    assert train_vocoder.main([*flags, "--init", str(tiny_init), "--steps", "4"]) == 0
+    assert rates() == pytest.approx((5e-4, 5e-4))  # the last step (3) is one past the decay's start (1 + 1)
+    assert train_vocoder.main([*flags, "--resume", "--steps", "8"]) == 0
+    assert rates() == pytest.approx((1e-3 * train_vocoder.LR_FLOOR,) * 2)  # 0.5 ** 5 is under the floor
+
+
+@needs_espeak
 def test_checkpoints_hold_the_generators_moving_average(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
     flags = ["--data", str(corpus), "--batch-size", "2", "--segment-frames", "8", "--workers", "0",
              "--val-utterances", "1", "--device", "cpu", "--gan-start", "5", "--narrow-discriminators", "16",

@@ -17,13 +17,13 @@ they run side by side, or, to fine-tune it for the acoustic model, teacher-force
 made by :mod:`tts_triton.training.gta` (time-aligned with the audio). ``--gan-start`` beyond any step
 count trains on the spectral losses alone (``--mel-weight``, ``--stft-weight``).
 
-Schedule: the first ``--gan-start`` steps train the generator on the spectral losses alone (cheap steps that
-get the spectral envelope right quickly); then the discriminators train alone for ``--d-warmup`` steps, the
-generator waiting, and from then on both train, the generator with its adversarial and feature-matching
-terms. So a generator trained adversarially before meets fresh discriminators once they say something useful,
-unchanged, not after steps on the spectral losses alone or against untrained ones. Discriminators are not kept
-in checkpoints (41-70 M parameters; see :mod:`tts_triton.training.runs`), so a run from ``--init`` starts them
-afresh and warms them up the same way; ``--resume`` keeps them (``state.pt``).
+Schedule: the first ``--gan-start`` steps train the generator on the spectral losses alone (cheap steps that get the
+spectral envelope right quickly); then the discriminators train alone for ``--d-warmup`` steps, the generator
+waiting, and from then on both train, the generator with its adversarial and feature-matching terms, at ``--lr``
+(decaying with ``--half-life`` from here on). So a generator trained adversarially before meets fresh discriminators
+once they say something useful, unchanged, not after steps on the spectral losses alone or against untrained ones.
+Discriminators are not kept in checkpoints (41-70 M parameters; see :mod:`tts_triton.training.runs`), so a run from
+``--init`` starts them afresh and warms them up the same way; ``--resume`` keeps them (``state.pt``).
 
 Forward passes run under bf16 autocast on CUDA (``--amp off`` for fp32); the mel loss is computed in
 fp32. The generator's step backpropagates through frozen discriminators (no weight gradients, no graph
@@ -81,6 +81,8 @@ from tts_triton.training.schedule import lr_factor
 from tts_triton.training.step_graphs import CapturedPhase
 
 MODULE = "tts_triton.training.train_vocoder"
+#: The least fraction of ``--lr`` that ``--half-life`` decays to: an annealed GAN still needs its steps to move.
+LR_FLOOR = 0.1
 
 
 def segment_stream(dataset: VocoderDataset, batch_size: int, seed: int, first_epoch: int,
@@ -152,6 +154,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--stft-weight", type=float, default=STFT_WEIGHT,
                    help="weight of the multi-resolution STFT term (0: off)")
     p.add_argument("--warmup", type=int, default=100, help="warmup steps of fresh optimizers (also after resuming)")
+    p.add_argument("--half-life", type=float, default=math.inf, metavar="STEPS",
+                   help="both learning rates halve every STEPS steps from the end of the discriminators' warm-up "
+                        f"(kept when resuming), down to {LR_FLOOR:g} of --lr (default: constant)")
     p.add_argument("--gan-start", type=int, default=1000, help="global step at which the discriminators start")
     p.add_argument("--d-warmup", type=int, default=200,
                    help="discriminator-only steps (the generator waits) before both train")
@@ -233,8 +238,11 @@ class VocoderRun(TrainingRun):
                                        args.workers)
 
     def set_lr(self, optimizer: torch.optim.Optimizer, start: int) -> None:
+        """``--lr`` times the warm-up from ``start`` and the ``--half-life`` decay from the adversarial phase."""
+        decayed = max(0, self.step - self.d_start - self.args.d_warmup)
+        decay = max(LR_FLOOR, 0.5 ** (decayed / self.args.half_life))
         for group in optimizer.param_groups:
-            group["lr"] = self.args.lr * lr_factor(self.step, start, self.args.warmup, math.inf, 1.0)
+            group["lr"] = self.args.lr * decay * lr_factor(self.step, start, self.args.warmup, math.inf, 1.0)
 
     def load_batch(self) -> None:
         """The next batch into :attr:`mel` and :attr:`real` (refilled in place once a phase is captured)."""
@@ -328,7 +336,7 @@ class VocoderRun(TrainingRun):
         return {"variant": self.ckpt.config.vocoder.variant, "batch_size": a.batch_size * self.ranks.world,
                 "segment_frames": a.segment_frames, "lr": a.lr, "gan_start": a.gan_start, "mel_weight": a.mel_weight,
                 "stft_weight": a.stft_weight, "discriminators": a.discriminators, "amp": a.amp,
-                "cuda_graphs": a.cuda_graphs, "ema": a.ema,
+                "cuda_graphs": a.cuda_graphs, "ema": a.ema, "half_life": a.half_life,
                 "training_mels": "teacher-forced" if "gta" in self.corpus_summary else "ground truth"}
 
     def checkpoint(self, info: dict[str, Any]) -> Checkpoint:
