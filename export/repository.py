@@ -53,6 +53,7 @@ from tts_triton.core.contract import (
 )
 from tts_triton.core.layout import (
     BATCH_BUDGET,
+    BLS_CALL_THREADS,
     CHECKPOINT_NAME,
     CUDA_GRAPHS,
     FIRST_CHUNK_FIRST,
@@ -190,6 +191,10 @@ class RepositorySettings:
     #: Admission bound: the most requests in flight in ``tts`` (and, apart, in ``tts_offline``) over all their
     #: instances; more are refused at once (UNAVAILABLE). 0: no bound. See :func:`default_max_streams`.
     max_streams: int = 0
+    #: Threads of each BLS process's network calls (:class:`~tts_triton.triton.utils.CallThreads`); 0: the Python
+    #: stub's default executor for ``tts`` (cpu_count + 4 threads, at most 32), 64 for ``tts_offline``. Keep it below
+    #: the server's ``--backend-config=python,thread-pool-size`` (32 by default).
+    bls_call_threads: int = 0
 
     @classmethod
     def for_target(cls, target: str, **overrides: Any) -> RepositorySettings:
@@ -231,6 +236,8 @@ class RepositorySettings:
             raise ValueError(f"bls_instances must be >= 1, got {self.bls_instances}")
         if self.max_streams < 0:
             raise ValueError(f"max_streams must be >= 0 (0: no bound), got {self.max_streams}")
+        if self.bls_call_threads < 0:
+            raise ValueError(f"bls_call_threads must be >= 0 (0: the default), got {self.bls_call_threads}")
         if self.steps_per_call is not None and self.steps_per_call < 1:
             raise ValueError(f"steps_per_call must be >= 1, got {self.steps_per_call}")
         for name, net in self.networks.items():
@@ -409,6 +416,7 @@ def bls_parameters(model_config: ModelConfig, bank: VoiceBank, settings: Reposit
         CHECKPOINT_NAME: checkpoint_name,
         FIRST_CHUNK_FIRST: "true" if settings.first_chunk_first else "false",
         MAX_STREAMS: str(settings.max_streams),
+        BLS_CALL_THREADS: str(settings.bls_call_threads),
         NETWORK_MAX_BATCH: json.dumps(settings.max_batch_sizes(), separators=(",", ":")),
     }
 

@@ -95,8 +95,8 @@ def text(value: str) -> np.ndarray:
 
 @pytest.fixture
 def bls(pb: Any, checkpoint: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
-    """``make(decoupled=True, max_streams=0, instances=1)`` -> an initialized BLS model whose child calls run
-    the checkpoint's networks in process; ``calls`` counts them by model."""
+    """``make(decoupled=True, max_streams=0, instances=1, call_threads=0)`` -> an initialized BLS model whose child
+    calls run the checkpoint's networks in process; ``calls`` counts them by model."""
     from tts_triton.triton import bls as bls_module
 
     monkeypatch.setattr(bls_module, "StopBoard", lambda: StopBoard(tmp_path / "stops"))
@@ -115,9 +115,10 @@ def bls(pb: Any, checkpoint: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     bank = from_styles({("f1", "neutral"): np.zeros(checkpoint.config.style.dim)}, "f1", "neutral")
     models = []
 
-    def make(decoupled: bool = True, max_streams: int = 0, instances: int = 1) -> Any:
+    def make(decoupled: bool = True, max_streams: int = 0, instances: int = 1, call_threads: int = 0) -> Any:
         name = contract.TTS if decoupled else contract.TTS_OFFLINE
-        settings = repo_mod.RepositorySettings(bls_instances=instances, max_streams=max_streams)
+        settings = repo_mod.RepositorySettings(bls_instances=instances, max_streams=max_streams,
+                                               bls_call_threads=call_threads)
         params = repo_mod.bls_parameters(checkpoint.config, bank, settings, "test")
         config = repo_mod._bls_config(contract.tts_spec(checkpoint.config, name), decoupled, params, settings)
         model = bls_module.TritonPythonModel()
@@ -207,7 +208,7 @@ def decoder_hook(bls: Any, after_calls: int, action: Any) -> None:
 def test_call_threads_carry_more_calls_at_once_than_pythons_default_pool() -> None:
     parties = 40  # above Python's default executor on any host (cpu_count + 4 threads, at most 32)
     barrier = threading.Barrier(parties, timeout=20)  # broken unless every call runs at the same time
-    calls = CallThreads()
+    calls = CallThreads(parties)
 
     async def main() -> None:
         calls.install()
@@ -220,16 +221,20 @@ def test_call_threads_carry_more_calls_at_once_than_pythons_default_pool() -> No
         calls.close()
 
 
-@pytest.mark.parametrize("decoupled", [True, False])
-def test_bls_calls_run_on_its_own_thread_pool(bls: Any, decoupled: bool) -> None:
-    """The real stub runs each async_exec on the loop's default executor: both BLS models install CallThreads."""
+@pytest.mark.parametrize(("decoupled", "call_threads", "pool"), [
+    (True, 0, "asyncio"),  # tts: the stub's default executor, below the server's pool of 32 (CallThreads)
+    (True, 8, "bls-call"),
+    (False, 0, "bls-call"),  # tts_offline: its own loop, always its own pool
+])
+def test_bls_calls_run_on_the_configured_thread_pool(bls: Any, decoupled: bool, call_threads: int, pool: str) -> None:
+    """The real stub runs each async_exec on the loop's default executor: bls_call_threads installs CallThreads."""
     threads: list[str] = []
 
     async def note_the_executor() -> None:
         threads.append(await asyncio.get_running_loop().run_in_executor(None, lambda: threading.current_thread().name))
 
     decoder_hook(bls, 0, note_the_executor)
-    model = bls(decoupled=decoupled)
+    model = bls(decoupled=decoupled, call_threads=call_threads)
     request = fake.Request({"TEXT": text(TEXT)})
     if decoupled:
         run(model, request)
@@ -239,7 +244,8 @@ def test_bls_calls_run_on_its_own_thread_pool(bls: Any, decoupled: bool) -> None
         while not request.sender.finals and time.monotonic() < deadline:
             time.sleep(0.01)
     assert_ends_with_one_final(request)
-    assert threads and threads[0].startswith("bls-call")
+    assert threads and threads[0].startswith(pool), threads
+
 
 def test_bls_cancel_mid_stream_ends_with_final_and_no_error(bls: Any) -> None:
     model = bls()

@@ -2,10 +2,10 @@
 
 Two pools cap them. In the stub, each ``async_exec`` runs on the event loop's default executor: Python's holds
 cpu_count + 4 threads (at most 32), whatever the streams ask for, unless the project's
-:class:`~tts_triton.triton.utils.CallThreads` is installed. In the server, each Python-backend instance carries its
-BLS calls on a pool of ``--backend-config=python,thread-pool-size`` threads (32 by default). A ``fan`` BLS sends 40
-calls at once to a ``hold`` model whose dynamic batcher gathers them for 0.3 s and answers each with the batch it
-was in: the largest batch is how many calls were in flight together.
+:class:`~tts_triton.triton.utils.CallThreads` is installed (``bls_call_threads``). In the server, each Python-
+backend instance carries its BLS calls on a pool of ``--backend-config=python,thread-pool-size`` threads (32 by
+default). A ``fan`` BLS sends 40 calls at once to a ``hold`` model whose dynamic batcher gathers them for 0.3 s and
+answers each with the batch it was in: the largest batch is how many calls were in flight together.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ CALLS = {calls}
 
 class TritonPythonModel:
     def initialize(self, args):
-        self.calls = CallThreads()
+        self.calls = CallThreads(CALLS)
 
     async def call(self):
         request = pb_utils.InferenceRequest(model_name="hold", requested_output_names=["BATCH"],

@@ -319,6 +319,8 @@ def test_bad_inputs_are_rejected(sources, tmp_path: Path) -> None:
     partial = RepositorySettings(networks={DECODER: RepositorySettings().networks[DECODER]})
     with pytest.raises(ValueError, match="settings configure networks"):
         build(sources, tmp_path / "c", settings=partial)
+    with pytest.raises(ValueError, match="bls_call_threads must be >= 0"):
+        build(sources, tmp_path / "c", settings=RepositorySettings(bls_call_threads=-1))
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 

@@ -31,6 +31,10 @@ FIRST_CHUNK_FIRST = "first_chunk_first"
 #: ``tts`` / ``tts_offline``: the admission bound, the most requests in flight in the model over all its instances
 #: (each instance takes an equal share, :class:`~tts_triton.backend.lifecycle.Admission`); ``"0"``: no bound.
 MAX_STREAMS = "max_streams"
+#: ``tts`` / ``tts_offline``: threads that carry one process's network calls (its loop's default executor,
+#: :class:`~tts_triton.triton.utils.CallThreads`); ``"0"``: the stub's default (``tts``) or
+#: ``OFFLINE_BLS_THREADS`` (``tts_offline``).
+BLS_CALL_THREADS = "bls_call_threads"
 #: ``tts`` / ``tts_offline``: JSON ``{network or ensemble: Triton max_batch_size}``, the most rows one request of
 #: the BLS's merged network calls may carry (:class:`~tts_triton.serving.coalesce.Coalescer`).
 NETWORK_MAX_BATCH = "network_max_batch"

@@ -71,7 +71,14 @@ from tts_triton.backend.params import int_parameter, parameters
 from tts_triton.cache.deployment import cache_wanted, open_cache
 from tts_triton.core import audio, contract
 from tts_triton.core.config import STREAMING, ModelConfig
-from tts_triton.core.layout import FIRST_CHUNK_FIRST, MAX_STREAMS, MODEL_CONFIG, NETWORK_MAX_BATCH, VOICE_BANK
+from tts_triton.core.layout import (
+    BLS_CALL_THREADS,
+    FIRST_CHUNK_FIRST,
+    MAX_STREAMS,
+    MODEL_CONFIG,
+    NETWORK_MAX_BATCH,
+    VOICE_BANK,
+)
 from tts_triton.core.voices import VoiceBank
 from tts_triton.errors import Cancelled, Stopped, TimedOut
 from tts_triton.ops.memory import lift_file_size_limit
@@ -117,6 +124,8 @@ class GatedBackend:
         return await self.backend.infer(model, inputs)
 
 
+#: Threads that wait on BLS calls for the offline loop (one per request in flight, at most), unless configured.
+OFFLINE_BLS_THREADS = 64
 #: How many network calls a ``tts_offline`` request may run ahead of the least advanced one (ProgressGate).
 OFFLINE_CALL_SLACK = 8
 #: Seconds a ``tts_offline`` call waits at most for the requests behind it (ProgressGate).
@@ -165,10 +174,13 @@ class TritonPythonModel:
             name=contract.REQUESTS_METRIC, description="Synthesis requests by how they ended",
             kind=pb_utils.MetricFamily.COUNTER)
         self.outcomes = {o: self.outcome_family.Metric(labels={**labels, "outcome": o}) for o in OUTCOMES}
-        self.calls = CallThreads()  # the network calls' threads: async_exec runs each on the loop's default executor
+        # the network calls' threads (async_exec runs each on the loop's default executor); tts: the stub's own
+        # unless configured; tts_offline: its own loop's, always a pool of its own
+        threads = int_parameter(config, BLS_CALL_THREADS, 0)
+        self.calls = CallThreads(threads or OFFLINE_BLS_THREADS) if threads or not self.decoupled else None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.gate: ProgressGate | None = None
-        if not self.decoupled:
+        if self.calls is not None and not self.decoupled:
             self.gate = ProgressGate(OFFLINE_CALL_SLACK, OFFLINE_MAX_GATE_WAIT_S)
             self.loop = asyncio.new_event_loop()
             self.calls.install(self.loop)
@@ -179,7 +191,8 @@ class TritonPythonModel:
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.loop_thread.join(timeout=5)
-        self.calls.close()
+        if self.calls is not None:
+            self.calls.close()
         del self.active, self.outcomes  # a Metric must go before its MetricFamily
         del self.active_family, self.outcome_family
         if self.cache_meter is not None:
@@ -196,7 +209,8 @@ class TritonPythonModel:
         return None
 
     async def stream_all(self, requests: list[Any]) -> None:
-        self.calls.install()  # the stub's loop
+        if self.calls is not None:
+            self.calls.install()  # the stub's loop
         await asyncio.gather(*(self.stream(r) for r in requests))
 
     def chunk_response(self, chunk_audio: np.ndarray, mel: np.ndarray | None,

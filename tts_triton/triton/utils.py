@@ -23,21 +23,20 @@ try:
 except ImportError:  # imported outside Triton: for documentation
     pb_utils = None
 
-__all__ = ["BLS_CALL_THREADS", "CallThreads", "error_response", "read_inputs"]
-
-#: Threads that carry one BLS process's network calls. The Python backend runs each ``async_exec`` on its event
-#: loop's default executor, whose Python default (cpu_count + 4 threads, at most 32: 6 on a 2-core host, 20 on a
-#: 16-core GPU host) caps the calls in flight below what a loaded instance's streams ask for. 256: above the
-#: server's own per-instance pool of BLS calls (``--backend-config=python,thread-pool-size``, 32 by default), so
-#: that the server's setting is the one cap. Threads start only as calls need them.
-BLS_CALL_THREADS = 256
+__all__ = ["CallThreads", "error_response", "read_inputs"]
 
 
 class CallThreads:
     """The thread pool of a BLS process's ``async_exec`` calls, made the default executor of each event loop that
-    runs them (:meth:`install`)."""
+    runs them (:meth:`install`); threads start only as calls need them.
 
-    def __init__(self, threads: int = BLS_CALL_THREADS) -> None:
+    The Python stub runs each ``async_exec`` on its loop's default executor, Python's by default (cpu_count + 4
+    threads, at most 32). The server carries each instance's calls on a pool of its own
+    (``--backend-config=python,thread-pool-size``, 32 by default) that also carries the instance's response sends
+    and cancellation checks: keep ``threads`` below it, or those queue behind the calls (with 32 of 32, streams of
+    ``tests/test_cancel_stress.py`` ran to their end before their in-band stop was seen; 12 of 32 kept them)."""
+
+    def __init__(self, threads: int) -> None:
         self.executor = ThreadPoolExecutor(threads, thread_name_prefix="bls-call")
         self._loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
