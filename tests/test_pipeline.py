@@ -43,10 +43,10 @@ def test_chunks_cover_every_frame_once_with_context(arrivals: list[int]) -> None
         assert a.end == b.start
     for w in windows[:-1]:
         assert w.ctx_end - w.end == STREAMING.right_context
-        assert w.start - w.ctx_start >= min(w.start, STREAMING.left_context)
     assert windows[-1].ctx_end == total
-    for w in windows:  # the smallest vocoder call that holds the chunk and its contexts
-        assert w.ctx_end - w.ctx_start == STREAMING.vocoder_bucket(w.ctx_end - max(0, w.start - STREAMING.left_context))
+    for w in windows:  # the smallest vocoder call that holds the chunk and its whole left context (silence first)
+        assert w.start - w.ctx_start >= STREAMING.left_context
+        assert w.ctx_end - w.ctx_start == STREAMING.vocoder_bucket(w.ctx_end - w.start + STREAMING.left_context)
 
 
 def test_chunks_start_small_and_grow() -> None:

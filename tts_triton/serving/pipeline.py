@@ -88,9 +88,11 @@ class ChunkPlanner:
 
     Chunk ``i`` holds ``streaming.chunk_size(i)`` frames and waits for ``right_context`` frames of
     lookahead; once the sentence is finished, everything left goes out in one final chunk. Every window
-    spans the smallest of ``streaming.vocoder_frames`` that holds the chunk and its contexts: it reaches
-    further left to fill it, into silence before the sentence's first frame where it must. So streams at
-    different points share a vocoder batch, and the few shapes mean few graph replays per batch.
+    spans the smallest of ``streaming.vocoder_frames`` that holds the chunk and both its contexts, the left
+    one reaching into silence before the sentence's first frame where the chunk starts earlier, and further
+    left to fill the window. So every chunk sees what one-shot vocoding of the sentence in silence sees
+    within its contexts, streams at different points share a vocoder batch, and the few shapes mean few
+    graph replays per batch.
     """
 
     def __init__(self, streaming: StreamingConfig = STREAMING) -> None:
@@ -112,7 +114,7 @@ class ChunkPlanner:
                 return None
         self.emitted = end
         self.index += 1
-        length = s.vocoder_bucket(ctx_end - max(0, start - s.left_context))
+        length = s.vocoder_bucket(ctx_end - start + s.left_context)
         return ChunkWindow(ctx_end - length, start, end, ctx_end)
 
 
