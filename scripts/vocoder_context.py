@@ -1,16 +1,17 @@
 """How much vocoder context a streamed chunk needs: SNR of streamed against one-shot vocoding.
 
-    .venv/bin/python scripts/vocoder_context.py [--checkpoint CKPT] [--contexts 4 8 12 16 24] [--right N]
+    .venv/bin/python scripts/vocoder_context.py [--checkpoint CKPT] [--contexts 4 8 12 16 24 [--right N]]
         [--chunks 8 16 48 68] [--decoded] [--text TEXT ...] [--heldout N] [--out PATH]
 
-For a few teacher renderings (voices x emotions; slt by flite) of a sentence (``--text``, repeatable; ``--heldout N``
-adds held-out ones, and each row then gives its worst), or with ``--decoded`` the mel the checkpoint's own decoder
-predicts for them (the voice bank's style of that voice and emotion: what is served), the log-mel goes
+For a few teacher renderings (voices x emotions; slt by flite) of a sentence (``--text``, repeatable; ``--heldout
+N`` adds held-out ones, and each row then gives its worst), or with ``--decoded`` the mel the checkpoint's own
+decoder predicts for them (the voice bank's style of that voice and emotion: what is served), the log-mel goes
 through the vocoder stage (postnet, generator and mel match, as served) once whole and once in the server's chunks
 (``StreamingConfig.chunk_frames``, or ``--chunks``) with ``c`` frames of left and right context each (with ``--right
-N``: ``c`` left, ``N`` right), exactly as :class:`tts_triton.serving.pipeline.ChunkPlanner` cuts them. Prints a
-markdown table of the SNR (dB) of the concatenated stream against the one-shot audio; ``--out`` also writes it with
-this command line on top. ``StreamingConfig.left_context``/``right_context`` are chosen from this table.
+N``: ``c`` left, ``N`` right; without ``--contexts``, the server's), exactly as
+:class:`tts_triton.serving.pipeline.ChunkPlanner` cuts them. Prints a markdown table of the SNR (dB) of the
+concatenated stream against the one-shot audio; ``--out`` also writes it with this command line on top.
+``StreamingConfig.left_context``/``right_context`` are chosen from this table.
 """
 
 from __future__ import annotations
@@ -82,8 +83,11 @@ def decoded_mel(pipeline: Pipeline, text: str, style: np.ndarray) -> np.ndarray:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", type=Path, help="default: the shipped default voice")
-    p.add_argument("--contexts", type=int, nargs="+", default=[4, 8, 12, 16, 24])
-    p.add_argument("--right", type=int, help="right context of every column (default: its context, symmetric)")
+    p.add_argument("--contexts", type=int, nargs="+",
+                   help="left contexts, a column each (default: the server's, "
+                        f"{STREAMING.left_context} left and {STREAMING.right_context} right)")
+    p.add_argument("--right", type=int, help="right context of every column (default: with --contexts, its context, "
+                                             "symmetric)")
     p.add_argument("--chunks", type=int, nargs="+", default=list(STREAMING.chunk_frames),
                    help=f"chunk sizes in frames, the last repeating (default: the server's, {STREAMING.chunk_frames})")
     p.add_argument("--decoded", action="store_true",
@@ -93,6 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="also the first N one-sentence held-out sentences; each row is then its worst sentence")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
+    if args.contexts is None:
+        args.contexts = [STREAMING.left_context]
+        args.right = STREAMING.right_context if args.right is None else args.right
     torch.set_num_threads(2)
     ckpt = resolve(args.checkpoint)
     cfg = ckpt.config
