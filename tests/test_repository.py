@@ -38,7 +38,7 @@ from tts_triton.core.contract import (
 )
 from tts_triton.core.layout import BATCH_BUDGET, FIRST_CHUNK_FIRST, MANIFEST_FILE, NETWORK_MAX_BATCH, VOICE_BANK_FILE
 from tts_triton.core.onnx_io import io_mismatches
-from tts_triton.export import repository as repo_mod
+from tts_triton.export import settings as settings_mod
 from tts_triton.export.pbtxt import parse
 from tts_triton.export.repository import (
     BLS_MODELS,
@@ -350,15 +350,15 @@ def test_cli(sources, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 def test_network_knobs_from_the_command_line() -> None:
     base = RepositorySettings.for_target("torch-cuda")
     assert all(base.networks[n].batch_budget for n in (TEXT_ENCODER, DECODER, VOCODER))
-    tuned = repo_mod._tuned(base, {"instances": ["decoder=3"], "max_queue_delay_us": ["vocoder=50"],
+    tuned = settings_mod.tuned(base, {"instances": ["decoder=3"], "max_queue_delay_us": ["vocoder=50"],
                                    "batch_budget": ["text_encoder=1024"], "max_batch_size": ["decoder=128"]})
     assert tuned.networks[DECODER].instances == 3 and tuned.networks[VOCODER].max_queue_delay_us == 50
     assert tuned.networks[TEXT_ENCODER].batch_budget == 1024 and tuned.networks[DECODER].max_batch_size == 128
     assert tuned.networks[DECODER].batch_budget == base.networks[DECODER].batch_budget
     with pytest.raises(ValueError, match="expected NETWORK=N"):
-        repo_mod._tuned(base, {"instances": ["decoders=2"]})
+        settings_mod.tuned(base, {"instances": ["decoders=2"]})
     with pytest.raises(ValueError, match="batch_budget must be >= 1"):
-        repo_mod._tuned(base, {"batch_budget": ["decoder=0"]}).validate(list(SPECS))
+        settings_mod.tuned(base, {"batch_budget": ["decoder=0"]}).validate(list(SPECS))
 
 
 
