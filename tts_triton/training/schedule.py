@@ -25,12 +25,13 @@ class Budget:
         return self.elapsed >= self.seconds
 
 
-def lr_factor(step: int, optimizer_start: int, warmup: int, half_life: float, floor: float = 0.05) -> float:
+def lr_factor(step: int, optimizer_start: int, warmup: int, half_life: float, floor: float = 0.05,
+              decay_from: int = 0) -> float:
     """Learning-rate multiplier at global ``step``.
 
     Linear warmup over ``warmup`` steps counted from ``optimizer_start`` (the step where the optimizer's
     state began: 0, or the step training resumed at), times an exponential decay that halves every
-    ``half_life`` global steps, never below ``floor``.
+    ``half_life`` global steps from ``decay_from`` on, never below ``floor``.
     """
     warm = min(1.0, (step - optimizer_start + 1) / max(warmup, 1))
-    return warm * max(floor, 0.5 ** (step / half_life))
+    return warm * max(floor, 0.5 ** (max(0, step - decay_from) / half_life))

@@ -239,10 +239,10 @@ class VocoderRun(TrainingRun):
 
     def set_lr(self, optimizer: torch.optim.Optimizer, start: int) -> None:
         """``--lr`` times the warm-up from ``start`` and the ``--half-life`` decay from the adversarial phase."""
-        decayed = max(0, self.step - self.d_start - self.args.d_warmup)
-        decay = max(LR_FLOOR, 0.5 ** (decayed / self.args.half_life))
+        factor = lr_factor(self.step, start, self.args.warmup, self.args.half_life, LR_FLOOR,
+                           decay_from=self.d_start + self.args.d_warmup)
         for group in optimizer.param_groups:
-            group["lr"] = self.args.lr * decay * lr_factor(self.step, start, self.args.warmup, math.inf, 1.0)
+            group["lr"] = self.args.lr * factor
 
     def load_batch(self) -> None:
         """The next batch into :attr:`mel` and :attr:`real` (refilled in place once a phase is captured)."""
