@@ -169,3 +169,54 @@ def test_calls_in_sequence_each_wait_for_their_own_result(streams: int) -> None:
     c = coalescer(backend)
     assert asyncio.run(main()) == [i + 4.0 for i in range(streams)]
     assert backend.requests == [("plain", (streams, 8))] * 4
+
+
+class Gated(Recording):
+    """A backend whose requests wait for ``release()``; the first ``fail_first`` of them then fail."""
+
+    def __init__(self, fail_first: int = 0) -> None:
+        super().__init__()
+        self.fail_first = fail_first
+        self.gate = asyncio.Event()
+
+    def release(self) -> None:
+        self.gate.set()
+
+    async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.requests.append((model, inputs["x"].shape))
+        await self.gate.wait()
+        if len(self.requests) <= self.fail_first:
+            raise RuntimeError("the first request failed")
+        return {"y": inputs["x"] + 1}
+
+
+@pytest.mark.parametrize(("max_in_flight", "fail_first", "requests"),
+                         [(0, 0, [1, 1, 1, 1]), (1, 0, [1, 3]), (2, 0, [1, 1, 2]), (1, 1, [1, 3])])
+def test_calls_beyond_the_requests_in_flight_wait_and_go_together(max_in_flight: int, fail_first: int,
+                                                                  requests: list[int]) -> None:
+    """Four streams' calls a few iterations apart: unbounded, each goes out alone; with ``max_in_flight`` those that
+    find that many requests in flight go as one request once one returns, failed or not."""
+    backend = Gated(fail_first)
+    c = Coalescer(backend, {"plain": PLAIN}, {"plain": 8}, max_in_flight=max_in_flight)
+
+    async def stream(i: int) -> float:
+        for _ in range(10 * i):  # more iterations apart than the coalescer waits for company
+            await asyncio.sleep(0)
+        return float((await c.infer("plain", {"x": np.full((1, 8), i, np.float32)}))["y"][0, 0])
+
+    async def main() -> list[Any]:
+        streams = asyncio.gather(*(stream(i) for i in range(4)), return_exceptions=True)
+        for _ in range(50):  # every call made and held or sent
+            await asyncio.sleep(0)
+        backend.release()
+        return await streams
+
+    results = asyncio.run(main())
+    assert [shape[0] for _, shape in backend.requests] == requests
+    assert results[1:] == [2.0, 3.0, 4.0]
+    assert results[0] == 1.0 if not fail_first else isinstance(results[0], RuntimeError)
+
+
+def test_max_in_flight_is_not_negative() -> None:
+    with pytest.raises(ValueError, match="max_in_flight"):
+        Coalescer(Recording(), {"plain": PLAIN}, {"plain": 8}, max_in_flight=-1)
