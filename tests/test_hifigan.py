@@ -20,6 +20,7 @@ from tts_triton.training.hifigan_losses import (
     feature_loss,
     generator_loss,
     mel_loss,
+    phase_loss,
     stft_loss,
 )
 
@@ -221,3 +222,30 @@ def test_stft_loss_sees_what_the_mel_blurs() -> None:
     stft_ratio = float(stft_loss(tone, detuned)) / float(stft_loss(tone, noise))
     mel_ratio = float(mel_loss(tone, detuned)) / float(mel_loss(tone, noise))
     assert stft_ratio > 2 * mel_ratio, (stft_ratio, mel_ratio)
+
+
+def _tones(samples: int = 8192, delay: int = 0, sign: float = 1.0) -> torch.Tensor:
+    """A 120 Hz voice-like harmonic series ``[1, 1, samples]``, delayed by ``delay`` samples, times ``sign``."""
+    t = (torch.arange(samples) - delay).float() / audio.SAMPLE_RATE
+    wave = sum(torch.sin(2 * torch.pi * 120 * k * t + k) / k for k in range(1, 20))
+    return sign * 0.1 * wave[None, None]
+
+
+def test_phase_loss_is_zero_on_the_real_audio_and_sees_each_kind_of_phase_error() -> None:
+    real = _tones()
+    assert phase_loss(real, real).item() == pytest.approx(0.0, abs=1e-3)  # PHASE_EPS in the quietest bins
+    assert phase_loss(real, 3 * real).item() == pytest.approx(0.0, abs=1e-3)  # magnitudes are not its business
+    flipped = phase_loss(real, _tones(sign=-1.0)).item()  # every phase off by half a turn, no difference changed
+    assert flipped == pytest.approx(2.0, abs=0.05)
+    late = phase_loss(real, _tones(delay=40)).item()  # a delay turns each bin by its own angle: group delay moves
+    assert 0.5 < late < flipped + 1
+    noise = phase_loss(real, 0.1 * torch.randn_like(real)).item()
+    assert noise > late
+
+
+def test_phase_loss_gradients_are_finite_on_silence() -> None:
+    real = torch.cat([_tones(4096), torch.zeros(1, 1, 4096)], dim=-1)
+    fake = torch.zeros_like(real, requires_grad=True)
+    phase_loss(real, fake * 1.0).backward()
+    assert torch.isfinite(fake.grad).all()
+

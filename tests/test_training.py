@@ -182,6 +182,20 @@ def test_half_life_decays_both_learning_rates_from_the_adversarial_phase(corpus:
 
 
 @needs_espeak
+def test_phase_weight_adds_the_phase_term_and_is_recorded(corpus: Path, tiny_init: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(train_vocoder.VocoderRun, "log_every", 1)
+    flags = ["--data", str(corpus), "--init", str(tiny_init), "--batch-size", "2", "--segment-frames", "8",
+             "--workers", "0", "--val-utterances", "1", "--device", "cpu", "--gan-start", "5",
+             "--narrow-discriminators", "16", "--phase-weight", "2", "--out", str(tmp_path / "v")]
+    assert train_vocoder.main([*flags, "--steps", "2"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "v" / "losses.jsonl").read_text().splitlines()]
+    phases = [row["phase"] for row in rows if "phase" in row]
+    assert phases and all(0 < p <= 2 * 6 for p in phases)  # three terms of at most 2 each, weighted 2
+    assert load_checkpoint(tmp_path / "v" / "checkpoint.pt").info["vocoder"]["phase_weight"] == 2
+
+
+@needs_espeak
 def test_checkpoints_hold_the_generators_moving_average(corpus: Path, tiny_init: Path, tmp_path: Path) -> None:
     flags = ["--data", str(corpus), "--batch-size", "2", "--segment-frames", "8", "--workers", "0",
              "--val-utterances", "1", "--device", "cpu", "--gan-start", "5", "--narrow-discriminators", "16",

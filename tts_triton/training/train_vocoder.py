@@ -9,8 +9,9 @@ beside the checkpoint's acoustic model, and :mod:`tts_triton.training.merge` joi
 Random ``--segment-frames`` segments (mel and the audio it was computed from) of training utterances;
 losses of :mod:`tts_triton.training.hifigan_losses` (LSGAN adversarial terms of the multi-period
 discriminator with, by ``--discriminators``, HiFi-GAN's multi-scale or UnivNet's multi-resolution one;
-feature matching x2, mel L1 x45, multi-resolution STFT x20). AdamW (0.8, 0.99) at 2e-4, generator and
-discriminators each with their own optimizer.
+feature matching x2, mel L1 x45, multi-resolution STFT x20, and with ``--phase-weight`` APNet's anti-wrapping
+phase losses against the recorded audio, which the segments are sample-aligned with). AdamW (0.8, 0.99) at 2e-4,
+generator and discriminators each with their own optimizer.
 
 The generator trains on the corpus's mels: ground truth, which keeps the two trainers independent so that
 they run side by side, or, to fine-tune it for the acoustic model, teacher-forced predictions of a corpus
@@ -151,6 +152,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--segment-frames", type=int, default=32, help="mel frames per segment (x256 samples)")
     p.add_argument("--lr", type=float, default=2e-4)
     p.add_argument("--mel-weight", type=float, default=MEL_WEIGHT, help="weight of the mel L1 term")
+    p.add_argument("--phase-weight", type=float, default=0.0,
+                   help="weight of the anti-wrapping phase losses (hifigan_losses.phase_loss; 0: off)")
     p.add_argument("--stft-weight", type=float, default=STFT_WEIGHT,
                    help="weight of the multi-resolution STFT term (0: off)")
     p.add_argument("--warmup", type=int, default=100, help="warmup steps of fresh optimizers (also after resuming)")
@@ -179,7 +182,7 @@ class VocoderRun(TrainingRun):
     discriminators and their optimizers, data-parallel over ranks."""
 
     part, module, log_every = "vocoder", MODULE, 100
-    loss_keys = ("mel", "stft", "adv", "fm", "disc", "mel_l1")
+    loss_keys = ("mel", "stft", "phase", "adv", "fm", "disc", "mel_l1")
 
     def __init__(self, args: argparse.Namespace, argv: Sequence[str]) -> None:
         ranks = join_ranks()
@@ -270,7 +273,7 @@ class VocoderRun(TrainingRun):
             fake = self.g_step(self.mel)
         with frozen(*self.discriminators):
             terms = generator_step_losses(self.real, fake, self.discriminators, adversarial, self.amp,
-                                          self.args.mel_weight, self.args.stft_weight)
+                                          self.args.mel_weight, self.args.stft_weight, self.args.phase_weight)
             terms["total"].backward()
         return {k: v.detach() for k, v in terms.items()}
 
@@ -335,7 +338,8 @@ class VocoderRun(TrainingRun):
         a = self.args
         return {"variant": self.ckpt.config.vocoder.variant, "batch_size": a.batch_size * self.ranks.world,
                 "segment_frames": a.segment_frames, "lr": a.lr, "gan_start": a.gan_start, "mel_weight": a.mel_weight,
-                "stft_weight": a.stft_weight, "discriminators": a.discriminators, "amp": a.amp,
+                "stft_weight": a.stft_weight, "phase_weight": a.phase_weight, "discriminators": a.discriminators,
+                "amp": a.amp,
                 "cuda_graphs": a.cuda_graphs, "ema": a.ema, "half_life": a.half_life,
                 "training_mels": "teacher-forced" if "gta" in self.corpus_summary else "ground truth"}
 
