@@ -4,8 +4,9 @@ the paired table."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from tts_triton.evaluate import hybrids
+from tts_triton.evaluate import hybrids, naturalness
 
 RATE = 22050
 
@@ -50,3 +51,11 @@ def test_table_pairs_every_system_with_the_teacher() -> None:
     table = hybrids.table({"teacher": [3.0, 4.0, 3.5], "copy": [2.0, 3.5, 3.5]})
     assert "| teacher | 3.50 ± 0.29 | +0.00 ± 0.00 | 0 |" in table
     assert "| copy | 3.00 ± 0.50 | -0.50 ± 0.29 | 2 |" in table
+
+
+@pytest.mark.parametrize("module", [hybrids, naturalness])
+def test_judged_runs_refuse_a_sentence_count_outside_the_held_out_set(module: object,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        module.main(["--sentences", "99"])  # type: ignore[attr-defined]
+    assert "--sentences: 99: the held-out set has 1 to 72" in capsys.readouterr().err

@@ -3,6 +3,9 @@ training sentence generator (:mod:`tts_triton.data.sentences`); a test keeps the
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
 #: 72 sentences of 6-11 words: requests, plans, weather, food, travel, numbers, times and questions.
 HELDOUT_SENTENCES: tuple[str, ...] = (
     "Please close the window before you leave the house.",
@@ -78,3 +81,18 @@ HELDOUT_SENTENCES: tuple[str, ...] = (
     "There is a good bakery across the street.",
     "We will repaint the kitchen before the holidays.",
 )
+
+
+def add_judged_run_options(p: argparse.ArgumentParser) -> None:
+    """The options every judged run over the held-out sentences takes: ``--checkpoint``, ``--sentences`` (checked
+    against the set's size when parsed) and ``--jobs``."""
+
+    def count(text: str) -> int:
+        n = int(text)
+        if not 1 <= n <= len(HELDOUT_SENTENCES):
+            raise argparse.ArgumentTypeError(f"{n}: the held-out set has 1 to {len(HELDOUT_SENTENCES)}")
+        return n
+
+    p.add_argument("--checkpoint", type=Path, help="default: the shipped default voice")
+    p.add_argument("--sentences", type=count, default=30, help=f"held-out sentences (at most {len(HELDOUT_SENTENCES)})")
+    p.add_argument("--jobs", type=int, default=2, help="worker processes that render and judge")

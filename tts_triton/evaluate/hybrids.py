@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
+from tts_triton.evaluate.heldout import HELDOUT_SENTENCES, add_judged_run_options
 from tts_triton.evaluate.measures import process_pool
 from tts_triton.jobs.progress import ProgressLine
 from tts_triton.jobs.tables import markdown_table
@@ -126,14 +126,10 @@ def table(scores: dict[str, list[float]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tts_triton.evaluate.hybrids", description=__doc__.split("\n")[0])
-    p.add_argument("--checkpoint", type=Path, help="default: the shipped default voice")
+    add_judged_run_options(p)
     p.add_argument("--voice", default="slt", help="the corpus voice whose teacher is copied")
-    p.add_argument("--sentences", type=int, default=30, help=f"held-out sentences (at most {len(HELDOUT_SENTENCES)})")
-    p.add_argument("--jobs", type=int, default=2, help="worker processes that render and judge")
     p.add_argument("--out", type=Path, default=Path("docs/records/eval/hybrids.md"))
     args = p.parse_args(argv)
-    if not 1 <= args.sentences <= len(HELDOUT_SENTENCES):
-        p.error(f"--sentences {args.sentences}: the held-out set has 1 to {len(HELDOUT_SENTENCES)}")
     command = shlex.join(["python", "-m", "tts_triton.evaluate.hybrids", *(sys.argv[1:] if argv is None else argv)])
     started = time.monotonic()
     scores = measure(args.checkpoint, args.voice, args.sentences, args.jobs)

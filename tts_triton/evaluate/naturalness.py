@@ -39,7 +39,7 @@ import numpy as np
 
 from tts_triton.data.festival import FESTIVAL
 from tts_triton.evaluate.asr import Heard, hear, wer
-from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
+from tts_triton.evaluate.heldout import HELDOUT_SENTENCES, add_judged_run_options
 from tts_triton.evaluate.measures import process_pool
 from tts_triton.jobs.progress import ProgressLine
 from tts_triton.jobs.tables import markdown_table
@@ -162,16 +162,12 @@ def summary(sentences: Sequence[str], clips: Sequence[Heard]) -> dict[str, float
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tts_triton.evaluate.naturalness", description=__doc__.split("\n")[0])
-    p.add_argument("--checkpoint", type=Path, help="default: the shipped default voice")
+    add_judged_run_options(p)
     p.add_argument("--voices", default="slt,f1,m1", help="corpus voices; the first one's stages are taken apart")
-    p.add_argument("--sentences", type=int, default=30, help=f"held-out sentences (at most {len(HELDOUT_SENTENCES)})")
-    p.add_argument("--jobs", type=int, default=2, help="worker processes that render and judge")
     p.add_argument("--no-references", action="store_true", help="only the checkpoint's stages and teachers")
     p.add_argument("--out", type=Path, default=Path("docs/records/eval/naturalness.md"))
     args = p.parse_args(argv)
     command = shlex.join(["python", "-m", "tts_triton.evaluate.naturalness", *(sys.argv[1:] if argv is None else argv)])
-    if args.sentences > len(HELDOUT_SENTENCES):
-        raise SystemExit(f"--sentences {args.sentences}: the held-out set has {len(HELDOUT_SENTENCES)}")
     started = time.monotonic()
     heard = measure(args.checkpoint, args.voices.split(","), args.sentences, args.jobs, not args.no_references)
     sentences = list(HELDOUT_SENTENCES[: args.sentences])
