@@ -231,16 +231,14 @@ def _tones(samples: int = 8192, delay: int = 0, sign: float = 1.0) -> torch.Tens
     return sign * 0.1 * wave[None, None]
 
 
-def test_phase_loss_is_zero_on_the_real_audio_and_sees_each_kind_of_phase_error() -> None:
+def test_phase_loss_sees_the_phase_structure_not_the_absolute_phase() -> None:
     real = _tones()
     assert phase_loss(real, real).item() == pytest.approx(0.0, abs=1e-3)  # PHASE_EPS in the quietest bins
     assert phase_loss(real, 3 * real).item() == pytest.approx(0.0, abs=1e-3)  # magnitudes are not its business
-    flipped = phase_loss(real, _tones(sign=-1.0)).item()  # every phase off by half a turn, no difference changed
-    assert flipped == pytest.approx(2.0, abs=0.05)
+    assert phase_loss(real, _tones(sign=-1.0)).item() == pytest.approx(0.0, abs=1e-3)  # half a turn everywhere
     late = phase_loss(real, _tones(delay=40)).item()  # a delay turns each bin by its own angle: group delay moves
-    assert 0.5 < late < flipped + 1
-    noise = phase_loss(real, 0.1 * torch.randn_like(real)).item()
-    assert noise > late
+    assert late > 0.05
+    assert phase_loss(real, 0.1 * torch.randn_like(real)).item() > 10 * late
 
 
 def test_phase_loss_gradients_are_finite_on_silence() -> None:

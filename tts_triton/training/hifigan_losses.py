@@ -12,7 +12,7 @@ discriminators trained together (:data:`DISCRIMINATORS`: the MPD with the MSD or
 (LSGAN adversarial terms, feature matching weighted 2, mel L1 weighted 45), plus ``STFT_WEIGHT x``
 :func:`stft_loss`, the multi-resolution STFT loss of Parallel WaveGAN (Yamamoto et al., 2020): its
 2048-point resolution resolves the harmonics that 128 mel bins blur above ~1 kHz (what adding it did
-to the default voice's vocoder: docs/model_card.md), and optionally ``phase_weight x`` :func:`phase_loss`, the
+to the default voice's vocoder: docs/model_card.md), and optionally ``phase_weight x`` :func:`phase_loss`, two of the
 anti-wrapping phase losses of APNet (Ai and Ling, 2023) on the generated audio's STFT: the judge of naturalness
 hears the vocoder's phase below 1 kHz more than its magnitudes (docs/teacher.md, "What of the vocoder's sound the
 judge hears"), and no other term constrains it.
@@ -247,11 +247,13 @@ def stft_loss(real: Tensor, fake: Tensor) -> Tensor:
 
 
 def phase_loss(real: Tensor, fake: Tensor) -> Tensor:
-    """APNet's three anti-wrapping phase losses between the STFTs (:data:`PHASE_RESOLUTION`) of real and generated
-    audio ``[B, 1, samples]``, summed: instantaneous phase, group delay (its difference along frequency) and
-    instantaneous frequency (along time). Each wrapped difference d counts as ``1 - cos d`` (0 to 2, smooth, blind to
-    whole turns), averaged with the real magnitude as weight (of both bins, the smaller, for a difference), so the
-    harmonics count and the arbitrary phase of silent bins does not."""
+    """Two of APNet's anti-wrapping phase losses between the STFTs (:data:`PHASE_RESOLUTION`) of real and generated
+    audio ``[B, 1, samples]``, summed: group delay (the phase's difference along frequency: a pulse's shape) and
+    instantaneous frequency (along time: each harmonic's frequency from frame to frame). Each wrapped difference d
+    counts as ``1 - cos d`` (0 to 2, smooth, blind to whole turns), averaged with the real magnitude (of both bins,
+    the smaller) as weight, so the harmonics count and the arbitrary phase of silent bins does not. APNet's third,
+    the instantaneous phase itself, is left out: a GAN vocoder's absolute phase is free (the tenth's copy synthesis
+    scores 0.99 on it, chance) and nothing of it is heard, so it would only add a gradient towards the one recording."""
     n_fft, hop = PHASE_RESOLUTION
     window = torch.hann_window(n_fft, device=real.device, dtype=real.dtype)
     r, f = (torch.stft(x.squeeze(1), n_fft, hop, n_fft, window, return_complex=True) for x in (real, fake))
@@ -267,7 +269,7 @@ def phase_loss(real: Tensor, fake: Tensor) -> Tensor:
     def smaller(dim: int) -> Tensor:
         return torch.minimum(weight.narrow(dim, 1, weight.shape[dim] - 1), weight.narrow(dim, 0, weight.shape[dim] - 1))
 
-    return term(uf, ur, weight) + sum(term(along(uf, dim), along(ur, dim), smaller(dim)) for dim in (1, 2))
+    return term(along(uf, 1), along(ur, 1), smaller(1)) + term(along(uf, 2), along(ur, 2), smaller(2))
 
 
 def generator_step_losses(real: Tensor, fake: Tensor, discriminators: Sequence[nn.Module], adversarial: bool,
