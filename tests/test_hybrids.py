@@ -59,3 +59,16 @@ def test_judged_runs_refuse_a_sentence_count_outside_the_held_out_set(module: ob
     with pytest.raises(SystemExit):
         module.main(["--sentences", "99"])  # type: ignore[attr-defined]
     assert "--sentences: 99: the held-out set has 1 to 72" in capsys.readouterr().err
+
+
+def test_phase_distances_of_a_copy_by_band() -> None:
+    teacher = tone(120) + tone(2400)
+    same = hybrids.phase(teacher, teacher.copy(), RATE)
+    assert set(same) == {f"{t}, {b}" for t in ("instantaneous phase", "group delay", "instantaneous frequency")
+                         for b in ("all bins", "below 1000 Hz")}
+    assert max(same.values()) < 1e-3
+    # the upper tone turned half a turn: its absolute phase is off everywhere, but not below 1 kHz
+    turned = hybrids.phase(teacher, tone(120) - tone(2400), RATE)
+    assert turned["instantaneous phase, all bins"] > 0.5 and turned["instantaneous phase, below 1000 Hz"] < 0.01
+    table = hybrids.phase_table({"group delay, all bins": [0.2, 0.4], "group delay, below 1000 Hz": [0.1, 0.1]})
+    assert "| group delay | 0.300 ± 0.100 | 0.100 ± 0.000 |" in table

@@ -17,7 +17,8 @@ lock onto a pitch period instead. Through one STFT (:data:`N_FFT`, :data:`HOP`) 
 
 Both ends pass through the same STFT and back, as controls. A part whose hybrid falls as far as ``y`` carries the
 loss; one whose hybrid stays at ``x`` does not. The report gives each system's mean DistillMOS (± standard error)
-and its paired difference from the teacher; the JSON beside it every score.
+and its paired difference from the teacher, then ``y``'s phase distances from ``x`` (:func:`phase`); the JSON
+beside it every score.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from tts_triton.jobs.tables import markdown_table
 
 #: The hybrids' STFT: 1024 points with a hop of 256 at 22,050 Hz (46 ms, 12 ms), the vocoder's own framing.
 N_FFT, HOP = 1024, 256
+#: The band where the fundamental and the first harmonics are, of the phase distances' second column.
+LOW_HZ = 1000
 #: Bands in Hz, to the judge's Nyquist frequency: the fundamental and first formant, the second, the third and up,
 #: and the fricatives' band.
 BANDS = ((0, 1000), (1000, 2500), (2500, 5000), (5000, 8000))
@@ -70,16 +73,35 @@ def hybrids(x: np.ndarray, y: np.ndarray, rate: int) -> dict[str, np.ndarray]:
     return out
 
 
-def pair(teacher: np.ndarray, copy: Callable[[np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
-    """The hybrids of one teacher clip at SAMPLE_RATE and its copy synthesis by ``copy`` (log-mel -> audio)."""
+def phase(x: np.ndarray, y: np.ndarray, rate: int) -> dict[str, float]:
+    """The phase distances of ``y`` from ``x`` (:func:`~tts_triton.training.hifigan_losses.phase_distances`, what
+    ``train_vocoder --phase-weight`` trains on), over all bins and below :data:`LOW_HZ`, keyed ``"term, band"``."""
+    import torch
+
+    from tts_triton.training.hifigan_losses import PHASE_RESOLUTION, phase_distances
+
+    real, fake = (torch.from_numpy(a.astype(np.float32))[None, None] for a in (x, y))
+    out = {}
+    for band, bins in (("all bins", None), (f"below {LOW_HZ} Hz", int(LOW_HZ * PHASE_RESOLUTION[0] / rate) + 1)):
+        out.update({f"{term}, {band}": float(d) for term, d in phase_distances(real, fake, bins).items()})
+    return out
+
+
+def pair(teacher: np.ndarray, copy: Callable[[np.ndarray], np.ndarray]) -> tuple[dict[str, np.ndarray],
+                                                                                   dict[str, float]]:
+    """The hybrids of one teacher clip at SAMPLE_RATE and its copy synthesis by ``copy`` (log-mel -> audio), and the
+    copy's :func:`phase` distances."""
     from tts_triton.core import audio
 
     y = copy(audio.mel_spectrogram(teacher))[: len(teacher)]
-    return hybrids(teacher, np.pad(y, (0, len(teacher) - len(y))), audio.SAMPLE_RATE)
+    y = np.pad(y, (0, len(teacher) - len(y)))
+    return hybrids(teacher, y, audio.SAMPLE_RATE), phase(teacher, y, audio.SAMPLE_RATE)
 
 
-def measure(checkpoint: Path | None, voice: str, count: int, jobs: int) -> dict[str, list[float]]:
-    """DistillMOS of every hybrid of ``count`` held-out sentences in ``voice``, keyed by label, in table order."""
+def measure(checkpoint: Path | None, voice: str, count: int,
+            jobs: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """DistillMOS of every hybrid of ``count`` held-out sentences in ``voice``, keyed by label, in table order; and
+    the copy synthesis's :func:`phase` distances, sentence by sentence."""
     import torch
 
     from tts_triton.core import audio, contract
@@ -98,15 +120,19 @@ def measure(checkpoint: Path | None, voice: str, count: int, jobs: int) -> dict[
         teachers = [pool.submit(corpus_teacher, s, voice) for s in sentences]
         progress = ProgressLine("hybrids (copy synthesis + judge)", 2 * count)
         futures: dict[str, list[Future[float]]] = {}
+        distances: dict[str, list[float]] = {}
         for teacher in teachers:
-            for label, clip in pair(teacher.result()[1].astype(np.float32), copy).items():
+            mixes, copied = pair(teacher.result()[1].astype(np.float32), copy)
+            for label, clip in mixes.items():
                 futures.setdefault(label, []).append(pool.submit(distillmos, clip, audio.SAMPLE_RATE))
+            for label, value in copied.items():
+                distances.setdefault(label, []).append(value)
             progress.advance(detail="copy synthesis")
         for i in range(count):
             for fs in futures.values():
                 fs[i].result()
             progress.advance(detail="judged")
-    return {label: [f.result() for f in fs] for label, fs in futures.items()}
+    return {label: [f.result() for f in fs] for label, fs in futures.items()}, distances
 
 
 def _se(a: np.ndarray) -> float:
@@ -124,6 +150,18 @@ def table(scores: dict[str, list[float]]) -> str:
     return markdown_table(["system", "DistillMOS", "paired difference from the teacher", "sentences below it"], rows)
 
 
+def phase_table(distances: dict[str, list[float]]) -> str:
+    """Mean ± standard error of each :func:`phase` distance, a row per term and a column per band."""
+    rows: dict[str, dict[str, str]] = {}
+    for label, values in distances.items():
+        term, band = label.split(", ")
+        v = np.asarray(values, dtype=np.float64)
+        rows.setdefault(term, {})[band] = f"{v.mean():.3f} ± {_se(v):.3f}"
+    bands = list(next(iter(rows.values())))
+    return markdown_table(["copy synthesis against the teacher", *bands], [[t, *(r[b] for b in bands)]
+                                                                         for t, r in rows.items()])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tts_triton.evaluate.hybrids", description=__doc__.split("\n")[0])
     add_judged_run_options(p)
@@ -132,15 +170,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     command = shlex.join(["python", "-m", "tts_triton.evaluate.hybrids", *(sys.argv[1:] if argv is None else argv)])
     started = time.monotonic()
-    scores = measure(args.checkpoint, args.voice, args.sentences, args.jobs)
+    scores, distances = measure(args.checkpoint, args.voice, args.sentences, args.jobs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join([
         f"# What of the vocoder's sound the judge hears: {args.checkpoint or 'the shipped checkpoint'}, "
         f"`{args.voice}`", "",
         f"Generated by `{command}` in {time.monotonic() - started:.0f} s, on {args.sentences} held-out sentences "
-        "(neutral preset). DistillMOS: mean ± standard error over sentences.", "", table(scores), ""]))
+        "(neutral preset). DistillMOS: mean ± standard error over sentences.", "", table(scores), "",
+        "Phase distances of the copy synthesis from the teacher (`1 - cos` of each wrapped difference, weighted by the "
+        "teacher's magnitude: 0 equal, 1 unrelated; the group delay and instantaneous frequency are what "
+        "`train_vocoder --phase-weight` trains on), mean ± standard error over sentences:", "",
+        phase_table(distances), ""]))
     args.out.with_suffix(".json").write_text(json.dumps(
-        {"command": command, "sentences": list(HELDOUT_SENTENCES[: args.sentences]), "distillmos": scores}, indent=1))
+        {"command": command, "sentences": list(HELDOUT_SENTENCES[: args.sentences]), "distillmos": scores,
+         "phase": distances}, indent=1))
     print(f"hybrids -> {args.out}")
     return 0
 

@@ -43,6 +43,8 @@ STFT_RESOLUTIONS = ((1024, 120, 600), (2048, 240, 1200), (512, 50, 240))
 PHASE_RESOLUTION = (1024, 256)
 #: Added to squared magnitudes before a bin's phase is taken as a unit vector: keeps silent bins' gradients finite.
 PHASE_EPS = 1e-9
+#: The distances :func:`phase_distances` reports, in its order.
+PHASE_TERMS = ("instantaneous phase", "group delay", "instantaneous frequency")
 
 
 def magnitudes(audio: Tensor, n_fft: int, hop: int, win: int, window: Tensor) -> Tensor:
@@ -246,17 +248,17 @@ def stft_loss(real: Tensor, fake: Tensor) -> Tensor:
     return total / len(STFT_RESOLUTIONS)
 
 
-def phase_loss(real: Tensor, fake: Tensor) -> Tensor:
-    """Two of APNet's anti-wrapping phase losses between the STFTs (:data:`PHASE_RESOLUTION`) of real and generated
-    audio ``[B, 1, samples]``, summed: group delay (the phase's difference along frequency: a pulse's shape) and
-    instantaneous frequency (along time: each harmonic's frequency from frame to frame). Each wrapped difference d
-    counts as ``1 - cos d`` (0 to 2, smooth, blind to whole turns), averaged with the real magnitude (of both bins,
-    the smaller) as weight, so the harmonics count and the arbitrary phase of silent bins does not. APNet's third,
-    the instantaneous phase itself, is left out: a GAN vocoder's absolute phase is free (the tenth's copy synthesis
-    scores 0.99 on it, chance) and nothing of it is heard, so it would only add a gradient towards the one recording."""
+def phase_distances(real: Tensor, fake: Tensor, bins: int | None = None) -> dict[str, Tensor]:
+    """APNet's (Ai and Ling, 2023) three anti-wrapping phase distances between the STFTs (:data:`PHASE_RESOLUTION`)
+    of real and generated audio ``[B, 1, samples]``, over the first ``bins`` frequency bins (default all), keyed by
+    :data:`PHASE_TERMS`: the instantaneous phase, the group delay (its difference along frequency: a pulse's shape)
+    and the instantaneous frequency (along time: each harmonic's frequency from frame to frame). Each wrapped
+    difference d counts as ``1 - cos d`` (0 equal, 1 unrelated, 2 opposite; smooth, blind to whole turns), averaged
+    with the real magnitude (of both bins, the smaller) as weight, so the harmonics count and the arbitrary phase of
+    silent bins does not."""
     n_fft, hop = PHASE_RESOLUTION
     window = torch.hann_window(n_fft, device=real.device, dtype=real.dtype)
-    r, f = (torch.stft(x.squeeze(1), n_fft, hop, n_fft, window, return_complex=True) for x in (real, fake))
+    r, f = (torch.stft(x.squeeze(1), n_fft, hop, n_fft, window, return_complex=True)[:, :bins] for x in (real, fake))
     weight = r.abs()
     ur, uf = (s / torch.sqrt(s.real.square() + s.imag.square() + PHASE_EPS) for s in (r, f))
 
@@ -269,7 +271,16 @@ def phase_loss(real: Tensor, fake: Tensor) -> Tensor:
     def smaller(dim: int) -> Tensor:
         return torch.minimum(weight.narrow(dim, 1, weight.shape[dim] - 1), weight.narrow(dim, 0, weight.shape[dim] - 1))
 
-    return term(along(uf, 1), along(ur, 1), smaller(1)) + term(along(uf, 2), along(ur, 2), smaller(2))
+    return dict(zip(PHASE_TERMS, (term(uf, ur, weight), term(along(uf, 1), along(ur, 1), smaller(1)),
+                                  term(along(uf, 2), along(ur, 2), smaller(2))), strict=True))
+
+
+def phase_loss(real: Tensor, fake: Tensor) -> Tensor:
+    """The group delay and instantaneous frequency of :func:`phase_distances`, summed (0 to 4). The instantaneous
+    phase is left out: a GAN vocoder's absolute phase is free (the tenth's copy synthesis scores 0.99 on it, chance)
+    and nothing of it is heard, so it would only add a gradient towards the one recording."""
+    distances = phase_distances(real, fake)
+    return distances["group delay"] + distances["instantaneous frequency"]
 
 
 def generator_step_losses(real: Tensor, fake: Tensor, discriminators: Sequence[nn.Module], adversarial: bool,
