@@ -85,7 +85,7 @@ class Coalescer:
             asyncio.get_running_loop().call_soon(self._tick, model)
             return
         if self.max_in_flight and self._in_flight[model] >= self.max_in_flight:
-            pending.held = True  # _send's return ticks it again
+            pending.held = True  # _returned ticks it again when one of them is done
             return
         del self._pending[model]
         calls = [(feed, future) for feed, future in pending.calls if not future.done()]  # done: cancelled
