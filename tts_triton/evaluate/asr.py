@@ -26,6 +26,7 @@ import numpy as np
 
 from tts_triton.data.espeak import parse_wav
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
+from tts_triton.evaluate.measures import standard_error
 from tts_triton.jobs.progress import ProgressLine
 
 #: PocketSphinx's default acoustic model is trained on 16 kHz speech.
@@ -359,8 +360,7 @@ def judges_markdown(result: AsrResult) -> list[str]:
              "", "| source | voice | DistillMOS | Whisper tiny.en WER | PocketSphinx WER |", "|---|---|---|---|---|"]
     for source, by_voice in result.mos.items():
         for v, scores in by_voice.items():
-            se = np.std(scores, ddof=1) / np.sqrt(len(scores)) if len(scores) > 1 else 0.0
-            lines.append(f"| {source} | {v or '-'} | {np.mean(scores):.2f} ± {se:.2f} | "
+            lines.append(f"| {source} | {v or '-'} | {np.mean(scores):.2f} ± {standard_error(scores):.2f} | "
                          f"{result.mean_wer(source, v, 'whisper'):.3f} | {result.mean_wer(source, v):.3f} |")
     return lines
 

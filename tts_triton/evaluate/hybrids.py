@@ -34,13 +34,14 @@ from pathlib import Path
 
 import numpy as np
 
+from tts_triton.core import audio
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES, add_judged_run_options
-from tts_triton.evaluate.measures import process_pool
+from tts_triton.evaluate.measures import process_pool, standard_error
 from tts_triton.jobs.progress import ProgressLine
 from tts_triton.jobs.tables import markdown_table
 
-#: The hybrids' STFT: 1024 points with a hop of 256 at 22,050 Hz (46 ms, 12 ms), the vocoder's own framing.
-N_FFT, HOP = 1024, 256
+#: The hybrids' STFT: the vocoder's own framing (1024 points with a hop of 256 at 22,050 Hz: 46 ms, 12 ms).
+N_FFT, HOP = audio.N_FFT, audio.HOP_LENGTH
 #: The band where the fundamental and the first harmonics are, of the phase distances' second column.
 LOW_HZ = 1000
 #: Bands in Hz, to the judge's Nyquist frequency: the fundamental and first formant, the second, the third and up,
@@ -91,8 +92,6 @@ def pair(teacher: np.ndarray, copy: Callable[[np.ndarray], np.ndarray]) -> tuple
                                                                                    dict[str, float]]:
     """The hybrids of one teacher clip at SAMPLE_RATE and its copy synthesis by ``copy`` (log-mel -> audio), and the
     copy's :func:`phase` distances."""
-    from tts_triton.core import audio
-
     y = copy(audio.mel_spectrogram(teacher))[: len(teacher)]
     y = np.pad(y, (0, len(teacher) - len(y)))
     return hybrids(teacher, y, audio.SAMPLE_RATE), phase(teacher, y, audio.SAMPLE_RATE)
@@ -104,7 +103,7 @@ def measure(checkpoint: Path | None, voice: str, count: int,
     the copy synthesis's :func:`phase` distances, sentence by sentence."""
     import torch
 
-    from tts_triton.core import audio, contract
+    from tts_triton.core import contract
     from tts_triton.evaluate.judges import distillmos
     from tts_triton.evaluate.naturalness import corpus_teacher
     from tts_triton.models.checkpoint import resolve
@@ -135,10 +134,6 @@ def measure(checkpoint: Path | None, voice: str, count: int,
     return {label: [f.result() for f in fs] for label, fs in futures.items()}, distances
 
 
-def _se(a: np.ndarray) -> float:
-    return float(a.std(ddof=1) / np.sqrt(len(a))) if len(a) > 1 else 0.0
-
-
 def table(scores: dict[str, list[float]]) -> str:
     """Mean DistillMOS ± standard error per system, and its paired difference from the first (the teacher)."""
     base = np.asarray(next(iter(scores.values())), dtype=np.float64)
@@ -146,7 +141,8 @@ def table(scores: dict[str, list[float]]) -> str:
     for label, values in scores.items():
         v = np.asarray(values, dtype=np.float64)
         d = v - base
-        rows.append([label, f"{v.mean():.2f} ± {_se(v):.2f}", f"{d.mean():+.2f} ± {_se(d):.2f}", f"{(d < 0).sum()}"])
+        rows.append([label, f"{v.mean():.2f} ± {standard_error(v):.2f}", f"{d.mean():+.2f} ± {standard_error(d):.2f}",
+                     f"{(d < 0).sum()}"])
     return markdown_table(["system", "DistillMOS", "paired difference from the teacher", "sentences below it"], rows)
 
 
@@ -156,7 +152,7 @@ def phase_table(distances: dict[str, list[float]]) -> str:
     for label, values in distances.items():
         term, band = label.split(", ")
         v = np.asarray(values, dtype=np.float64)
-        rows.setdefault(term, {})[band] = f"{v.mean():.3f} ± {_se(v):.3f}"
+        rows.setdefault(term, {})[band] = f"{v.mean():.3f} ± {standard_error(v):.3f}"
     bands = list(next(iter(rows.values())))
     return markdown_table(["copy synthesis against the teacher", *bands], [[t, *(r[b] for b in bands)]
                                                                          for t, r in rows.items()])

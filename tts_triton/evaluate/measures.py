@@ -1,5 +1,6 @@
 """The evaluation's measures, which the scripts under ``scripts/`` import too: WORLD/SPTK features, MCD-DTW,
-voice identity and emotion order, the test sentences and the process pool that computes them."""
+voice identity and emotion order, the test sentences and the process pool that computes them, and the standard
+error the judged reports give their means."""
 
 from __future__ import annotations
 
@@ -203,3 +204,9 @@ def run_groups(pool: Executor, label: str, fn: Any,
     """:func:`run_parallel` over every group's arguments at once; the results by group name, in order."""
     results = iter(run_parallel(pool, label, fn, [a for args in groups.values() for a in args]))
     return {name: [next(results) for _ in args] for name, args in groups.items()}
+
+
+def standard_error(values: Sequence[float] | np.ndarray) -> float:
+    """The standard error of the mean of ``values`` (sample deviation over the square root of the count; 0 for one)."""
+    v = np.asarray(values, dtype=np.float64)
+    return float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0

@@ -40,7 +40,7 @@ import numpy as np
 from tts_triton.data.festival import FESTIVAL
 from tts_triton.evaluate.asr import Heard, hear, wer
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES, add_judged_run_options
-from tts_triton.evaluate.measures import process_pool
+from tts_triton.evaluate.measures import process_pool, standard_error
 from tts_triton.jobs.progress import ProgressLine
 from tts_triton.jobs.tables import markdown_table
 
@@ -155,7 +155,7 @@ def summary(sentences: Sequence[str], clips: Sequence[Heard]) -> dict[str, float
     """Mean DistillMOS, its standard error, and each ASR's mean WER over ``clips`` of ``sentences``."""
     mos = np.array([c.mos for c in clips], dtype=np.float64)
     return {"distillmos": float(mos.mean()),
-            "distillmos_se": float(mos.std(ddof=1) / np.sqrt(len(mos))) if len(mos) > 1 else 0.0,
+            "distillmos_se": standard_error(mos),
             "whisper_wer": float(np.mean([wer(s, c.whisper or "") for s, c in zip(sentences, clips, strict=True)])),
             "pocketsphinx_wer": float(np.mean([wer(s, c.transcript) for s, c in zip(sentences, clips, strict=True)]))}
 

@@ -19,6 +19,7 @@ unaffected; a failed request fails each of its callers.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -103,11 +104,12 @@ class Coalescer:
             self._start(model, batch)
 
     def _start(self, model: str, calls: list[tuple[Feed, asyncio.Future[dict[str, np.ndarray]]]]) -> None:
-        self._in_flight[model] += 1
         task = asyncio.ensure_future(self._send(model, calls))
         self._running.add(task)  # the loop holds tasks weakly
+        if self.max_in_flight:
+            self._in_flight[model] += 1
+            task.add_done_callback(functools.partial(self._returned, model))  # also if cancelled: none waits on it
         task.add_done_callback(self._running.discard)
-        task.add_done_callback(lambda _: self._returned(model))  # also if cancelled: held calls must not wait on it
 
     async def _send(self, model: str, calls: list[tuple[Feed, asyncio.Future[dict[str, np.ndarray]]]]) -> None:
         feeds = [feed for feed, _ in calls]
@@ -124,7 +126,7 @@ class Coalescer:
             if not future.done():
                 future.set_result(part)
 
-    def _returned(self, model: str) -> None:
+    def _returned(self, model: str, _: asyncio.Task) -> None:
         """One of ``model``'s requests is done: its held calls, if any, go out now."""
         self._in_flight[model] -= 1
         pending = self._pending.get(model)

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tts_triton.core.audio import mel_spectrogram_torch
+from tts_triton.core.audio import HOP_LENGTH, N_FFT, mel_spectrogram_torch
 from tts_triton.models.hifigan import LRELU_SLOPE, same_padding, weight_norm
 
 #: (real_scores, fake_scores, real_fmaps, fake_fmaps), one entry per sub-discriminator.
@@ -40,7 +40,7 @@ STFT_WEIGHT = 20.0
 #: (n_fft, hop, window) of :func:`stft_loss`: Parallel WaveGAN's three resolutions.
 STFT_RESOLUTIONS = ((1024, 120, 600), (2048, 240, 1200), (512, 50, 240))
 #: (n_fft, hop) of :func:`phase_loss`: the vocoder's own framing (its STFT generator predicts this spectrum).
-PHASE_RESOLUTION = (1024, 256)
+PHASE_RESOLUTION = (N_FFT, HOP_LENGTH)
 #: Added to squared magnitudes before a bin's phase is taken as a unit vector: keeps silent bins' gradients finite.
 PHASE_EPS = 1e-9
 #: The distances :func:`phase_distances` reports, in its order.

@@ -339,8 +339,7 @@ class VocoderRun(TrainingRun):
         return {"variant": self.ckpt.config.vocoder.variant, "batch_size": a.batch_size * self.ranks.world,
                 "segment_frames": a.segment_frames, "lr": a.lr, "gan_start": a.gan_start, "mel_weight": a.mel_weight,
                 "stft_weight": a.stft_weight, "phase_weight": a.phase_weight, "discriminators": a.discriminators,
-                "amp": a.amp,
-                "cuda_graphs": a.cuda_graphs, "ema": a.ema, "half_life": a.half_life,
+                "amp": a.amp, "cuda_graphs": a.cuda_graphs, "ema": a.ema, "half_life": a.half_life,
                 "training_mels": "teacher-forced" if "gta" in self.corpus_summary else "ground truth"}
 
     def checkpoint(self, info: dict[str, Any]) -> Checkpoint:
