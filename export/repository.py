@@ -48,7 +48,6 @@ from tts_triton.core.contract import (
 from tts_triton.core.layout import (
     BATCH_BUDGET,
     BLS_CALL_THREADS,
-    BLS_MAX_IN_FLIGHT,
     CHECKPOINT_NAME,
     CUDA_GRAPHS,
     FIRST_CHUNK_FIRST,
@@ -279,7 +278,6 @@ def bls_parameters(model_config: ModelConfig, bank: VoiceBank, settings: Reposit
         FIRST_CHUNK_FIRST: "true" if settings.first_chunk_first else "false",
         MAX_STREAMS: str(settings.max_streams),
         BLS_CALL_THREADS: str(settings.bls_call_threads),
-        BLS_MAX_IN_FLIGHT: str(settings.bls_max_in_flight),
         NETWORK_MAX_BATCH: json.dumps(settings.max_batch_sizes(), separators=(",", ":")),
     }
 

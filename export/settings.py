@@ -101,10 +101,6 @@ class RepositorySettings:
     #: stub's default executor for ``tts`` (cpu_count + 4 threads, at most 32), 64 for ``tts_offline``. Keep it below
     #: the server's ``--backend-config=python,thread-pool-size`` (32 by default).
     bls_call_threads: int = 0
-    #: The most merged requests per network each BLS process keeps in flight; its streams' calls beyond them wait
-    #: and go together, so requests grow with the load (:class:`~tts_triton.serving.coalesce.Coalescer`). 0: no
-    #: bound.
-    bls_max_in_flight: int = 0
 
     @classmethod
     def for_target(cls, target: str, **overrides: Any) -> RepositorySettings:
@@ -148,8 +144,6 @@ class RepositorySettings:
             raise ValueError(f"max_streams must be >= 0 (0: no bound), got {self.max_streams}")
         if self.bls_call_threads < 0:
             raise ValueError(f"bls_call_threads must be >= 0 (0: the default), got {self.bls_call_threads}")
-        if self.bls_max_in_flight < 0:
-            raise ValueError(f"bls_max_in_flight must be >= 0 (0: no bound), got {self.bls_max_in_flight}")
         if self.steps_per_call is not None and self.steps_per_call < 1:
             raise ValueError(f"steps_per_call must be >= 1, got {self.steps_per_call}")
         for name, net in self.networks.items():

@@ -115,11 +115,10 @@ def bls(pb: Any, checkpoint: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     bank = from_styles({("f1", "neutral"): np.zeros(checkpoint.config.style.dim)}, "f1", "neutral")
     models = []
 
-    def make(decoupled: bool = True, max_streams: int = 0, instances: int = 1, call_threads: int = 0,
-             in_flight: int = 0) -> Any:
+    def make(decoupled: bool = True, max_streams: int = 0, instances: int = 1, call_threads: int = 0) -> Any:
         name = contract.TTS if decoupled else contract.TTS_OFFLINE
         settings = repo_mod.RepositorySettings(bls_instances=instances, max_streams=max_streams,
-                                               bls_call_threads=call_threads, bls_max_in_flight=in_flight)
+                                               bls_call_threads=call_threads)
         params = repo_mod.bls_parameters(checkpoint.config, bank, settings, "test")
         config = repo_mod._bls_config(contract.tts_spec(checkpoint.config, name), decoupled, params, settings)
         model = bls_module.TritonPythonModel()
@@ -246,16 +245,6 @@ def test_bls_calls_run_on_the_configured_thread_pool(bls: Any, decoupled: bool, 
             time.sleep(0.01)
     assert_ends_with_one_final(request)
     assert threads and threads[0].startswith(pool), threads
-
-
-@pytest.mark.parametrize("decoupled", [True, False])
-def test_bls_requests_in_flight_bound_reaches_both_coalescers(bls: Any, decoupled: bool) -> None:
-    model = bls(decoupled=decoupled, in_flight=1)
-    assert model.backend.max_in_flight == model.timing_backend.max_in_flight == 1
-    request = fake.Request({"TEXT": text(TEXT)})
-    if decoupled:
-        run(model, request)
-        assert_ends_with_one_final(request)
 
 
 def test_bls_cancel_mid_stream_ends_with_final_and_no_error(bls: Any) -> None:

@@ -5,6 +5,7 @@ ratios, goals from a file, the plot and the JSON."""
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import math
 from pathlib import Path
@@ -22,6 +23,7 @@ from tts_triton.bench.report import (
     RATIO_HEADERS,
     Report,
     ratio_row,
+    read_bench_text,
     reference_level,
     render_markdown,
     report_json,
@@ -210,6 +212,13 @@ def test_reference_run_scales_the_best_aggregate() -> None:
     rows = GOALS.rows(RunNumbers(SERVED, EAGER, reference=reference))
     assert rows[-1][1:] == ["1.88x (reference: 800x at concurrency 64)", "yes"]  # 1500 / 800
     assert len(GOALS.rows(RunNumbers(SERVED, EAGER))) == len(rows) - 1
+
+
+def test_a_bench_json_reads_the_same_plain_or_gzipped(tmp_path: Path) -> None:
+    text = report_json(_report(trained=True))
+    (tmp_path / "bench.json").write_text(text)
+    (tmp_path / "bench.json.gz").write_bytes(gzip.compress(text.encode()))
+    assert read_bench_text(tmp_path / "bench.json") == read_bench_text(tmp_path / "bench.json.gz") == text
 
 
 def test_render_markdown_with_baseline_memory_and_soak() -> None:

@@ -321,8 +321,6 @@ def test_bad_inputs_are_rejected(sources, tmp_path: Path) -> None:
         build(sources, tmp_path / "c", settings=partial)
     with pytest.raises(ValueError, match="bls_call_threads must be >= 0"):
         build(sources, tmp_path / "c", settings=RepositorySettings(bls_call_threads=-1))
-    with pytest.raises(ValueError, match="bls_max_in_flight must be >= 0"):
-        build(sources, tmp_path / "c", settings=RepositorySettings(bls_max_in_flight=-1))
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 

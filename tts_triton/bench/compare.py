@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tts_triton.bench.report import read_bench_text
 from tts_triton.bench.stats import LevelSummary, ModelDelta
 from tts_triton.jobs.tables import markdown_table, print_report
 
@@ -62,12 +63,12 @@ def compare(before: dict[str, Any], after: dict[str, Any], labels: Sequence[str]
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tts_triton.bench.compare", description=__doc__.split("\n")[0])
-    p.add_argument("before", type=Path, help="bench.json of the earlier tree")
+    p.add_argument("before", type=Path, help="bench.json (or bench.json.gz) of the earlier tree")
     p.add_argument("after", type=Path, help="bench.json of the later tree")
     p.add_argument("--labels", nargs=2, default=("before", "after"), metavar=("BEFORE", "AFTER"))
     p.add_argument("--out", type=Path, help="also write the Markdown here")
     args = p.parse_args(argv)
-    text = compare(json.loads(args.before.read_text()), json.loads(args.after.read_text()), args.labels)
+    text = compare(*(json.loads(read_bench_text(path)) for path in (args.before, args.after)), args.labels)
     print_report(text, args.out)
     return 0
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tts_triton.bench.goals import Goals, RunNumbers
@@ -36,6 +38,7 @@ __all__ = [
     "model_row",
     "opening_row",
     "ratio_row",
+    "read_bench_text",
     "reference_level",
     "render_markdown",
     "report_json",
@@ -92,6 +95,12 @@ def level_line(s: LevelSummary, runtime: str) -> str:
             f"RTF mean {_num(s.rtf_mean, 3)}; "
             f"{_num(s.audio_per_second, 1)} audio s/s; CPU busy {_num(s.cpu_busy)} % (bench {_num(s.cpu_own)} %)"
             + cache)
+
+
+def read_bench_text(path: Path) -> str:
+    """A ``bench.json``'s text, read as the bench wrote it or gzip-compressed (a name ending in ``.gz``: how the
+    repository keeps a run's, docs/records/bench/h200/)."""
+    return gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
 
 
 def reference_level(report_json_text: str, p99_ms: float) -> LevelSummary | None:

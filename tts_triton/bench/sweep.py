@@ -52,6 +52,7 @@ from tts_triton.bench.report import (
     level_line,
     level_row,
     model_row,
+    read_bench_text,
     reference_level,
     render_markdown,
     report_json,
@@ -418,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         say("eager baseline: not measured (--baseline-device none, or auto without CUDA)")
     try:
         p99 = goals.reference_p99_ms(SOAK_P99_MS) if goals else SOAK_P99_MS
-        reference = reference_level(args.reference.read_text(), p99) if args.reference else None
+        reference = reference_level(read_bench_text(args.reference), p99) if args.reference else None
     except (OSError, ValueError, KeyError, TypeError) as err:
         parser().error(f"--reference {args.reference}: not a bench.json ({type(err).__name__}: {err})")
     ratios = args.repeat_ratio or [None]

@@ -21,7 +21,7 @@ from tts_triton.core.contract import CACHE_PARAMETER
 from tts_triton.errors import InvalidInput
 
 #: Build settings that change only speed, never the audio: left out so that differently tuned servers share.
-THROUGHPUT_SETTINGS = ("networks", "bls_instances", "bls_call_threads", "bls_max_in_flight")
+THROUGHPUT_SETTINGS = ("networks", "bls_instances", "bls_call_threads")
 #: Manifest entries that determine audio.
 MANIFEST_KEYS = ("checkpoint_sha256", "voice_bank_sha256", "target", "tts_triton_version")
 

@@ -35,9 +35,6 @@ MAX_STREAMS = "max_streams"
 #: :class:`~tts_triton.triton.utils.CallThreads`); ``"0"``: the stub's default (``tts``) or
 #: ``OFFLINE_BLS_THREADS`` (``tts_offline``).
 BLS_CALL_THREADS = "bls_call_threads"
-#: ``tts`` / ``tts_offline``: the most merged requests per network one process keeps in flight; calls beyond them
-#: wait and go together (:class:`~tts_triton.serving.coalesce.Coalescer`'s ``max_in_flight``); ``"0"``: no bound.
-BLS_MAX_IN_FLIGHT = "bls_max_in_flight"
 #: ``tts`` / ``tts_offline``: JSON ``{network or ensemble: Triton max_batch_size}``, the most rows one request of
 #: the BLS's merged network calls may carry (:class:`~tts_triton.serving.coalesce.Coalescer`).
 NETWORK_MAX_BATCH = "network_max_batch"

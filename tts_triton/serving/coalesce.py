@@ -9,17 +9,13 @@ passes without a new one) are merged into as few requests as their shapes allow
 (:func:`~tts_triton.engine.batching.batch_groups`, zero-padded along the network's masked axes like the
 network model itself does), at most ``max_rows`` rows each, and each stream gets its own rows back. While
 only one stream is open, its calls go straight through (nobody could join them, and a wait would delay its
-first chunk); otherwise a lone call goes out one loop iteration later, microseconds. With ``max_in_flight``, calls
-to a model that already has that many requests in flight wait until one of them returns and then go together:
-under load the merged requests grow with the streams (fewer, larger requests for the same rows), while a call that
-finds fewer in flight goes out as before. A stream whose call was cancelled gets nothing and the others are
-unaffected; a failed request fails each of its callers.
+first chunk); otherwise a lone call goes out one loop iteration later, microseconds. A stream whose call was
+cancelled gets nothing and the others are unaffected; a failed request fails each of its callers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -41,7 +37,6 @@ class _Pending:
     calls: list[tuple[Feed, asyncio.Future[dict[str, np.ndarray]]]] = field(default_factory=list)
     seen: int = 0  # calls when the tick was scheduled: more by the time it runs, and it waits another iteration
     deferrals: int = 0
-    held: bool = False  # waiting for one of the model's requests in flight to return
 
 
 class Coalescer:
@@ -50,20 +45,15 @@ class Coalescer:
     ``specs`` names the models it may merge (their masked axes say which shapes pad together) and
     ``max_rows`` each one's most rows per request (Triton's ``max_batch_size``); calls to any other model
     go straight through, and so does every call while ``streams()`` (the streams open on this loop, if
-    given) is at most 1. ``max_in_flight`` (0: no bound) holds a model's collected calls while it has that many
-    merged requests in flight. All calls must come from one event loop."""
+    given) is at most 1. All calls must come from one event loop."""
 
     def __init__(self, backend: InferBackend, specs: Mapping[str, ModelSpec], max_rows: Mapping[str, int],
-                 streams: Callable[[], int] | None = None, max_in_flight: int = 0) -> None:
-        if max_in_flight < 0:
-            raise ValueError(f"max_in_flight must be >= 0 (0: no bound), got {max_in_flight}")
+                 streams: Callable[[], int] | None = None) -> None:
         self.backend = backend
         self.streams = streams
         self.padding = {name: Padding.of(spec) for name, spec in specs.items() if name in max_rows}
         self.max_rows = dict(max_rows)
-        self.max_in_flight = max_in_flight
         self._pending: dict[str, _Pending] = {}
-        self._in_flight = dict.fromkeys(self.padding, 0)
         self._running: set[asyncio.Task] = set()
 
     async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -85,9 +75,6 @@ class Coalescer:
             pending.seen, pending.deferrals = len(pending.calls), pending.deferrals + 1
             asyncio.get_running_loop().call_soon(self._tick, model)
             return
-        if self.max_in_flight and self._in_flight[model] >= self.max_in_flight:
-            pending.held = True  # _returned ticks it again when one of them is done
-            return
         del self._pending[model]
         calls = [(feed, future) for feed, future in pending.calls if not future.done()]  # done: cancelled
         if not calls:
@@ -106,9 +93,6 @@ class Coalescer:
     def _start(self, model: str, calls: list[tuple[Feed, asyncio.Future[dict[str, np.ndarray]]]]) -> None:
         task = asyncio.ensure_future(self._send(model, calls))
         self._running.add(task)  # the loop holds tasks weakly
-        if self.max_in_flight:
-            self._in_flight[model] += 1
-            task.add_done_callback(functools.partial(self._returned, model))  # also if cancelled: none waits on it
         task.add_done_callback(self._running.discard)
 
     async def _send(self, model: str, calls: list[tuple[Feed, asyncio.Future[dict[str, np.ndarray]]]]) -> None:
@@ -125,11 +109,3 @@ class Coalescer:
         for (_, future), part in zip(calls, parts, strict=True):
             if not future.done():
                 future.set_result(part)
-
-    def _returned(self, model: str, _: asyncio.Task) -> None:
-        """One of ``model``'s requests is done: its held calls, if any, go out now."""
-        self._in_flight[model] -= 1
-        pending = self._pending.get(model)
-        if pending is not None and pending.held:
-            pending.held, pending.deferrals = False, MAX_DEFERRALS  # they waited long enough
-            asyncio.get_running_loop().call_soon(self._tick, model)

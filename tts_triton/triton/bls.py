@@ -73,7 +73,6 @@ from tts_triton.core import audio, contract
 from tts_triton.core.config import STREAMING, ModelConfig
 from tts_triton.core.layout import (
     BLS_CALL_THREADS,
-    BLS_MAX_IN_FLIGHT,
     FIRST_CHUNK_FIRST,
     MAX_STREAMS,
     MODEL_CONFIG,
@@ -161,11 +160,9 @@ class TritonPythonModel:
         def streams() -> int:
             return self.admission.active
 
-        in_flight = int_parameter(config, BLS_MAX_IN_FLIGHT, 0)
-        self.backend = Coalescer(BlsBackend(specs), specs, max_rows, streams, in_flight)
+        self.backend = Coalescer(BlsBackend(specs), specs, max_rows, streams)
         # for requests that want WORDS
-        self.timing_backend = Coalescer(BlsBackend(specs, frozenset({contract.ALIGNMENT})), specs, max_rows, streams,
-                                        in_flight)
+        self.timing_backend = Coalescer(BlsBackend(specs, frozenset({contract.ALIGNMENT})), specs, max_rows, streams)
         labels = {"model": self.name}
         # Open requests: a scaling signal that rises with load even though the async BLS queues nothing.
         self.active_family = pb_utils.MetricFamily(
