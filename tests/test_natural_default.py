@@ -84,11 +84,14 @@ def test_twelve_voices_take_sixty_sentences_to_cover_every_pair() -> None:
 
 def test_plan_measures_each_pair_in_the_narrower_band() -> None:
     work = run.EvaluationPlan.select(10, ["f1", "slt"], ["f1", "slt"])
-    f1_item = next(i for i in work.items if i.voice == "f1")
-    slt_item = next(i for i in work.items if i.voice == "slt")
+    f1_item = next(i for i in work.items if i.voice == "f1" and i.emotion != "neutral")
+    slt_item = next(i for i in work.items if i.voice == "slt" and i.emotion != "neutral")
     band = flite.VOICE_RATE
     # the output against each voice: whole band against espeak-ng, flite's band against slt (already in it)
     assert [(b, r.voice.name, r.band) for b, r in work.own(f1_item)] == [(None, "f1", None), (band, "slt", None)]
+    # ... but the whole band against slt's neutral, which festival renders
+    neutral = next(i for i in work.items if i.voice == "slt" and i.emotion == "neutral")
+    assert [(b, r.voice.name, r.band) for b, r in work.own(neutral)] == [(None, "f1", None), (None, "slt", None)]
     # the teachers' own gap: espeak-ng's rendering band-limited to meet flite's
     assert [(a.voice.name, a.band, b.voice.name, b.band) for a, b in work.gap(f1_item)] == [("f1", band, "slt", None)]
     assert [(a.voice.name, a.band, b.voice.name, b.band) for a, b in work.gap(slt_item)] == [("slt", None, "f1", band)]
@@ -108,8 +111,10 @@ def test_reference_keys_keep_espeak_ngs_cache_and_tell_teachers_and_bands_apart(
            measures.FEATURE_SETTINGS)
     assert f1.key(versions) == hashlib.sha256(repr(old).encode()).hexdigest()[:32]  # the features cached so far
     slt = run.Reference("Hi there.", CORPUS_VOICES["slt"], e)
-    keys = {f1.key(versions), f1.in_band(flite.VOICE_RATE).key(versions), slt.key(versions)}
-    assert len(keys) == 3 and slt.in_band(flite.VOICE_RATE) == slt
+    slt_neutral = run.Reference("Hi there.", CORPUS_VOICES["slt"], EMOTIONS["neutral"])  # festival renders it
+    keys = {f1.key(versions), f1.in_band(flite.VOICE_RATE).key(versions), slt.key(versions), slt_neutral.key(versions),
+            slt_neutral.in_band(flite.VOICE_RATE).key(versions)}
+    assert len(keys) == 5 and slt.in_band(flite.VOICE_RATE) == slt
 
 
 def _evaluation(voices: list[str], default_voice: str) -> run.Evaluation:

@@ -154,13 +154,14 @@ def band_limit(samples: np.ndarray, band_rate: int | None) -> np.ndarray:
     return resample(resample(samples, audio.SAMPLE_RATE, band_rate), band_rate, audio.SAMPLE_RATE)
 
 
-def teacher_band(voice: str) -> int | None:
-    """The rate a corpus voice's teacher speaks at when it is below SAMPLE_RATE (flite: 16 kHz), else None: MCD
-    to its rendering is taken in that band, which an empty 8-11 kHz band would otherwise dominate."""
+def teacher_band(voice: str, emotion: str) -> int | None:
+    """The rate the teacher that renders a corpus voice in ``emotion`` speaks at when it is below SAMPLE_RATE
+    (flite: 16 kHz), else None: MCD to its rendering is taken in that band, which an empty 8-11 kHz band would
+    otherwise dominate. A voice's teachers may differ by emotion (``slt``: festival, full band, for neutral)."""
     from tts_triton.data.flite import VOICE_RATE
-    from tts_triton.data.prosody import CORPUS_VOICES, FLITE
+    from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, FLITE, teacher_of
 
-    return VOICE_RATE if CORPUS_VOICES[voice].teacher == FLITE else None
+    return VOICE_RATE if teacher_of(CORPUS_VOICES[voice], EMOTIONS[emotion])[0] == FLITE else None
 
 
 def hear(samples: np.ndarray, rate: int, cepstra: bool, band_rate: int | None = None, judges: bool = False) -> Heard:
@@ -271,7 +272,7 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
             for s in sentences:
                 clip = asyncio.run(synthesize(backend, ckpt.config, s, styles[v]))
                 futures[MODEL][v].append(pool.submit(hear, clip.audio, audio.SAMPLE_RATE, measure_mcd,
-                                                      teacher_band(v), judges))
+                                                      teacher_band(v, emotion), judges))
                 progress.advance(detail=f"model {v}")
             if copy:  # on the teacher's clip, rendered by the worker that heard it
                 futures[COPY][v] = []
@@ -279,8 +280,8 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
                     samples = teacher.result().samples
                     assert samples is not None  # teacher_heard was asked to keep them
                     clip = copy_synthesis(stages[contract.VOCODER].vocode, samples)
-                    futures[COPY][v].append(pool.submit(hear, clip, audio.SAMPLE_RATE, measure_mcd, teacher_band(v),
-                                                         judges))
+                    futures[COPY][v].append(pool.submit(hear, clip, audio.SAMPLE_RATE, measure_mcd,
+                                                         teacher_band(v, emotion), judges))
                     progress.advance(detail=f"vocoder {v}")
         heard: dict[str, dict[str, list[Heard]]] = {}
         for source, by_voice in futures.items():

@@ -20,7 +20,7 @@ import numpy as np
 from tts_triton.core import audio, contract
 from tts_triton.core.paths import cache_dir
 from tts_triton.data import espeak, flite
-from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, ESPEAK_NG, FLITE, Emotion, Voice, render
+from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, ESPEAK_NG, FLITE, Emotion, Voice, render, teacher_of
 from tts_triton.evaluate.asr import band_limit, teacher_band
 from tts_triton.evaluate.figures import write_plots, write_samples
 from tts_triton.evaluate.measures import (
@@ -91,13 +91,15 @@ class Reference:
                                    FEATURE_SETTINGS)
         if v.teacher != ESPEAK_NG:  # espeak-ng's keys predate the other teachers
             fields += (v.teacher, v.f0_hz, v.f0_sd_hz)
+        if (rendered_by := teacher_of(v, e)) != (v.teacher, v.speaker):  # slt's neutral: festival, not flite
+            fields += (("rendered by", *rendered_by),)
         if self.band is not None:
             fields += (("band", self.band),)
         return hashlib.sha256(repr(fields).encode()).hexdigest()[:32]
 
     def in_band(self, band: int | None) -> Reference:
         """This rendering with its features taken in ``band``; band None when the teacher speaks no wider."""
-        own = teacher_band(self.voice.name) if self.voice.name in CORPUS_VOICES else None
+        own = teacher_band(self.voice.name, self.emotion.name) if self.voice.name in CORPUS_VOICES else None
         return replace(self, band=band if band is not None and (own is None or band < own) else None)
 
 
@@ -230,21 +232,21 @@ class EvaluationPlan:
 
     def own(self, item: Item) -> list[tuple[int | None, Reference]]:
         """Per identity voice: (the band the output is measured in, that voice's rendering of the item)."""
-        return [(teacher_band(v), target_reference(item, v).in_band(teacher_band(v))) for v in self.identity_voices]
+        bands = [teacher_band(v, item.emotion) for v in self.identity_voices]
+        return [(b, target_reference(item, v).in_band(b)) for v, b in zip(self.identity_voices, bands, strict=True)]
 
     def gap(self, item: Item) -> list[tuple[Reference, Reference]]:
         """The item's target rendering beside each other identity voice's, both in the narrower band."""
         pairs = []
         for v in self.identity_voices:
             if v != item.voice:
-                band = narrower(teacher_band(item.voice), teacher_band(v))
+                band = narrower(teacher_band(item.voice, item.emotion), teacher_band(v, item.emotion))
                 pairs.append((target_reference(item).in_band(band), target_reference(item, v).in_band(band)))
         return pairs
 
     def synthesized(self) -> list[tuple[Item, int | None]]:
         """Every (synthesized item, band) whose features the evaluation needs (the whole band for F0)."""
-        bands = dict.fromkeys([None, *map(teacher_band, self.identity_voices)])
-        return list(dict.fromkeys([*((i, b) for i in self.items for b in bands),
+        return list(dict.fromkeys([*((i, b) for i in self.items for b in [None, *(band for band, _ in self.own(i))]),
                                    *((i, None) for i in self.by_emotion)]))
 
     def references(self) -> list[Reference]:
@@ -286,7 +288,7 @@ def measure(work: EvaluationPlan, synths: Mapping[Item, Clip], copies: Mapping[I
         with timed(timings, "synthesized features"):
             clips = run_groups(pool, "synthesized features", band_features,
                                {"synth": [(synths[i].audio, band) for i, band in keys],
-                                "copy": [(c, teacher_band(i.voice)) for i, c in copies.items()]})
+                                "copy": [(c, teacher_band(i.voice, i.emotion)) for i, c in copies.items()]})
         synth_feats = dict(zip(keys, clips["synth"], strict=True))
         copy_feats = dict(zip(copies, clips["copy"], strict=True))
         speech = {r: f.speech for r, f in ref_feats.items()}
