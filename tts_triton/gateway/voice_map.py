@@ -7,8 +7,8 @@ presets). ``alloy``, the name OpenAI's examples use, and OpenAI's female voices 
 :data:`SERVER_DEFAULT`: the server's default voice, whichever its voice bank names (the shipped bank's is ``slt``,
 its natural voice, taught by flite and festival; the espeak-ng-taught ``f1``-``f5`` keep their own names). OpenAI's
 male voices map to the espeak-ng-taught males, each name its own: the shipped natural male ``kal16`` (asked for by
-its name) is still served less natural than they are (DistillMOS 1.91 against m1's 2.80 on 30 held-out sentences,
-docs/records/eval/candidate10-naturalness*.md; its copy synthesis loses the most, docs/teacher.md). When the bank
+its name) is still served less natural than they are (DistillMOS 1.93 against m1's 2.87 on 30 held-out sentences,
+docs/records/eval/candidate12-naturalness*.md; its copy synthesis loses the most, docs/teacher.md). When the bank
 has none of a name's presets, the default voice answers, so the table keeps working with any voice bank; any other
 name is a 400 naming ``voice``.
 (``instructions``: :mod:`.instructions`.)
