@@ -45,12 +45,19 @@ def uvicorn_config(config: GatewayConfig, *, host: str = "127.0.0.1", port: int 
         log.warning("the open-file limit holds %d connections, not the %d asked for: the cap is %d",
                     cap, config.max_connections, cap)
     door = FrontDoor(config.header_timeout_s, cap, config.retry_after_s, app.state.gateway.metrics)
-    return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on",
-                          timeout_graceful_shutdown=10, timeout_keep_alive=config.keep_alive_s,  # type: ignore[arg-type]
-                          http=functools.partial(GatewayProtocol, door=door),  # type: ignore[arg-type]
-                          ws_max_size=config.max_body_bytes,
-                          ssl_certfile=None if tls is None else str(tls.certfile),
-                          ssl_keyfile=None if tls is None else str(tls.keyfile))
+    settings = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on",
+                              timeout_graceful_shutdown=10, timeout_keep_alive=config.keep_alive_s,  # type: ignore[arg-type]
+                              http=functools.partial(GatewayProtocol, door=door),  # type: ignore[arg-type]
+                              ws_max_size=config.max_body_bytes,
+                              ssl_certfile=None if tls is None else str(tls.certfile),
+                              ssl_keyfile=None if tls is None else str(tls.keyfile))
+    if tls is not None:
+        settings.load()  # makes settings.ssl (uvicorn's Server.run loads a config only once)
+        # No TLS 1.3 session tickets: with them, the request of websockets' sync client (the ElevenLabs SDK's)
+        # never reached the app on 1 in 5 to 225 handshakes on a loaded host, and the client waited until the head
+        # deadline closed the connection; without them 0 in 1,000 (scripts/tls_handshakes.py)
+        settings.ssl.num_tickets = 0
+    return settings
 
 
 def serve(config: GatewayConfig, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info",
@@ -70,6 +77,11 @@ class BackgroundGateway:
         self.url = f"{'http' if tls is None else 'https'}://{host}:{port}"
         self._server = uvicorn.Server(uvicorn_config(config, host=host, port=port, log_level="warning", tls=tls))
         self._thread = threading.Thread(target=self._server.run, name=f"gateway-{port}", daemon=True)
+
+    @property
+    def settings(self) -> uvicorn.Config:
+        """uvicorn's settings of this gateway (:func:`uvicorn_config`), to adjust before :meth:`start`."""
+        return self._server.config
 
     def start(self, timeout: float = 30.0) -> BackgroundGateway:
         self._thread.start()
