@@ -14,42 +14,17 @@ setting fails.
 from __future__ import annotations
 
 import argparse
-import datetime
-import ipaddress
 import ssl
 import tempfile
 import time
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import connect
 
 from tts_triton.gateway import GatewayConfig
-from tts_triton.gateway.server import BackgroundGateway, TlsFiles
+from tts_triton.gateway.server import BackgroundGateway, self_signed
 from tts_triton.ops.triton_server import free_port
-
-
-def self_signed(folder: Path) -> TlsFiles:
-    """A certificate and key for localhost and 127.0.0.1 in ``folder``."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-            .sign(key, hashes.SHA256()))
-    files = TlsFiles(folder / "cert.pem", folder / "key.pem")
-    files.certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    files.keyfile.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                serialization.NoEncryption()))
-    return files
 
 
 def main() -> int:

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
-import datetime
 import functools
-import ipaddress
 import json
 import re
 import ssl
@@ -19,17 +17,13 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from elevenlabs.client import ElevenLabs
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
 from tts_triton.client import TTSClient
 from tts_triton.gateway import GatewayConfig
-from tts_triton.gateway.server import BackgroundGateway, TlsFiles
+from tts_triton.gateway.server import BackgroundGateway, TlsFiles, self_signed
 from tts_triton.gateway.sessions import SessionLimits
 from tts_triton.gateway.voice_map import VoiceMap
 from tts_triton.ops.triton_server import TritonServer, free_port
@@ -55,22 +49,7 @@ def tokens(text: str) -> list[str]:
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
     """A self-signed certificate for localhost and 127.0.0.1."""
-    folder = tmp_path_factory.mktemp("tls")
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-            .sign(key, hashes.SHA256()))
-    files = TlsFiles(folder / "cert.pem", folder / "key.pem")
-    files.certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    files.keyfile.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                serialization.NoEncryption()))
-    return files
+    return self_signed(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from .protocol import FrontDoor, GatewayProtocol, raise_fd_limit
 
 log = logging.getLogger("tts_triton.gateway")
 
-__all__ = ["BackgroundGateway", "TlsFiles", "serve", "uvicorn_config"]
+__all__ = ["BackgroundGateway", "TlsFiles", "self_signed", "serve", "uvicorn_config"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,34 @@ class TlsFiles:
 
     certfile: Path
     keyfile: Path
+
+
+def self_signed(folder: Path) -> TlsFiles:
+    """A self-signed certificate for localhost and 127.0.0.1, valid for a day, and its key, written into ``folder``:
+    for tests and local trials (clients trust it by its file). Needs ``cryptography`` (the test extra)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+            .sign(key, hashes.SHA256()))
+    files = TlsFiles(folder / "cert.pem", folder / "key.pem")
+    files.certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    files.keyfile.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                serialization.NoEncryption()))
+    return files
 
 
 def uvicorn_config(config: GatewayConfig, *, host: str = "127.0.0.1", port: int = 8080,
