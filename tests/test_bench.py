@@ -119,11 +119,12 @@ def test_run_level_measures_after_each_workers_opening_request() -> None:
 
 
 def test_uncapped_level_holds_its_window_and_measures_at_least_the_minimum() -> None:
-    # 4 streams of 5 ms each for a 0.3 s window: about 240 starts, far more than the old cap of 8 x concurrency
+    # 4 streams of 5 ms each for a 1 s window: about 800 starts, far more than the old cap of 8 x concurrency even
+    # on a starved CI host (a 0.3 s window there got 32, the cap itself)
     level = asyncio.run(LoadLevel(ScriptedClient(0.001, 0.005), Workload(), concurrency=4, requests=None,
-                                  seconds=0.3, grace=5).run())
+                                  seconds=1.0, grace=5).run())
     measured = sorted(r.start for r in level.records if r.measured)
-    assert len(measured) > 8 * 4 and measured[-1] - measured[0] == pytest.approx(0.3, abs=0.1)
+    assert len(measured) > 8 * 4 and measured[-1] - measured[0] == pytest.approx(1.0, abs=0.1)
     slow = asyncio.run(LoadLevel(ScriptedClient(0.001, 0.002), Workload(), concurrency=1, requests=None,
                                  seconds=0.0, grace=5).run())
     assert sum(r.measured for r in slow.records) == MIN_MEASURED  # a window too short for a p99 still gets these
