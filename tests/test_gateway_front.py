@@ -19,6 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect as ws_connect
 
 from tts_triton.gateway import GatewayConfig
 from tts_triton.gateway.server import BackgroundGateway
@@ -203,6 +205,23 @@ def test_4000_half_open_connections_leave_it_serving_and_connections_over_the_ca
         assert len(refused) == over // 2 and all(a.startswith(b"HTTP/1.1 200 ") for a in answers if a not in refused)
         assert all(b"retry-after: 1" in a and _error_body(a)["code"] == "too_many_connections" for a in refused)
         assert _metric(gateway, "tts_gateway_connections_refused_total") == over // 2
+
+
+def test_a_websocket_over_the_connection_cap_is_refused_too() -> None:
+    """uvicorn hands a WebSocket upgrade to the app itself, past the protocol's refusal; the cap holds for it too.
+    No Triton behind: the refusal comes before any session."""
+    config = GatewayConfig(triton_endpoints=(f"127.0.0.1:{free_port()}",), max_connections=1)
+    with BackgroundGateway(config, port=free_port()) as gateway:
+        held = _connect(gateway)  # accepted first: the listening socket hands connections over in order
+        try:
+            held.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: t\r\n")
+            url = gateway.url.replace("http", "ws", 1) + "/v1/text-to-speech/alloy/stream-input"
+            with pytest.raises(InvalidStatus) as refused:
+                ws_connect(url, open_timeout=30).close()
+        finally:
+            held.close()
+    response = refused.value.response
+    assert response.status_code == 503 and json.loads(response.body)["error"]["code"] == "too_many_connections"
 
 
 def test_the_openapi_document_holds_under_fuzzing(door: BackgroundGateway) -> None:

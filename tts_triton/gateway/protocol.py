@@ -103,6 +103,10 @@ class GatewayProtocol(H11Protocol):
         if self.conn.their_state is not h11.IDLE:
             self._disarm()  # the head is complete (or the connection failed or was upgraded)
 
+    def _should_upgrade(self) -> bool:
+        # over the cap a WebSocket handshake gets the refusal too: uvicorn hands an upgrade to the app itself
+        return self.app is not self.door.refusal and super()._should_upgrade()
+
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         self._disarm()
         self.door.metrics.connections.dec()  # the WebSocket protocol takes the connection over
