@@ -30,7 +30,8 @@ from tts_triton.ops.triton_server import TritonServer, free_port
 
 KEY = "xi-test-key"
 #: a handshake's deadline: websockets' 10 s default ran out once on a clean-clone CI run (2 cores, the other
-#: test worker exporting ONNX); these tests judge the sessions' messages, not the handshake's speed
+#: test worker exporting ONNX; most likely the TLS session tickets the gateway no longer sends,
+#: test_the_tls_gateway_sends_no_session_tickets); these tests judge the sessions' messages, not the handshake's speed
 HANDSHAKE_S = 30
 connect = functools.partial(ws_connect, open_timeout=HANDSHAKE_S)
 #: The SDK's own handling of a closed socket reads this deprecated attribute of websockets.

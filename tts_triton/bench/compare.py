@@ -64,7 +64,7 @@ def compare(before: dict[str, Any], after: dict[str, Any], labels: Sequence[str]
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tts_triton.bench.compare", description=__doc__.split("\n")[0])
     p.add_argument("before", type=Path, help="bench.json (or bench.json.gz) of the earlier tree")
-    p.add_argument("after", type=Path, help="bench.json of the later tree")
+    p.add_argument("after", type=Path, help="bench.json (or bench.json.gz) of the later tree")
     p.add_argument("--labels", nargs=2, default=("before", "after"), metavar=("BEFORE", "AFTER"))
     p.add_argument("--out", type=Path, help="also write the Markdown here")
     args = p.parse_args(argv)
