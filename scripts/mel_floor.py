@@ -151,7 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         target = features(speech).speech
         if args.figure and i == 0:
             with torch.inference_mode():
-                alone = vocoder.generator(torch.from_numpy(post).T[None])
+                decoded = torch.from_numpy(synth.mel)[None]
+                alone = vocoder.generator(torch.from_numpy(post).T[None], *vocoder.track(decoded))
             spectrograms(args.figure, f"{item.voice} {item.emotion}: {item.text}", speech,
                          alone.reshape(-1).numpy(), synth.audio)
         rows.append([item.voice, item.emotion,

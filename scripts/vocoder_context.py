@@ -30,6 +30,7 @@ import torch
 from tts_triton.core import audio, contract
 from tts_triton.core.audio import snr_db
 from tts_triton.core.config import STREAMING
+from tts_triton.core.fundamental import FundamentalTrack
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, render
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 from tts_triton.evaluate.synthesis import voice_bank_for
@@ -56,10 +57,12 @@ def streamed(pipeline: Pipeline, mel: np.ndarray, left: int, right: int, step: i
     frames = wide if longest > STREAMING.vocoder_frames[-1] else None
     planner = ChunkPlanner(dataclasses.replace(STREAMING, chunk_frames=sizes, left_context=left, right_context=right,
                                                vocoder_frames=frames or STREAMING.vocoder_frames))
+    track = FundamentalTrack()
+    track.extend(mel)
     chunks = []
     for available in [*range(step, len(mel), step), len(mel), None]:  # None: finished, as the pipeline says last
         while (window := planner.next_window(available or len(mel), available is None)) is not None:
-            chunks.append(asyncio.run(pipeline.vocode(mel, window)))
+            chunks.append(asyncio.run(pipeline.vocode(mel, window, track=track)))
     return np.concatenate(chunks)
 
 
@@ -68,7 +71,8 @@ def in_silence(vocoder: torch.nn.Module, mel: np.ndarray) -> np.ndarray:
     it: so the table measures the context a chunk lacks, not zero padding against silence before the sentence."""
     silence = np.full((LEAD, mel.shape[1]), audio.SILENCE_LOG_MEL, np.float32)
     with torch.no_grad():
-        (samples,) = vocoder(torch.from_numpy(np.concatenate([silence, mel]))[None])
+        whole = torch.from_numpy(np.concatenate([silence, mel]))[None]
+        (samples,) = vocoder(whole, *vocoder.track(whole, LEAD))  # the phase's origin where the sentence starts
     return samples[0].numpy()[LEAD * audio.HOP_LENGTH :]
 
 

@@ -24,10 +24,10 @@ from tts_triton.serving.pipeline import Pipeline
 # an exported graph means the TensorRT target would fail to parse it.
 TENSORRT_ONNX_OPS = {
     "Add", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape", "Conv", "ConvTranspose", "Cos", "Div", "Equal",
-    "Erf", "Exp", "Expand", "Flatten", "Gather", "Gemm", "GRU", "Identity", "LayerNormalization", "LeakyRelu",
-    "Log", "LSTM", "MatMul", "Mul", "Neg", "Pad", "Pow", "Range", "ReduceMean", "ReduceSum", "Relu", "Reshape",
-    "Shape", "Sigmoid", "Sin", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze",
-    "Where",
+    "Erf", "Exp", "Expand", "Flatten", "Gather", "Gemm", "Greater", "GRU", "Identity", "LayerNormalization",
+    "LeakyRelu", "Log", "LSTM", "MatMul", "Mul", "Neg", "Pad", "Pow", "Range", "ReduceMean", "ReduceSum", "Relu",
+    "Reshape", "Round", "Shape", "Sigmoid", "Sin", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Tanh",
+    "Transpose", "Unsqueeze", "Where",
 }
 # Ops TensorRT rejects or that signal a graph the export should not produce (data-dependent loops).
 FORBIDDEN_OPS = {"Loop", "If", "Scan", "NonZero", "RandomUniform", "RandomNormal", "Dropout"}

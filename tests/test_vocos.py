@@ -3,6 +3,7 @@ context, fp16 and ONNX plumbing, and a vocoder run that switches a checkpoint to
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 from pathlib import Path
@@ -16,11 +17,14 @@ from test_export import FORBIDDEN_OPS, TENSORRT_ONNX_OPS
 
 from tts_triton.core import audio, contract
 from tts_triton.core.config import VOCOS_VARIANTS, ModelConfig, StreamingConfig, VocoderConfig
+from tts_triton.core.fundamental import FundamentalTrack
 from tts_triton.export.onnx_export import example_inputs, export_stage
 from tts_triton.models.checkpoint import init_checkpoint, load_checkpoint
 from tts_triton.models.stages import half_precision
 from tts_triton.models.stft import FrameIstft, FrameStft
 from tts_triton.models.vocos import VocosGenerator
+from tts_triton.serving.backends import TorchBackend
+from tts_triton.serving.pipeline import ChunkPlanner, ChunkWindow, Pipeline
 from tts_triton.training import merge
 from tts_triton.training.runs import start_run
 
@@ -120,3 +124,34 @@ def test_a_vocoder_run_switches_generators_and_merge_joins_the_runs(tmp_path: Pa
     other = dataclasses.replace(ModelConfig(), decoder=dataclasses.replace(ModelConfig().decoder, frames_per_step=2))
     with pytest.raises(ValueError, match="beyond the generator"):
         merge.merge(load_checkpoint(shipped), init_checkpoint(other))
+
+
+def test_streamed_windows_with_the_harmonic_phase_equal_one_shot_vocoding() -> None:
+    """The fundamental's phase runs through the whole sentence: each window gets its share of the running track,
+    so a stream of many seams is one-shot vocoding of the sentence in silence (its phase 0 at its first frame)."""
+    config = ModelConfig(vocoder=VOCOS)
+    stages = init_checkpoint(config, seed=4).stages()
+    t = np.arange(2 * audio.SAMPLE_RATE) / audio.SAMPLE_RATE
+    f0 = 210.0 + 40.0 * np.sin(2 * np.pi * t)
+    phase = 2 * np.pi * np.cumsum(f0) / audio.SAMPLE_RATE
+    speech = 0.3 * sum(np.sin(h * phase) / h for h in range(1, 30))
+    mel = audio.mel_spectrogram(speech.astype(np.float32))
+    pipeline = Pipeline(TorchBackend(stages, config), config)
+    planner = ChunkPlanner(StreamingConfig(chunk_frames=(8, 16, 32)))
+    track, chunks = FundamentalTrack(), []
+    for available in range(16, len(mel) + 16, 16):
+        track.extend(mel[available - 16 : available])
+        while (window := planner.next_window(min(available, len(mel)), available >= len(mel))) is not None:
+            chunks.append(asyncio.run(pipeline.vocode(mel, window, track=track)))
+    streamed = np.concatenate(chunks)
+    vocoder, lead = stages[contract.VOCODER], 32  # one-shot after the silence the first windows see
+    whole = torch.from_numpy(np.concatenate([np.full((lead, audio.N_MELS), audio.SILENCE_LOG_MEL, np.float32), mel]))
+    with torch.no_grad():
+        (one_shot,) = vocoder(whole[None], *vocoder.track(whole[None], lead))
+        plain = vocoder.generator(vocoder.postnet(whole[None]).transpose(1, 2))
+    one_shot, plain = (x.reshape(-1)[lead * audio.HOP_LENGTH :].numpy() for x in (one_shot, plain))
+    assert len(chunks) >= 5 and streamed.shape == one_shot.shape
+    assert 10 * np.log10(np.sum(one_shot**2) / np.sum((streamed - one_shot) ** 2)) >= 30.0
+    assert not np.allclose(plain, one_shot, atol=1e-3)  # the harmonic phase was in play
+    with pytest.raises(ValueError, match="fundamental track"):
+        asyncio.run(pipeline.vocode(mel, ChunkWindow(-8, 0, 8, 24)))

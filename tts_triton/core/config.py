@@ -105,11 +105,14 @@ LEGACY_N_MELS, LEGACY_MEL_FMAX = 80, 8000.0
 class VocoderConfig:
     """The generator; ``variant`` picks one of :data:`HIFIGAN_VARIANTS` or :data:`VOCOS_VARIANTS`. ``mel_match``:
     the largest |log gain| by which :class:`tts_triton.models.mel_match.MelMatch` rescales the generator's output
-    towards its input mel at inference (0 turns it off); training never uses it."""
+    towards its input mel at inference (0 turns it off); training never uses it. ``harmonic_phase``: an STFT
+    generator takes its lowest bins' phase from :class:`tts_triton.models.harmonic.HarmonicPhase` at inference,
+    driven by the mel's fundamental (:mod:`tts_triton.core.fundamental`); training never uses it either."""
 
     variant: str = "v2"
     n_mels: int = audio.N_MELS
     mel_match: float = 4.0
+    harmonic_phase: bool = True
 
     def __post_init__(self) -> None:
         if self.variant not in HIFIGAN_VARIANTS and self.variant not in VOCOS_VARIANTS:
@@ -120,6 +123,11 @@ class VocoderConfig:
     def vocos(self) -> bool:
         """Whether the generator predicts the STFT (:data:`VOCOS_VARIANTS`) rather than upsampling (HiFi-GAN)."""
         return self.variant in VOCOS_VARIANTS
+
+    @property
+    def harmonic(self) -> bool:
+        """Whether the vocoder takes the fundamental track (an STFT generator with ``harmonic_phase`` on)."""
+        return self.vocos and self.harmonic_phase
 
     @property
     def params(self) -> dict[str, Any]:

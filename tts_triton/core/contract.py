@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tts_triton.core import fundamental
 from tts_triton.core.config import ModelConfig
 
 Dim = int | str
@@ -106,6 +107,8 @@ CACHE_WRITES_METRIC = "tts_cache_writes_total"
 PHONEMES, MASK, MEMORY, PROCESSED_MEMORY = "phonemes", "mask", "memory", "processed_memory"
 REF_MEL, STYLE = "ref_mel", "style"
 NET_MEL, GATE, ALIGNMENT, NET_AUDIO = "mel", "gate", "alignment", "audio"
+#: The vocoder's per-frame fundamental frequency and phase (:mod:`tts_triton.core.fundamental`).
+FUNDAMENTAL = "fundamental"
 STATE, ATTENTION = "state", "attention"
 
 #: Suffix of a decoder output that carries the next value of a recurrent state input.
@@ -175,7 +178,10 @@ DIAGNOSTIC_OUTPUTS = frozenset({ALIGNMENT})
 
 
 def vocoder_spec(cfg: ModelConfig) -> ModelSpec:
-    return ModelSpec(VOCODER, inputs=(f32(NET_MEL, FRAMES, cfg.n_mels),), outputs=(f32(NET_AUDIO, SAMPLES),))
+    """The mel and, where the generator draws its lowest phases from it (``VocoderConfig.harmonic``), the mel's
+    fundamental track, frame by frame."""
+    track = (f32(FUNDAMENTAL, FRAMES, fundamental.FIELDS),) if cfg.vocoder.harmonic else ()
+    return ModelSpec(VOCODER, inputs=(f32(NET_MEL, FRAMES, cfg.n_mels), *track), outputs=(f32(NET_AUDIO, SAMPLES),))
 
 
 def network_specs(cfg: ModelConfig) -> dict[str, ModelSpec]:

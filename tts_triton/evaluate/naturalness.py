@@ -127,9 +127,10 @@ def measure(checkpoint: Path | None, voices: Sequence[str], count: int, jobs: in
             mel = torch.from_numpy(audio.mel_spectrogram(samples))[None]
             clip = asyncio.run(synthesize(backend, ckpt.config, s, bank.style(default, bank.default_emotion)))
             with torch.inference_mode():
-                raw = vocoder.generator(mel.transpose(1, 2)).squeeze(1)
+                raw = vocoder.generator(mel.transpose(1, 2), *vocoder.track(mel)).squeeze(1)
                 matched = vocoder.vocode(mel)
-                model_raw = vocoder.generator(vocoder.postnet(torch.from_numpy(clip.mel)[None]).transpose(1, 2))
+                decoded = torch.from_numpy(clip.mel)[None]
+                model_raw = vocoder.generator(vocoder.postnet(decoded).transpose(1, 2), *vocoder.track(decoded))
             for label, x in zip(labels, (raw, matched, model_raw, torch.from_numpy(clip.audio)), strict=True):
                 futures[label].append(pool.submit(hear, x.reshape(-1).numpy(), rate, False, None, True))
                 progress.advance(detail=label)

@@ -7,12 +7,14 @@ server and the oracle compute the same graphs.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
-from tts_triton.core import contract
+from tts_triton.core import contract, fundamental
 from tts_triton.models.acoustic import AcousticModel
 from tts_triton.models.decoder import Decoder, DecoderState, Postnet
+from tts_triton.models.harmonic import HarmonicPhase
 from tts_triton.models.mel_match import MelMatch
 from tts_triton.models.stft import FrameIstft, FrameStft
 from tts_triton.models.style_encoder import StyleEncoder
@@ -64,7 +66,10 @@ class DecoderStage(nn.Module):
 
 
 class VocoderStage(nn.Module):
-    """(mel ``[B, frames, n_mels]``,) -> (audio ``[B, frames * hop]``,): the postnet, then :meth:`vocode`."""
+    """(mel ``[B, frames, n_mels]``[, fundamental ``[B, frames, 2]``]) -> (audio ``[B, frames * hop]``,): the postnet,
+    then :meth:`vocode`. The fundamental track (:mod:`tts_triton.core.fundamental`, of the mel given here) is an
+    input of the served network where the generator takes it (``VocoderConfig.harmonic``); in process it defaults
+    to the mel's own."""
 
     def __init__(self, postnet: Postnet, generator: nn.Module, mel_match: float) -> None:
         super().__init__()
@@ -72,13 +77,28 @@ class VocoderStage(nn.Module):
         self.generator = generator
         self.mel_match = MelMatch(mel_match) if mel_match > 0 else None
 
-    def vocode(self, mel: Tensor) -> Tensor:
-        """Log-mel ``[B, frames, n_mels]`` -> audio ``[B, frames * hop]``: the generator, then the mel match."""
-        samples = self.generator(mel.transpose(1, 2)).squeeze(1)
+    def track(self, mel: Tensor, origin: int = 0) -> tuple[Tensor, ...]:
+        """``(fundamental,)`` of log-mel ``[B, frames, n_mels]`` vocoded in one piece, phase 0 at frame ``origin``
+        (:func:`~tts_triton.core.fundamental.track`), where the generator takes it; else ``()``. For in-process
+        callers: ``stage(mel, *stage.track(mel))``."""
+        if getattr(self.generator, "harmonic", None) is None:
+            return ()
+        tracks = [fundamental.track(m, origin) for m in mel.detach().float().cpu().numpy()]
+        return (torch.from_numpy(np.stack(tracks)).to(mel.device),)
+
+    def vocode(self, mel: Tensor, fundamental: Tensor | None = None) -> Tensor:
+        """Log-mel ``[B, frames, n_mels]`` -> audio ``[B, frames * hop]``: the generator, then the mel match.
+        ``fundamental`` defaults to ``mel``'s own track vocoded in one piece (:meth:`track`)."""
+        if fundamental is None:
+            fundamental = next(iter(self.track(mel)), None)
+        x = mel.transpose(1, 2)
+        samples = (self.generator(x) if fundamental is None else self.generator(x, fundamental)).squeeze(1)
         return samples if self.mel_match is None else self.mel_match(samples, mel)
 
-    def forward(self, mel: Tensor) -> tuple[Tensor]:
-        return (self.vocode(self.postnet(mel)),)
+    def forward(self, mel: Tensor, fundamental: Tensor | None = None) -> tuple[Tensor]:
+        if fundamental is None:  # the track is the decoder's mel's, as the pipeline makes it, not the postnet's
+            fundamental = next(iter(self.track(mel)), None)
+        return (self.vocode(self.postnet(mel), fundamental),)
 
 
 def build_stages(acoustic: AcousticModel, generator: nn.Module) -> dict[str, nn.Module]:
@@ -93,15 +113,15 @@ def build_stages(acoustic: AcousticModel, generator: nn.Module) -> dict[str, nn.
 
 
 def half_precision(stage: nn.Module) -> nn.Module:
-    """``stage`` with fp16 weights, in place, except the mel match and the STFTs (:mod:`tts_triton.models.stft`),
-    rebuilt in fp32 (they are not fp16-safe, and their buffers are exact only when built in fp32).
+    """``stage`` with fp16 weights, in place, except the mel match, the STFTs (:mod:`tts_triton.models.stft`) and the
+    harmonic phase, rebuilt in fp32 (they are not fp16-safe, and their buffers are exact only when built in fp32).
 
     The stage then takes fp16 inputs; its outputs are fp16, or fp32 where those parts produced them.
     """
     stage.half()
     for parent in list(stage.modules()):
         for name, child in parent.named_children():
-            if isinstance(child, MelMatch | FrameStft | FrameIstft):  # all hold buffers, none weights
+            if isinstance(child, MelMatch | FrameStft | FrameIstft | HarmonicPhase):  # all hold buffers, none weights
                 fresh = MelMatch(child.max_log_gain) if isinstance(child, MelMatch) else type(child)()
                 setattr(parent, name, fresh.to(next(child.buffers()).device))
     return stage

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from tts_triton.core.config import VocoderConfig
+from tts_triton.models.harmonic import HarmonicPhase
 from tts_triton.models.stft import BINS, FrameIstft
 
 #: Largest log-magnitude the head may give a bin: e^4.6 ~ 100, far above any bin of audio in [-1, 1]
@@ -46,7 +47,9 @@ class ConvNeXtBlock(nn.Module):
 
 
 class VocosGenerator(nn.Module):
-    """``[B, cfg.n_mels, frames] -> [B, 1, frames * HOP_LENGTH]``; in eval mode clipped to [-1, 1]."""
+    """``[B, cfg.n_mels, frames] -> [B, 1, frames * HOP_LENGTH]``; in eval mode clipped to [-1, 1]. Given the mel's
+    fundamental track ``[B, frames, 2]`` (:mod:`tts_triton.core.fundamental`) and built with ``cfg.harmonic``, the
+    lowest bins' phase comes from :class:`~tts_triton.models.harmonic.HarmonicPhase`."""
 
     def __init__(self, cfg: VocoderConfig) -> None:
         super().__init__()
@@ -59,6 +62,7 @@ class VocosGenerator(nn.Module):
         self.final_norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, 2 * BINS)  # each bin's log-magnitude, then its phase
         self.istft = FrameIstft()
+        self.harmonic = HarmonicPhase() if cfg.harmonic else None
         for module in self.modules():
             if isinstance(module, nn.Conv1d | nn.Linear):
                 nn.init.trunc_normal_(module.weight, std=0.02)
@@ -69,7 +73,7 @@ class VocosGenerator(nn.Module):
         """Frames each side of a sample's own frame that its value depends on."""
         return (cfg.params["layers"] + 1) * (cfg.params["kernel"] // 2) + 2
 
-    def forward(self, mel: Tensor) -> Tensor:
+    def forward(self, mel: Tensor, fundamental: Tensor | None = None) -> Tensor:
         x = self.norm(self.embed(mel).transpose(1, 2)).transpose(1, 2)
         for block in self.blocks:
             x = block(x)
@@ -78,7 +82,10 @@ class VocosGenerator(nn.Module):
         with torch.autocast(x.device.type, enabled=False):
             out = nn.functional.linear(x.float(), self.head.weight.float(), self.head.bias.float()).transpose(1, 2)
         log_magnitude, phase = out[:, :BINS], out[:, BINS:]
-        magnitude = torch.exp(torch.clamp(log_magnitude, max=MAX_LOG_MAGNITUDE))
+        log_magnitude = torch.clamp(log_magnitude, max=MAX_LOG_MAGNITUDE)
+        if fundamental is not None and self.harmonic is not None:
+            phase = self.harmonic(log_magnitude, phase, fundamental)
+        magnitude = torch.exp(log_magnitude)
         samples = self.istft(magnitude * torch.cos(phase), magnitude * torch.sin(phase))
         if not self.training:
             samples = torch.clamp(samples, -1.0, 1.0)

@@ -25,6 +25,7 @@ import numpy as np
 
 from tts_triton.core import audio, contract
 from tts_triton.core.config import STREAMING, ModelConfig, StreamingConfig
+from tts_triton.core.fundamental import FundamentalTrack
 from tts_triton.errors import Cancelled
 from tts_triton.serving.controls import (
     AS_TRAINED,
@@ -201,14 +202,21 @@ class Pipeline:
             if stop is not None:
                 return
 
-    async def vocode(self, mel: np.ndarray, window: ChunkWindow, level: bool = False) -> np.ndarray:
+    async def vocode(self, mel: np.ndarray, window: ChunkWindow, level: bool = False,
+                     track: FundamentalTrack | None = None) -> np.ndarray:
         """The audio of ``window``'s frames of ``mel``; with ``level``, held to the mel's energy over the whole
-        window (:func:`~tts_triton.serving.controls.keep_level`) before its context is trimmed."""
+        window (:func:`~tts_triton.serving.controls.keep_level`) before its context is trimmed. ``track`` is
+        ``mel``'s fundamental, required where the vocoder takes it (``VocoderConfig.harmonic``)."""
         frames = mel[max(0, window.ctx_start) : window.ctx_end]
         if window.ctx_start < 0:
             silence = np.full((-window.ctx_start, mel.shape[1]), audio.SILENCE_LOG_MEL, np.float32)  # before frame 0
             frames = np.concatenate([silence, frames])
-        samples = (await self.backend.infer(contract.VOCODER, {contract.NET_MEL: frames[None]}))[contract.NET_AUDIO][0]
+        inputs = {contract.NET_MEL: frames[None]}
+        if self.cfg.vocoder.harmonic:
+            if track is None:
+                raise ValueError("this vocoder takes the mel's fundamental track; none was given")
+            inputs[contract.FUNDAMENTAL] = track.window(window.ctx_start, window.ctx_end)[None]
+        samples = (await self.backend.infer(contract.VOCODER, inputs))[contract.NET_AUDIO][0]
         return window.trim(keep_level(samples, frames) if level else samples)
 
     async def stream(self, sentences: Sequence[list[int] | Sentence], style: np.ndarray | None = None,
@@ -272,6 +280,7 @@ class Pipeline:
                 scaler = TimeScaler(ctl.speed)
                 clock = WordClock(plan.words, self.cfg.decoder.frames_per_step, ctl.speed, offset) if words else None
                 source = mel = np.zeros((0, self.cfg.n_mels), np.float32)
+                track = FundamentalTrack() if self.cfg.vocoder.harmonic else None
                 decoded = self.decode(plan.ids, stats, cancelled, ref_mel if index == 0 else None, style)
                 async for frames, alignment in decoded:
                     if clock is not None:
@@ -279,23 +288,32 @@ class Pipeline:
                             raise RuntimeError("word timestamps need the decoder's alignment; the backend gave none")
                         clock.push(alignment)
                     source = np.concatenate([source, frames])
-                    mel = np.concatenate([mel, shift_pitch(scaler.extend(source, False), ctl.pitch)])
-                    started = self._start_chunks(pending, planner, mel, index, stats, False, last, ctl, clock, offset)
+                    mel = self._grow(mel, shift_pitch(scaler.extend(source, False), ctl.pitch), track)
+                    started = self._start_chunks(pending, planner, mel, index, stats, False, last, ctl, clock, offset,
+                                                 track)
                     if started:
                         if first_chunk_first and index == 0 and len(started) == stats.vocoder_calls:
                             await asyncio.wait(started[:1])  # the stream's first chunk before decoding on
                         last = started[-1]
                     await asyncio.sleep(0)  # a backend computing inside infer (in process) vocodes before decoding on
-                mel = np.concatenate([mel, shift_pitch(scaler.extend(source, True), ctl.pitch)])
+                mel = self._grow(mel, shift_pitch(scaler.extend(source, True), ctl.pitch), track)
                 if clock is not None:
                     clock.finish(len(mel))
-                if started := self._start_chunks(pending, planner, mel, index, stats, True, last, ctl, clock, offset):
+                if started := self._start_chunks(pending, planner, mel, index, stats, True, last, ctl, clock, offset,
+                                                 track):
                     last = started[-1]
                 if clock is not None and (left := clock.take(float("inf"))):  # words ending on the last frame
                     self._put_done(pending, Chunk(np.zeros(0, np.float32), mel[:0], index, left))
                 offset += len(mel) + self._pause(pending, plan.pause_after, index)
         finally:
             pending.put_nowait(None)
+
+    @staticmethod
+    def _grow(mel: np.ndarray, frames: np.ndarray, track: FundamentalTrack | None) -> np.ndarray:
+        """``mel`` with ``frames`` appended, and ``track`` (where kept) extended by them."""
+        if track is not None:
+            track.extend(frames)
+        return np.concatenate([mel, frames])
 
     def _put_done(self, pending: asyncio.Queue, chunk: Chunk) -> None:
         done: asyncio.Future[Chunk] = asyncio.get_running_loop().create_future()
@@ -313,7 +331,7 @@ class Pipeline:
     def _start_chunks(self, pending: asyncio.Queue, planner: ChunkPlanner, mel: np.ndarray, sentence: int,
                       stats: SentenceStats, finished: bool, last: asyncio.Future[Chunk] | None,
                       controls: Controls = AS_TRAINED, clock: WordClock | None = None,
-                      offset: int = 0) -> list[asyncio.Future[Chunk]]:
+                      offset: int = 0, track: FundamentalTrack | None = None) -> list[asyncio.Future[Chunk]]:
         """Start the vocoder call of every window of ``mel`` that the planner has ready (with ``first_chunk_first``,
         each after the one before it, the first after ``last``), each with the words that end in it; those calls."""
         started: list[asyncio.Future[Chunk]] = []
@@ -321,15 +339,16 @@ class Pipeline:
             stats.vocoder_calls += 1
             after = (started[-1] if started else last) if self.streaming.first_chunk_first else None
             done = clock.take(offset + window.end) if clock is not None else []
-            started.append(asyncio.ensure_future(self._chunk(mel, window, sentence, after, controls, done)))
+            started.append(asyncio.ensure_future(self._chunk(mel, window, sentence, after, controls, done, track)))
             pending.put_nowait(started[-1])
         return started
 
     async def _chunk(self, mel: np.ndarray, window: ChunkWindow, sentence: int, after: asyncio.Future[Chunk] | None,
-                     controls: Controls = AS_TRAINED, words: list[WordTime] | None = None) -> Chunk:
+                     controls: Controls = AS_TRAINED, words: list[WordTime] | None = None,
+                     track: FundamentalTrack | None = None) -> Chunk:
         if after is not None:  # first_chunk_first: one vocoder call of the stream in flight
             await asyncio.wait([after])
-        samples = apply_gain(await self.vocode(mel, window, level=controls.shifts_pitch), controls.volume)
+        samples = apply_gain(await self.vocode(mel, window, controls.shifts_pitch, track), controls.volume)
         return Chunk(samples, mel[window.start : window.end], sentence, words or [])
 
     async def synthesize(self, sentences: Sequence[list[int] | Sentence], style: np.ndarray,

@@ -1,0 +1,118 @@
+"""The fundamental of a log-mel spectrogram, frame by frame: its frequency and its running phase.
+
+The vocoder draws the phase of its lowest bins from a harmonic model (:mod:`tts_triton.models.harmonic`), which
+needs, for every frame, the fundamental frequency ``f0`` and the fundamental's phase at the frame's centre. Both
+come from the log-mel the vocoder is given, computed here once for every caller (the serving pipeline, the
+in-process evaluation), so that a streamed window and one-shot vocoding agree:
+
+- ``f0`` of a frame depends on that frame alone: a harmonic-sum score of :data:`CANDIDATES` over the mel bands
+  below :data:`SCORE_MAX_HZ` (each candidate's harmonics minus the points halfway between them, on the frame's
+  level relative to its loudest band), best candidate refined by a parabola. Frames it puts below
+  :data:`MIN_F0` (low voices) or find no harmonic above the half-way points (silence) get 0: the vocoder keeps its
+  own phase there.
+- The phase integrates ``f0`` from frame to frame (trapezoid rule at the hop), 0 at the sentence's first frame.
+  A window reaching before that (into the silence the planner pads with) continues it backwards.
+
+:class:`FundamentalTrack` keeps one sentence's track as its mel grows, each frame scored once.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from tts_triton.core import audio
+
+#: Lowest and highest fundamental searched (Hz): below the lowest male voices, above the highest raised female.
+F0_RANGE = (60.0, 500.0)
+#: Candidates' spacing in semitones; the parabola refines the best to a fraction of it.
+STEP_SEMITONES = 0.25
+#: Harmonics scored lie below this frequency (Hz), where the mel bands (25.6 Hz apart below 1 kHz) resolve them.
+SCORE_MAX_HZ = 2000.0
+#: Bands more than this many nepers (~70 dB) under the frame's loudest one count as silent.
+FLOOR_NEPERS = 8.0
+#: Frames whose estimate falls below this (Hz) keep the vocoder's own phase: the harmonic model was measured to
+#: lose naturalness on low voices (docs/teacher.md, "Thirteenth candidate").
+MIN_F0 = 140.0
+#: The two values per frame the vocoder takes: ``f0`` (Hz; 0 = keep the vocoder's phase) and phase (rad).
+FIELDS = 2
+
+#: Candidate fundamentals (Hz), evenly spaced in pitch.
+CANDIDATES = F0_RANGE[0] * 2.0 ** (
+    np.arange(0.0, 12.0 * math.log2(F0_RANGE[1] / F0_RANGE[0]) + 1e-9, STEP_SEMITONES) / 12.0)
+
+
+@functools.lru_cache(maxsize=1)
+def score_matrix() -> np.ndarray:
+    """``[len(CANDIDATES), N_MELS]`` float32: a frame's levels times its transpose give each candidate's score
+    (levels interpolated linearly between band centres at each harmonic, minus at each half-way point)."""
+    centres = audio.mel_points()[1:-1]
+    eye = np.eye(len(centres))
+    out = np.zeros((len(CANDIDATES), len(centres)))
+    for h in range(1, int(SCORE_MAX_HZ // F0_RANGE[0]) + 1):
+        on = h * CANDIDATES < SCORE_MAX_HZ
+        for freq, sign in ((h * CANDIDATES, 1.0), ((h - 0.5) * CANDIDATES, -1.0)):
+            weights = np.stack([np.interp(freq, centres, eye[:, j], left=0.0, right=0.0)
+                                for j in range(len(centres))], axis=1)
+            out += sign * on[:, None] * weights
+    return out.astype(np.float32)
+
+
+def estimate(log_mel: np.ndarray) -> np.ndarray:
+    """``f0`` (Hz, float64) of each frame of a natural-log mel ``[frames, N_MELS]``; 0 below :data:`MIN_F0`."""
+    levels = np.maximum(log_mel - log_mel.max(axis=1, keepdims=True) + FLOOR_NEPERS, 0.0)
+    scores = (levels @ score_matrix().T).astype(np.float64)
+    rows = np.arange(len(scores))
+    best = np.clip(scores.argmax(axis=1), 1, len(CANDIDATES) - 2)
+    a, b, c = scores[rows, best - 1], scores[rows, best], scores[rows, best + 1]
+    curvature = a - 2.0 * b + c
+    safe = np.where(curvature < 0.0, curvature, -1.0)
+    offset = np.where(curvature < 0.0, np.clip(0.5 * (a - c) / safe, -0.5, 0.5), 0.0)
+    f0 = CANDIDATES[best] * 2.0 ** (offset * STEP_SEMITONES / 12.0)
+    return np.where((f0 >= MIN_F0) & (b > 0.0), f0, 0.0)
+
+
+def _steps(f0: np.ndarray) -> np.ndarray:
+    """The fundamental's phase advance between consecutive frames (rad), ``len(f0) - 1`` of them."""
+    return math.pi * (f0[1:] + f0[:-1]) * audio.HOP_LENGTH / audio.SAMPLE_RATE
+
+
+class FundamentalTrack:
+    """One sentence's ``f0`` and phase, frame by frame, as its log-mel grows by :meth:`extend`."""
+
+    def __init__(self) -> None:
+        self.f0 = np.zeros(0)
+        self.phase = np.zeros(0)
+
+    def extend(self, frames: np.ndarray) -> None:
+        """Append the sentence's next log-mel frames ``[n, N_MELS]``."""
+        f0 = estimate(frames)
+        if len(self.f0):
+            phase = self.phase[-1] + np.cumsum(_steps(np.concatenate([self.f0[-1:], f0])))
+        else:
+            phase = np.concatenate([[0.0], np.cumsum(_steps(f0))])[: len(f0)]
+        self.f0, self.phase = np.concatenate([self.f0, f0]), np.concatenate([self.phase, phase])
+
+    def window(self, start: int, end: int) -> np.ndarray:
+        """``[end - start, FIELDS]`` float32 for frames ``[start, end)``, ``0 < end <=`` the frames so far; frames
+        before 0 are silence (:data:`~tts_triton.core.audio.SILENCE_LOG_MEL`), the phase run backwards into them."""
+        if not 0 < end <= len(self.f0):
+            raise ValueError(f"frames up to {end} asked of a track of {len(self.f0)}")
+        lead = max(0, -start)
+        f0, phase = self.f0[max(0, start):end], self.phase[max(0, start):end]
+        if lead:
+            silence = np.repeat(estimate(np.full((1, audio.N_MELS), audio.SILENCE_LOG_MEL, np.float32)), lead)
+            back = np.cumsum(_steps(np.concatenate([silence, self.f0[:1]]))[::-1])[::-1]  # phase 0 at frame 0
+            f0, phase = np.concatenate([silence, f0]), np.concatenate([-back, phase])
+        return np.stack([f0, np.mod(phase, 2.0 * math.pi)], axis=1).astype(np.float32)
+
+
+def track(log_mel: np.ndarray, origin: int = 0) -> np.ndarray:
+    """The ``[frames, FIELDS]`` track of a whole log-mel ``[frames, N_MELS]`` vocoded in one piece, its phase 0 at
+    frame ``origin`` (a sentence's first frame, after the silence before it): what :class:`FundamentalTrack` gives
+    a streamed window of the same frames."""
+    f0 = estimate(log_mel)
+    phase = np.concatenate([[0.0], np.cumsum(_steps(f0))])[: len(f0)]
+    return np.stack([f0, np.mod(phase - phase[origin], 2.0 * math.pi)], axis=1).astype(np.float32)
