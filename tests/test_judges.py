@@ -68,3 +68,28 @@ def test_round_trip_reports_the_judges() -> None:
     assert data["whisper_wer"][MODEL]["slt"] == pytest.approx(1 / 12)  # one word of six, in one of two sentences
     table = judges_markdown(result)
     assert "| model | slt | 2.50 ± 0.50 | 0.083 | 0.083 |" in table
+
+
+def test_judge_clips_scores_saved_clips_and_pairs_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``scripts/judge_clips.py`` on a saved served clip: the three judges' line, then the pairing against a JSON."""
+    import json
+    import subprocess
+    from pathlib import Path
+
+    from tts_triton.data.prosody import EMOTIONS, VOICES, render
+    from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
+
+    clip = render(HELDOUT_SENTENCES[0], VOICES["f1"], EMOTIONS["neutral"])
+    np.savez_compressed(tmp_path / "clips.npz", clip.astype(np.float32))
+    against = tmp_path / "before.json"
+    against.write_text(json.dumps({"clips": {"a system": [{"distillmos": 1.0}]}}))
+    script = Path(__file__).resolve().parents[1] / "scripts" / "judge_clips.py"
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "clips.npz"), "--against", str(against),
+                           "--label", "a system", "--jobs", "1"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()[-2:]
+    assert first.startswith("1 clips: DistillMOS ") and "Whisper tiny.en WER" in first, done.stdout
+    mos = float(first.split("DistillMOS ")[1].split(" ")[0])
+    assert 1.0 <= mos <= 5.0
+    assert f"{mos - 1.0:+.2f}" in second and "higher on 1 of 1" in second, second
+

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import run_on_a_bare_host
 
@@ -91,7 +92,6 @@ def test_trace_breaks_a_first_chunk_into_hops_on_the_cpu_server(tmp_path: Path) 
 
 def test_style_matches_the_checkpoint_on_the_cpu_server(server, checkpoint_file: Path, tmp_path: Path) -> None:
     """The CPU target serves fp32: the served style is the in-process one."""
-    import numpy as np
     import soundfile as sf
 
     # 3 s of a chirp in noise: the test model's own speech is too short for a reference
@@ -108,12 +108,15 @@ def test_style_matches_the_checkpoint_on_the_cpu_server(server, checkpoint_file:
     assert np.isfinite([float(line.split("p50 ")[1].split(" ms")[0]) for line in lines[3:]]).all()
 
 
-def test_voice_matches_the_checkpoint_on_the_cpu_server(server, checkpoint_file: Path, model_repository: Path) -> None:
-    """The CPU target serves fp32: the served voice is the in-process one, frame for frame."""
+def test_voice_matches_the_checkpoint_on_the_cpu_server(server, checkpoint_file: Path, model_repository: Path,
+                                                        tmp_path: Path) -> None:
+    """The CPU target serves fp32: the served voice is the in-process one, frame for frame; ``--save`` keeps it."""
     bank = model_repository / "tts" / "voice_bank.json"
     done = _run("voice.py", "--url", server.grpc_url, "--checkpoint", str(checkpoint_file), "--voice-bank", str(bank),
-                "--sentences", "2")
+                "--sentences", "2", "--save", str(tmp_path / "clips.npz"))
     assert done.returncode == 0, done.stderr
+    with np.load(tmp_path / "clips.npz") as saved:
+        assert sorted(saved.files) == ["arr_0", "arr_1"] and all(saved[f].size > 0 for f in saved.files)
     *per_sentence, summary = done.stdout.splitlines()
     assert len(per_sentence) == 2 and "same length 2/2" in summary, done.stdout
     for line in per_sentence:
