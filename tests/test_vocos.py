@@ -15,7 +15,7 @@ import pytest
 import torch
 from test_export import FORBIDDEN_OPS, TENSORRT_ONNX_OPS
 
-from tts_triton.core import audio, contract
+from tts_triton.core import audio, contract, fundamental
 from tts_triton.core.config import VOCOS_VARIANTS, ModelConfig, StreamingConfig, VocoderConfig
 from tts_triton.core.fundamental import FundamentalTrack
 from tts_triton.export.onnx_export import example_inputs, export_stage
@@ -86,6 +86,24 @@ def test_fp16_keeps_the_inverse_stft_in_fp32_and_the_audio(generator: VocosGener
     assert reduced.dtype == torch.float32
     snr = 10 * torch.log10(full.pow(2).mean() / (full - reduced).pow(2).mean())
     assert snr >= 40.0  # the served precision (62 dB measured: the head and the inverse STFT run in fp32)
+
+
+def test_fp16_keeps_the_harmonic_phase_in_fp32(generator: VocosGenerator) -> None:
+    """The served fp16 stage: the model's buffers rebuilt exactly in fp32, and a track sent in fp16 (as the torch-cuda
+    target casts its inputs) changes the audio no more than fp16 does elsewhere."""
+    half = half_precision(copy.deepcopy(generator))
+    assert half.harmonic.envelope_phase.dtype == torch.float32
+    assert half.harmonic.envelope_phase.equal(generator.harmonic.envelope_phase)
+    t = np.arange(audio.SAMPLE_RATE // 2) / audio.SAMPLE_RATE
+    speech = 0.3 * sum(np.sin(2 * np.pi * h * 220.0 * t) / h for h in range(1, 30))
+    mel = audio.mel_spectrogram(speech.astype(np.float32))
+    track = torch.from_numpy(fundamental.track(mel))[None]
+    assert (track[0, 5:-5, 0] > 0).all()  # the model is in play
+    x = torch.from_numpy(mel).T[None]
+    with torch.inference_mode():
+        full, reduced = generator(x, track), half(x.half(), track.half())
+    snr = 10 * torch.log10(full.pow(2).mean() / (full - reduced).pow(2).mean())
+    assert snr >= 30.0
 
 
 def test_the_vocoder_stage_exports_to_onnx_equal_to_pytorch(tmp_path: Path) -> None:
