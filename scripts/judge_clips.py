@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from tts_triton.core import audio
-from tts_triton.evaluate.asr import hear, wer
+from tts_triton.evaluate.asr import hear
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 from tts_triton.evaluate.measures import process_pool, standard_error
+from tts_triton.evaluate.naturalness import summary
 from tts_triton.jobs.progress import ProgressLine
 
 
@@ -40,12 +41,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for f in futures:
             heard.append(f.result())
             progress.advance()
-    mos = np.array([h.mos for h in heard])
-    print(f"{len(clips)} clips: DistillMOS {mos.mean():.2f} ± {standard_error(mos):.2f}, Whisper tiny.en WER "
-          f"{np.mean([wer(s, h.whisper or '') for s, h in zip(sentences, heard, strict=True)]):.3f}, PocketSphinx WER "
-          f"{np.mean([wer(s, h.transcript) for s, h in zip(sentences, heard, strict=True)]):.3f}")
+    judged = summary(sentences, heard)
+    print(f"{len(clips)} clips: DistillMOS {judged['distillmos']:.2f} ± {judged['distillmos_se']:.2f}, Whisper tiny.en "
+          f"WER {judged['whisper_wer']:.3f}, PocketSphinx WER {judged['pocketsphinx_wer']:.3f}")
     if args.against:
         other = np.array([c["distillmos"] for c in json.loads(args.against.read_text())["clips"][args.label]])
+        mos = np.array([h.mos for h in heard])
         d = mos - other[: len(mos)]
         print(f"against {args.against} '{args.label}' ({other[: len(mos)].mean():.2f}): {d.mean():+.2f} ± "
               f"{standard_error(d):.2f} paired, higher on {(d > 0).sum()} of {len(d)}")

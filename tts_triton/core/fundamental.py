@@ -91,6 +91,17 @@ def _steps(f0: np.ndarray) -> np.ndarray:
     return math.pi * (f0[1:] + f0[:-1]) * audio.HOP_LENGTH / audio.SAMPLE_RATE
 
 
+@functools.lru_cache(maxsize=1)
+def _silence_f0() -> float:
+    """The estimate of a silent frame (:data:`~tts_triton.core.audio.SILENCE_LOG_MEL` in every band)."""
+    return float(estimate(np.full((1, audio.N_MELS), audio.SILENCE_LOG_MEL, np.float32))[0])
+
+
+def _fields(f0: np.ndarray, phase: np.ndarray) -> np.ndarray:
+    """``[frames, FIELDS]`` float32: ``f0`` and the phase wrapped to [0, 2 pi)."""
+    return np.stack([f0, np.mod(phase, 2.0 * math.pi)], axis=1).astype(np.float32)
+
+
 class FundamentalTrack:
     """One sentence's ``f0`` and phase, frame by frame, as its log-mel grows by :meth:`extend`."""
 
@@ -99,13 +110,13 @@ class FundamentalTrack:
         self.phase = np.zeros(0)
 
     def extend(self, frames: np.ndarray) -> None:
-        """Append the sentence's next log-mel frames ``[n, N_MELS]``."""
+        """Append the sentence's next log-mel frames ``[n, N_MELS]``; the first frame's phase is 0."""
         f0 = estimate(frames)
-        if len(self.f0):
-            phase = self.phase[-1] + np.cumsum(_steps(np.concatenate([self.f0[-1:], f0])))
-        else:
-            phase = np.concatenate([[0.0], np.cumsum(_steps(f0))])[: len(f0)]
-        self.f0, self.phase = np.concatenate([self.f0, f0]), np.concatenate([self.phase, phase])
+        joined = np.concatenate([self.f0[-1:], f0])  # the phase runs on from the last frame so far
+        start = self.phase[-1] if len(self.phase) else 0.0
+        phase = start + np.concatenate([[0.0], np.cumsum(_steps(joined))])
+        self.f0 = np.concatenate([self.f0, f0])
+        self.phase = np.concatenate([self.phase, phase[len(joined) - len(f0):]])
 
     def window(self, start: int, end: int) -> np.ndarray:
         """``[end - start, FIELDS]`` float32 for frames ``[start, end)``, ``0 < end <=`` the frames so far; frames
@@ -115,16 +126,16 @@ class FundamentalTrack:
         lead = max(0, -start)
         f0, phase = self.f0[max(0, start):end], self.phase[max(0, start):end]
         if lead:
-            silence = np.repeat(estimate(np.full((1, audio.N_MELS), audio.SILENCE_LOG_MEL, np.float32)), lead)
+            silence = np.full(lead, _silence_f0())
             back = np.cumsum(_steps(np.concatenate([silence, self.f0[:1]]))[::-1])[::-1]  # phase 0 at frame 0
             f0, phase = np.concatenate([silence, f0]), np.concatenate([-back, phase])
-        return np.stack([f0, np.mod(phase, 2.0 * math.pi)], axis=1).astype(np.float32)
+        return _fields(f0, phase)
 
 
 def track(log_mel: np.ndarray, origin: int = 0) -> np.ndarray:
     """The ``[frames, FIELDS]`` track of a whole log-mel ``[frames, N_MELS]`` vocoded in one piece, its phase 0 at
     frame ``origin`` (a sentence's first frame, after the silence before it): what :class:`FundamentalTrack` gives
     a streamed window of the same frames."""
-    f0 = estimate(log_mel)
-    phase = np.concatenate([[0.0], np.cumsum(_steps(f0))])[: len(f0)]
-    return np.stack([f0, np.mod(phase - phase[origin], 2.0 * math.pi)], axis=1).astype(np.float32)
+    whole = FundamentalTrack()
+    whole.extend(log_mel)
+    return _fields(whole.f0, whole.phase - whole.phase[origin])

@@ -86,18 +86,21 @@ class VocoderStage(nn.Module):
         tracks = [fundamental.track(m, origin) for m in mel.detach().float().cpu().numpy()]
         return (torch.from_numpy(np.stack(tracks)).to(mel.device),)
 
+    def _own_track(self, mel: Tensor) -> Tensor | None:
+        """:meth:`track`'s tensor, or None where the generator takes none."""
+        return next(iter(self.track(mel)), None)
+
     def vocode(self, mel: Tensor, fundamental: Tensor | None = None) -> Tensor:
         """Log-mel ``[B, frames, n_mels]`` -> audio ``[B, frames * hop]``: the generator, then the mel match.
         ``fundamental`` defaults to ``mel``'s own track vocoded in one piece (:meth:`track`)."""
-        if fundamental is None:
-            fundamental = next(iter(self.track(mel)), None)
+        fundamental = self._own_track(mel) if fundamental is None else fundamental
         x = mel.transpose(1, 2)
         samples = (self.generator(x) if fundamental is None else self.generator(x, fundamental)).squeeze(1)
         return samples if self.mel_match is None else self.mel_match(samples, mel)
 
     def forward(self, mel: Tensor, fundamental: Tensor | None = None) -> tuple[Tensor]:
-        if fundamental is None:  # the track is the decoder's mel's, as the pipeline makes it, not the postnet's
-            fundamental = next(iter(self.track(mel)), None)
+        # the track is the decoder's mel's, as the pipeline makes it, not the postnet's
+        fundamental = self._own_track(mel) if fundamental is None else fundamental
         return (self.vocode(self.postnet(mel), fundamental),)
 
 
