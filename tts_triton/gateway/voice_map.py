@@ -6,9 +6,9 @@ wins (override entries with ``tts-triton gateway --voice-map FILE``, a JSON obje
 presets). ``alloy``, the name OpenAI's examples use, and OpenAI's female voices map to
 :data:`SERVER_DEFAULT`: the server's default voice, whichever its voice bank names (the shipped bank's is ``slt``,
 its natural voice, taught by flite and festival; the espeak-ng-taught ``f1``-``f5`` keep their own names). OpenAI's
-male voices map to the espeak-ng-taught males, each name its own: the shipped natural male ``kal16`` (asked for by
-its name) is still served less natural than they are (DistillMOS 1.93 against m1's 2.87 on 30 held-out sentences,
-docs/records/eval/candidate12-naturalness*.md; its copy synthesis loses the most, docs/teacher.md). When the bank
+male voices map to ``m8``, the most natural male of the shipped bank (DistillMOS 3.25 served, against 2.85 for
+``m1``, 2.84 for ``m2`` and 1.93 for flite-taught ``kal16``, on 30 held-out sentences:
+docs/records/eval/candidate13-naturalness-m8.md); the other males keep their own names. When the bank
 has none of a name's presets, the default voice answers, so the table keeps working with any voice bank; any other
 name is a 400 naming ``voice``.
 (``instructions``: :mod:`.instructions`.)
@@ -28,12 +28,13 @@ __all__ = ["OPENAI_VOICES", "SERVER_DEFAULT", "VoiceMap", "load_voice_map"]
 
 #: The map's value for "the server's default voice" (its voice bank's ``default_voice``); no preset is named so.
 SERVER_DEFAULT = "default"
-#: OpenAI's voices -> presets in order of preference: the natural default for the female names, m1-m8's male
-#: timbres for the male ones.
+#: The shipped bank's most natural male voice, which OpenAI's male names reach.
+NATURAL_MALE = "m8"
+#: OpenAI's voices -> presets in order of preference: the natural default for the female names, the natural male
+#: for the male ones.
 OPENAI_VOICES: dict[str, tuple[str, ...]] = {
     **{name: (SERVER_DEFAULT,) for name in ("alloy", "coral", "nova", "sage", "shimmer", "marin")},
-    "ash": ("m1",), "ballad": ("m2",), "echo": ("m3",), "fable": ("m7",), "onyx": ("m8",), "verse": ("m2",),
-    "cedar": ("m1",),
+    **{name: (NATURAL_MALE,) for name in ("ash", "ballad", "cedar", "echo", "fable", "onyx", "verse")},
 }
 
 
