@@ -1,6 +1,6 @@
-"""The outside judges on clips served elsewhere: DistillMOS, Whisper tiny.en and PocketSphinx WER of the held-out
-sentences saved by ``scripts/gpu/probe/voice.py --save`` (a GPU host has no judges), optionally paired by sentence
-against a ``tts_triton.evaluate.naturalness`` JSON's system.
+"""The outside judges on clips served elsewhere: DistillMOS, DNSMOS, Whisper tiny.en and PocketSphinx WER of the
+held-out sentences saved by ``scripts/gpu/probe/voice.py --save`` (a GPU host has no judges), optionally paired by
+sentence against a ``tts_triton.evaluate.naturalness`` JSON's system.
 
     python scripts/judge_clips.py CLIPS.npz [--against NATURALNESS.json --label 'model slt (served: mel match on)']
         [--jobs 2]
@@ -42,8 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             heard.append(f.result())
             progress.advance()
     judged = summary(sentences, heard)
-    print(f"{len(clips)} clips: DistillMOS {judged['distillmos']:.2f} ± {judged['distillmos_se']:.2f}, Whisper tiny.en "
-          f"WER {judged['whisper_wer']:.3f}, PocketSphinx WER {judged['pocketsphinx_wer']:.3f}")
+    print(f"{len(clips)} clips: DistillMOS {judged['distillmos']:.2f} ± {judged['distillmos_se']:.2f}, DNSMOS OVRL "
+          f"{judged['dnsmos_ovrl']:.2f} / BAK {judged['dnsmos_bak']:.2f}, Whisper tiny.en WER "
+          f"{judged['whisper_wer']:.3f}, PocketSphinx WER {judged['pocketsphinx_wer']:.3f}")
     if args.against:
         other = np.array([c["distillmos"] for c in json.loads(args.against.read_text())["clips"][args.label]])
         mos = np.array([h.mos for h in heard])

