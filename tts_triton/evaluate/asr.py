@@ -243,7 +243,7 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
     the model (in-process synthesis with the bank's default-emotion preset), the voice's teacher with the same
     emotion, with ``copy`` the model's vocoder alone on the mel of each teacher clip, and flite's default voice
     when ``flite``; with ``measure_mcd`` also the MCD-DTW from each model (and copy) clip to the teacher's, and with
-    ``judges`` every clip's DistillMOS and Whisper tiny.en transcript (:mod:`~tts_triton.evaluate.judges`).
+    ``judges`` every clip's DistillMOS, DNSMOS and Whisper tiny.en transcript (:mod:`~tts_triton.evaluate.judges`).
     Renders, decodes and features run in ``jobs`` worker processes while the model synthesizes in this one."""
     from tts_triton.core import audio, contract
     from tts_triton.evaluate.measures import mcd, process_pool
