@@ -4,8 +4,8 @@
         [--jobs 2] [--out docs/records/eval/naturalness.md]
 
 On the first ``--sentences`` held-out sentences (:mod:`~tts_triton.evaluate.heldout`), in the neutral preset, each
-system's clips go through DistillMOS, DNSMOS P.835 and Whisper tiny.en (:mod:`~tts_triton.evaluate.judges`) and PocketSphinx
-(:mod:`~tts_triton.evaluate.asr`). The stages of the first voice (``slt``, the default):
+system's clips go through DistillMOS, DNSMOS P.835 and Whisper tiny.en (:mod:`~tts_triton.evaluate.judges`) and
+PocketSphinx (:mod:`~tts_triton.evaluate.asr`). The stages of the first voice (``slt``, the default):
 
 - **teacher**: its corpus teacher's neutral rendering, driven by espeak-ng's pronunciations as the corpus renders
   it (festival's HTS ``slt`` for ``slt``);
