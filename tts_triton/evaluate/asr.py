@@ -173,9 +173,11 @@ def hear(samples: np.ndarray, rate: int, cepstra: bool, band_rate: int | None = 
 
     mos, whisper, quality = None, None, None
     if judges:
-        from tts_triton.evaluate.judges import distillmos, dnsmos, whisper_transcribe
+        from tts_triton.evaluate.judges import JUDGE_RATE, distillmos, dnsmos, to_judge_rate, whisper_transcribe
 
-        mos, whisper, quality = distillmos(samples, rate), whisper_transcribe(samples, rate), dnsmos(samples, rate)
+        heard = to_judge_rate(samples, rate)  # once for the three judges
+        mos, whisper, quality = (distillmos(heard, JUDGE_RATE), whisper_transcribe(heard, JUDGE_RATE),
+                                 dnsmos(heard, JUDGE_RATE))
     return Heard(transcribe(samples, rate), features(band_limit(samples, band_rate), rate).speech if cepstra else None,
                  mos=mos, whisper=whisper, dnsmos=quality)
 

@@ -89,7 +89,8 @@ class Dnsmos:
 
 
 @functools.lru_cache(maxsize=1)
-def _dnsmos_session() -> Any:
+def _dnsmos_session() -> tuple[Any, str]:
+    """The DNSMOS network's onnxruntime session and its input's name."""
     import onnxruntime
 
     spec = importlib.util.find_spec("speechmos")
@@ -98,7 +99,8 @@ def _dnsmos_session() -> Any:
     model = Path(next(iter(spec.submodule_search_locations))) / "dnsmos_models" / "sig_bak_ovr.onnx"
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1  # the evaluation runs one judge per worker process
-    return onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    return session, session.get_inputs()[0].name
 
 
 def dnsmos(samples: np.ndarray, rate: int) -> Dnsmos:
@@ -109,8 +111,7 @@ def dnsmos(samples: np.ndarray, rate: int) -> Dnsmos:
     window = int(DNSMOS_WINDOW_S * JUDGE_RATE)
     while len(x) < window:
         x = np.concatenate([x, x])
-    session = _dnsmos_session()
-    name = session.get_inputs()[0].name
+    session, name = _dnsmos_session()
     hops = int(len(x) // JUDGE_RATE - DNSMOS_WINDOW_S) + 1  # whole seconds first, as the reference counts them
     starts = [s for s in range(0, hops * JUDGE_RATE, JUDGE_RATE) if s + window <= len(x)]
     raw = np.stack([session.run(None, {name: x[None, s : s + window]})[0][0] for s in starts])
