@@ -144,22 +144,29 @@ def test_bench_against_the_embedded_server_with_a_cpu_baseline(tmp_path: Path) -
     """One tiny run end to end: real tritonserver, the eager baseline in its child process (the soak shares
     run_level and the memory sampling with the levels, and would add ~5 s of idle waits). The grace is a bound,
     not a wait: in a clean-clone run on a machine loaded twice over the eager request was cut off after 60 s."""
-    status = main(["--model-repository", str(tmp_path / "repo"), "--concurrency", "1", "--requests", "1",
-                   "--seconds", "1", "--grace", "240", "--warmup", "0", "--baseline-device", "cpu",
+    status = main(["--model-repository", str(tmp_path / "repo"), "--concurrency", "1", "2", "--client-processes", "2",
+                   "--requests", "2", "--seconds", "1", "--grace", "240", "--warmup", "0", "--baseline-device", "cpu",
                    "--baseline-concurrency", "1", "--repeat-ratio", "0", "1", "--out", str(tmp_path / "out")])
     assert status == 0
     out = tmp_path / "out"
     text = (out / "BENCHMARKS.md").read_text()
-    assert "| triton onnxruntime-python | 1 | 1 | 1 | 0 | 0 |" in text
-    assert "| eager cpu | 1 | 1 | 1 | 0 | 0 |" in text
+    assert "| triton onnxruntime-python | 1 | 2 | 2 | 0 | 0 |" in text
+    assert "| triton onnxruntime-python | 2 | 2 | 2 | 0 | 0 |" in text  # one measured request from each process
+    assert "| eager cpu | 1 | 2 | 2 | 0 | 0 |" in text
+    assert "(P = 1 at C = 1, 2 at C = 2)" in text
     assert "n/a: the server reports no `nv_gpu_memory_used_bytes`" in text
     data = json.loads((out / "bench.json").read_text())
-    assert [m["label"] for m in data["report"]["memory"]] == ["start", "after R=0 c=1", "after R=1 c=1", "end"]
-    assert data["summaries"]["baseline"][0]["completed"] == 1
-    # one level per repeat ratio; no utterance cache on this server, so no hit rate
-    assert [level["repeat_ratio"] for level in data["report"]["levels"]] == [0, 1]
-    assert [s["repeat_pct"] for s in data["summaries"]["levels"]] == [0, 100]  # the opening request's text repeats
-    assert [s["cache_hit_pct"] for s in data["summaries"]["levels"]] == [None, None]
+    assert [m["label"] for m in data["report"]["memory"]] == ["start", "after R=0 c=1", "after R=0 c=2",
+                                                               "after R=1 c=1", "after R=1 c=2", "end"]
+    assert data["summaries"]["baseline"][0]["completed"] == 2
+    levels = data["report"]["levels"]
+    assert [(level["repeat_ratio"], level["clients"]) for level in levels] == [(0, 1), (0, 2), (1, 1), (1, 2)]
+    # the processes' requests on the level's clock: each process's two requests (opening, measured) in turn
+    assert all(0 <= r["start"] < r["first_chunk"] < r["end"] for r in levels[1]["records"])
+    # no utterance cache on this server, so no hit rate; at R=1 every request repeats a completed text (the opening
+    # request's, and in the client processes those of the levels before)
+    assert [s["repeat_pct"] for s in data["summaries"]["levels"]] == [0, 0, 100, 100]
+    assert [s["cache_hit_pct"] for s in data["summaries"]["levels"]] == [None] * 4
     assert (out / "concurrency.png").stat().st_size > 10_000
     assert "Started GRPCInferenceService" in (out / "tritonserver.log").read_text()
 

@@ -200,12 +200,26 @@ def _setup_sections(report: Report) -> list[str]:
     return parts
 
 
+def _clients(report: Report) -> str:
+    """P of each level, e.g. "P = 1 at C <= 32, 2 at C = 64, 4 at C = 128 and 256"."""
+    by_processes: dict[int, list[int]] = {}
+    for level in [*report.levels, *([report.soak] if report.soak else [])]:
+        levels = by_processes.setdefault(level.clients, [])
+        if level.concurrency not in levels:
+            levels.append(level.concurrency)
+    if not by_processes:
+        return "P = 1"
+    return "P = " + ", ".join(f"{p} at C = {', '.join(map(str, sorted(cs)))}" for p, cs in by_processes.items())
+
+
 def _method_section(report: Report) -> list[str]:
     return [
         "\n## Method\n\n",
         f"- Warm-up: {report.warmup} request(s) one at a time (the first sentences of the set), not measured.\n",
-        f"- Per concurrency C: C closed-loop workers (one `AsyncTTSClient`, one gRPC stream per request, no think "
-        "time). Each worker's first request is not measured: the C streams open at the same instant, a burst that a "
+        "- Per concurrency C: C closed-loop workers (one gRPC stream per request, no think time) in P client "
+        "processes on this machine, each with its own `AsyncTTSClient` and C/P of the workers, started at one "
+        f"instant ({_clients(report)}), so that the load generator's own Python is not the wall. Each worker's "
+        "first request is not measured: the C streams open at the same instant, a burst that a "
         "steady load never sees (its first-chunk latency is reported apart, under *Opening burst*). The requests "
         f"started from then on, within {report.seconds:g} s of the first of them (up to `--requests` if given; at "
         "least 32, however long they take), are measured: the load is held for that window at every level, so one "
@@ -229,7 +243,7 @@ def _method_section(report: Report) -> list[str]:
         "streams) received per wall second while the load was held (*loaded s*), fillers and partial audio "
         "included.\n",
         "- CPU busy %: all cores, from `/proc/stat`, over the loaded period; *of which bench %*: the part used by "
-        "the benchmark itself (the embedded server's process group and the client process, which runs on the same "
+        "the benchmark itself (the embedded server's process group and the client processes, which run on the same "
         "machine); the rest was used by other processes.\n",
         "- Per-model statistics: Triton's `get_inference_statistics` before and after each level (after the "
         "server went idle), diffed; they include the fillers' work.\n",

@@ -56,7 +56,8 @@ def ratio(a: float, b: float) -> float:
 @dataclass(frozen=True)
 class CpuSample:
     """Cumulative CPU time in clock ticks: the machine's (``cpu`` line of ``/proc/stat``: all, idle + iowait,
-    steal) and the benchmark's own (this process plus the server's process group, when known)."""
+    steal) and the benchmark's own (this process, its children, such as the client processes, and the server's
+    process group, when known)."""
 
     total: int
     idle: int
@@ -70,14 +71,15 @@ class CpuSample:
             fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
         except (OSError, ValueError):
             return None
-        own = 0
+        own, me = 0, os.getpid()
         for stat in Path("/proc").glob("[0-9]*/stat"):
             try:
                 # fields after "pid (comm)": state ppid pgrp ... utime(11) stime(12)
                 rest = stat.read_text().rsplit(")", 1)[1].split()
             except (OSError, IndexError):
                 continue  # the process exited meanwhile
-            if int(stat.parent.name) == os.getpid() or (server_group is not None and int(rest[2]) == server_group):
+            pid, parent, group = int(stat.parent.name), int(rest[1]), int(rest[2])
+            if me in (pid, parent) or (server_group is not None and group == server_group):
                 own += int(rest[11]) + int(rest[12])
         steal = fields[7] if len(fields) > 7 else 0
         return cls(total=sum(fields[:8]), idle=fields[3] + fields[4], steal=steal, own=own)
@@ -184,6 +186,8 @@ class LevelResult:
     models: list[ModelDelta] = field(default_factory=list)
     repeat_ratio: float | None = None
     cache: dict[str, int] = field(default_factory=dict)
+    #: Client processes that ran the level's streams (:mod:`tts_triton.bench.clients`).
+    clients: int = 1
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@
     tts-triton bench --target torch-cuda --quick --out runs/bench-gpu     # a GPU host, a few minutes
 
 For each concurrency C, C closed-loop workers stream a fixed, deterministic mix of sentences over
-gRPC (:class:`~tts_triton.client.AsyncTTSClient`). Requests started during the first ``--seconds``
+gRPC (:class:`~tts_triton.client.AsyncTTSClient`), in ``--client-processes`` processes beyond 32 streams
+(:mod:`tts_triton.bench.clients`). Requests started during the first ``--seconds``
 (at most ``--requests`` if given, at least 32) are *measured*; afterwards the workers keep C streams in flight with
 unmeasured *filler* requests until every measured request has finished (or ``--grace`` expires;
 requests still running are then cancelled and reported as cut off), so that every measured request
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from tts_triton.bench.baseline import BaselinePlan, baseline_device, run_baseline
+from tts_triton.bench.clients import STREAMS_PER_PROCESS, ClientPool, SplitLevel, client_processes
 from tts_triton.bench.describe import describe_machine, describe_server, sentence_rows
 from tts_triton.bench.goals import Goals
 from tts_triton.bench.load import MIN_MEASURED, ControlledClient, LoadLevel, now, run_soak, wait_idle, warm_up
@@ -146,6 +148,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--grace", type=float,
                    help=f"per level, seconds after --seconds for measured requests to finish before they are "
                         f"cancelled (default {STANDARD['grace']:g})")
+    p.add_argument("--client-processes", type=int, metavar="P",
+                   help=f"client processes that share each level's streams (default: one per {STREAMS_PER_PROCESS} "
+                        "streams, at most a quarter of this machine's cores; never more than the level's streams)")
     p.add_argument("--warmup", type=int, help=f"unmeasured requests, one at a time (default {STANDARD['warmup']})")
     p.add_argument("--repeat-ratio", type=float, nargs="+", metavar="R",
                    help="run every level once per ratio R (0-1): that share of its requests repeats a text of the "
@@ -197,6 +202,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         value = getattr(args, name.lower())
         if value is not None and not control.low <= value <= control.high:
             p.error(f"--{name.lower()} {value:g} is outside {control.low:g} to {control.high:g} {control.unit}")
+    if args.client_processes is not None and args.client_processes < 1:
+        p.error("--client-processes must be at least 1")
     if args.cache and args.url:
         p.error("--cache starts a Redis for the embedded server; a server at --url has its own configuration")
     return args
@@ -275,6 +282,23 @@ class _Run:
     workloads: dict[float | None, Workload]
     started: float = field(default_factory=now)
     say: Callable[[str], None] = print
+    url: str = ""
+    controls: dict[str, float] = field(default_factory=dict)
+    pool: ClientPool | None = None
+
+    def processes(self, concurrency: int) -> int:
+        """Client processes for a level of ``concurrency`` streams."""
+        chosen = self.args.client_processes or client_processes(concurrency)
+        return min(chosen, concurrency)
+
+    def level(self, client: Any, workload: Workload, concurrency: int, requests: int | None, seconds: float,
+              label: str) -> LoadLevel | SplitLevel:
+        """A level's load: in this process, or split over :meth:`processes` client processes of ``pool``."""
+        processes = self.processes(concurrency)
+        if processes == 1 or self.pool is None:
+            return LoadLevel(client, workload, concurrency, requests, seconds, self.args.grace, label)
+        return SplitLevel(self.pool, self.url, self.controls, workload, concurrency, requests, seconds,
+                          self.args.grace, processes, label)
 
     def clock(self) -> float:
         """Seconds since the run started."""
@@ -338,7 +362,7 @@ async def _sweep(run: _Run, server: Any, client: Any, tested: ServerUnderTest) -
         for concurrency in args.concurrency:
             run.say(f"level {label}c={concurrency}: measured requests start within {args.seconds:g} s"
                     f"{'' if args.requests is None else f' (at most {args.requests})'}")
-            load = LoadLevel(client, workload, concurrency, args.requests, args.seconds, args.grace, label)
+            load = run.level(client, workload, concurrency, args.requests, args.seconds, label)
             level, _ = await _measure(run, server, tested, load)
             run.report.levels.append(level)
             run.say(level_line(summarize(level), f"{tested.runtime} {label}".strip()))
@@ -353,7 +377,7 @@ async def _soak(run: _Run, server: Any, client: Any, tested: ServerUnderTest) ->
     concurrency = best.concurrency if best else args.concurrency[-1]
     run.say(f"soak: {args.soak} requests at c={concurrency}, GPU memory every {args.memory_every:g} s")
     workload = next(iter(run.workloads.values()))
-    load = LoadLevel(client, workload, concurrency, args.soak, args.soak_seconds, args.grace, "soak ")
+    load = run.level(client, workload, concurrency, args.soak, args.soak_seconds, "soak ")
     level, samples = await _measure(run, server, tested, load, soak=True)
     run.report.soak, run.report.soak_memory = level, samples
     trend = MemoryTrend.of(samples)
@@ -381,13 +405,18 @@ async def _bench(run: _Run, tested: ServerUnderTest) -> None:
                      f"{'' if info.trained else ' (UNTRAINED)'}, {report.date}")
         await run.memory("start", tested.metrics_url)
         run.publish()
+        controls = {name.lower(): getattr(run.args, name.lower()) for name in CONTROLS}
+        run.url, run.controls = tested.url, {k: v for k, v in controls.items() if v is not None}
+        processes = max(run.processes(c) for c in run.args.concurrency)
         async with AsyncTTSClient(tested.url) as plain:
-            controls = {name.lower(): getattr(run.args, name.lower()) for name in CONTROLS}
-            client = ControlledClient(plain, **{k: v for k, v in controls.items() if v is not None})
+            client = ControlledClient(plain, **run.controls)
             await warm_up(client, next(iter(run.workloads.values())), run.args.warmup, run.say)
-            await _sweep(run, server, client, tested)
-            if run.args.soak:
-                await _soak(run, server, client, tested)
+            with ClientPool(processes) if processes > 1 else contextlib.nullcontext() as run.pool:
+                if processes > 1:
+                    run.say(f"client processes: up to {processes} per level")
+                await _sweep(run, server, client, tested)
+                if run.args.soak:
+                    await _soak(run, server, client, tested)
         await run.memory("end", tested.metrics_url)
         run.publish()
     finally:

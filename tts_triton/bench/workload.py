@@ -66,14 +66,17 @@ class Workload:
     repeats, with probability R, a text chosen uniformly among those of this run whose synthesis completed (the
     ones an utterance cache can hold); otherwise it speaks a text new to the run and to earlier runs: the
     sentence of the cycle followed by a code of four :data:`CODE_WORDS` (consecutive codes from a random start).
-    ``seed`` fixes the repeat draws; the code start is random unless ``code_start`` is given."""
+    ``seed`` fixes the repeat draws; the code start is random unless ``code_start`` is given, and successive codes are
+    ``code_stride`` apart."""
 
-    def __init__(self, repeat_ratio: float | None = None, *, seed: int = 0, code_start: int | None = None) -> None:
+    def __init__(self, repeat_ratio: float | None = None, *, seed: int = 0, code_start: int | None = None,
+                 code_stride: int = 1) -> None:
         if repeat_ratio is not None and not 0.0 <= repeat_ratio <= 1.0:
             raise ValueError(f"repeat ratio must be within 0-1, not {repeat_ratio}")
         self.repeat_ratio = repeat_ratio
         self._draws = random.Random(seed)
         self._code = random.randrange(len(CODE_WORDS) ** _CODE_LENGTH) if code_start is None else code_start
+        self._stride = code_stride
         self._issued = 0
         self._done: list[str] = []
         self._known: set[str] = set()
@@ -99,9 +102,26 @@ class Workload:
                 self._known.add(text)
                 self._done.append(text)
 
+    def known(self) -> list[str]:
+        """The texts completed so far (those a repeat may draw)."""
+        with self._lock:
+            return list(self._done)
+
+    def beside(self, parts: int) -> list[tuple[int, int]]:
+        """(code start, code stride) for ``parts`` workloads that run beside this one (:mod:`tts_triton.bench.clients`):
+        workload i draws this one's next codes i, i + parts, i + 2 parts, ... Call :meth:`skip_codes` with what they
+        drew in all before this one draws again."""
+        with self._lock:
+            return [(self._code + i, parts) for i in range(parts)]
+
+    def skip_codes(self, codes: int) -> None:
+        """Move past ``codes`` codes drawn elsewhere."""
+        with self._lock:
+            self._code += codes
+
     def _code_words(self) -> str:
         n, words = self._code % len(CODE_WORDS) ** _CODE_LENGTH, []
-        self._code += 1
+        self._code += self._stride
         for _ in range(_CODE_LENGTH):
             n, digit = divmod(n, len(CODE_WORDS))
             words.append(CODE_WORDS[digit])
