@@ -20,7 +20,8 @@ import pytest
 from conftest import TINY
 from google.protobuf import json_format
 
-from tts_triton.backend.lifecycle import STOP_PARAMETER, StopBoard
+from tts_triton.backend import lifecycle
+from tts_triton.backend.lifecycle import STOP_PARAMETER, CancelPoll, StopBoard
 from tts_triton.core import contract
 from tts_triton.core.config import ModelConfig
 from tts_triton.core.layout import CHECKPOINT_FILE, MAX_STREAMS
@@ -247,7 +248,8 @@ def test_bls_calls_run_on_the_configured_thread_pool(bls: Any, decoupled: bool, 
     assert threads and threads[0].startswith(pool), threads
 
 
-def test_bls_cancel_mid_stream_ends_with_final_and_no_error(bls: Any) -> None:
+def test_bls_cancel_mid_stream_ends_with_final_and_no_error(bls: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lifecycle, "CANCEL_POLL_S", 0.0)  # asked at every decoder call: this stream is over in ms
     model = bls()
     request = fake.Request({"TEXT": text(TEXT)})
     decoder_hook(bls, 2, lambda: setattr(request, "cancelled", True))
@@ -255,6 +257,23 @@ def test_bls_cancel_mid_stream_ends_with_final_and_no_error(bls: Any) -> None:
     assert_ends_with_one_final(request)
     assert not request.sender.errors
     assert outcomes()["cancelled"] == 1
+
+
+def test_a_cancel_poll_asks_once_per_interval_and_keeps_a_cancel() -> None:
+    asked = []
+
+    def ask() -> bool:
+        asked.append(time.monotonic())
+        return len(asked) == 2
+
+    poll = CancelPoll(ask, every=0.05)
+    assert not poll() and not asked  # not asked before the first interval passed
+    time.sleep(0.06)
+    assert not poll() and not poll() and len(asked) == 1
+    time.sleep(0.06)
+    assert poll() and len(asked) == 2
+    time.sleep(0.06)
+    assert poll() and len(asked) == 2  # a cancel stays without asking again
 
 
 def test_bls_in_band_stop_ends_the_named_stream_with_a_normal_final(bls: Any) -> None:

@@ -8,6 +8,7 @@
   at its next decoder call and ends the stream with a normal FINAL. No gRPC cancel is involved (Triton
   2.51's gRPC frontend can crash around cancelled decoupled streams).
 - :class:`Deadline`: the server-side time limit, shortened by the request's own ``timeout``.
+- :class:`CancelPoll`: whether the client cancelled, asked of Triton at most every :data:`CANCEL_POLL_S`.
 - :func:`kind_of`, :func:`outcome_of` and :func:`error_status`: the error kind (:data:`tts_triton.errors.KINDS`)
   of how a request ended, its ``tts_requests_total`` outcome label, and the Triton status and marked message
   its error response carries.
@@ -21,6 +22,7 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tts_triton.core.config import LIMITS
@@ -42,8 +44,8 @@ from tts_triton.errors import (
     mark,
 )
 
-__all__ = ["OUTCOMES", "STOP_PARAMETER", "Admission", "Deadline", "StopBoard", "error_status", "kind_of", "outcome_of",
-           "stop_target"]
+__all__ = ["CANCEL_POLL_S", "OUTCOMES", "STOP_PARAMETER", "Admission", "CancelPoll", "Deadline", "StopBoard",
+           "error_status", "kind_of", "outcome_of", "stop_target"]
 
 #: How a request ended, the ``outcome`` label of ``tts_requests_total``: completed, or its error kind's.
 OUTCOMES = ("completed", *(kind.outcome for kind in KINDS.values()))
@@ -61,6 +63,29 @@ class Deadline:
 
     def passed(self) -> bool:
         return time.monotonic() >= self.at
+
+
+#: Seconds between two asks whether a request was cancelled. Each ask is a round trip to the server process that
+#: holds up the BLS instance's one event loop, and so every stream on it: asked at every decoder call, it took 18 % of
+#: the loop's time at 4 streams (docs/records/bench/host-python.md); a cancel now waits this long at most.
+CANCEL_POLL_S = 0.1
+
+
+class CancelPoll:
+    """``ask()`` (Triton's ``is_cancelled``) called at most once per ``every`` seconds (default :data:`CANCEL_POLL_S`),
+    the first time ``every`` after the poll was made; in between, its last answer. Once True, it stays True."""
+
+    def __init__(self, ask: Callable[[], bool], every: float | None = None) -> None:
+        self.ask = ask
+        self.every = CANCEL_POLL_S if every is None else every
+        self.cancelled = False
+        self.next = time.monotonic() + self.every
+
+    def __call__(self) -> bool:
+        if not self.cancelled and (now := time.monotonic()) >= self.next:
+            self.cancelled = bool(self.ask())
+            self.next = now + self.every
+        return self.cancelled
 
 
 class Admission:

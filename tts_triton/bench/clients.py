@@ -1,7 +1,7 @@
 """A level's streams spread over several client processes, so that the load generator is not the wall.
 
 One asyncio process drives every stream of a :class:`~tts_triton.bench.load.LoadLevel`: each request costs it a new
-gRPC call, a write, a half-close and a read per chunk, all on one core (docs/records/bench/client-processes.md
+gRPC call, a write, a half-close and a read per chunk, all on one core (docs/records/bench/host-python.md
 measured the client's own share). :class:`SplitLevel` runs a level's C workers in P processes instead, each with
 its own :class:`~tts_triton.client.AsyncTTSClient` and its own share of the workers (and of ``--requests``), all
 started at one instant and merged onto one clock, so its result reads like a one-process level's: the records of

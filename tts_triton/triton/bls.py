@@ -20,7 +20,8 @@ queued behind a long one.
 A request stops early when the client stops it in-band (a second ``tts`` request whose ``tts_stop``
 parameter names its request id: :class:`~tts_triton.backend.lifecycle.StopBoard`; the stream then ends
 with a normal FINAL and the stop request gets a FINAL of its own), when the client cancels it
-(``is_cancelled()``: a gRPC cancel, deadline or closed connection) or at its time limit:
+(``is_cancelled()``, asked every :data:`~tts_triton.backend.lifecycle.CANCEL_POLL_S` at most: a gRPC cancel,
+deadline or closed connection) or at its time limit:
 ``RequestLimits.max_request_seconds``, shortened by the request's own ``timeout`` parameter. Triton 2.51
 does not tell a model that an HTTP client disconnected; the time limit bounds that case. A stop at the
 time limit is an UNAVAILABLE error.
@@ -50,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import threading
@@ -62,6 +64,7 @@ import triton_python_backend_utils as pb_utils
 from tts_triton.backend.lifecycle import (
     OUTCOMES,
     Admission,
+    CancelPoll,
     Deadline,
     StopBoard,
     outcome_of,
@@ -234,6 +237,7 @@ class TritonPythonModel:
             raise
         self.active.increment(1)
         deadline = Deadline(request.timeout())
+        client_cancelled = CancelPoll(request.is_cancelled)
         request_id = request.request_id()
         want_words = contract.WORDS in request.requested_output_names()
         backend: Coalescer | GatedBackend = self.timing_backend if want_words else self.backend
@@ -248,7 +252,7 @@ class TritonPythonModel:
                 return self.stops.posted(request_id)
 
             def cancelled() -> bool:
-                return deadline.passed() or request.is_cancelled() or stopped()
+                return deadline.passed() or client_cancelled() or stopped()
 
             def synthesize() -> AsyncIterator[Chunk]:
                 return self.service.stream(parsed, backend, cancelled)
@@ -262,7 +266,7 @@ class TritonPythonModel:
                     async for chunk in chunks:
                         yield chunk
             except Cancelled:
-                if request.is_cancelled():
+                if client_cancelled.cancelled:
                     raise
                 if stopped():
                     raise Stopped from None
@@ -281,7 +285,14 @@ class TritonPythonModel:
 
     async def stream(self, request: Any) -> None:
         sender = request.get_response_sender()
-        final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+
+        async def send(response: Any = None, flags: int = 0) -> None:
+            """Hand a response to Triton from the loop's executor: each send waits on a round trip to the server
+            process, which would hold up every stream of this loop (14 % of its time at 4 streams on the CPU,
+            docs/records/bench/host-python.md); awaited, so a stream's responses keep their order."""
+            await asyncio.get_running_loop().run_in_executor(None, functools.partial(sender.send, response,
+                                                                                      flags=flags))
+
         try:
             if (target := stop_target(request.parameters())) is not None:
                 self.stops.post(target)  # the stop's own stream ends here, with its FINAL
@@ -290,16 +301,16 @@ class TritonPythonModel:
             want_words = contract.WORDS in request.requested_output_names()
             async with contextlib.aclosing(self.chunks(request)) as chunks:
                 async for chunk in chunks:
-                    sender.send(self.chunk_response(chunk.audio, chunk.mel if want_mel else None,
-                                                    chunk.words if want_words else None, chunk.sample_rate))
+                    await send(self.chunk_response(chunk.audio, chunk.mel if want_mel else None,
+                                                   chunk.words if want_words else None, chunk.sample_rate))
         except Stopped:
             pass  # the client asked for it: a normal end
         except Cancelled:
             self.logger.log_info("tts: request cancelled by the client; stream closed")
         except Exception as err:  # every failure still ends the stream below
-            sender.send(error_response(err, "synthesis failed"))
+            await send(error_response(err, "synthesis failed"))
         finally:
-            sender.send(flags=final)
+            await send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     async def offline(self, request: Any) -> None:
         """Answer one ``tts_offline`` request through its response sender: one response, flagged FINAL."""
