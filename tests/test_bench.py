@@ -26,6 +26,7 @@ from tts_triton.bench.stats import (
     diff_stats,
     flatten_stats,
     percentile,
+    process_kind,
     summarize,
 )
 from tts_triton.bench.sweep import main
@@ -128,6 +129,23 @@ def test_uncapped_level_holds_its_window_and_measures_at_least_the_minimum() -> 
     slow = asyncio.run(LoadLevel(ScriptedClient(0.001, 0.002), Workload(), concurrency=1, requests=None,
                                  seconds=0.0, grace=5).run())
     assert sum(r.measured for r in slow.records) == MIN_MEASURED  # a window too short for a p99 still gets these
+
+
+def test_cpu_by_process_kind_over_a_level(tmp_path: Path) -> None:
+    stub = tmp_path / "stub"
+    stub.write_bytes(b"/opt/python/triton_python_backend_stub\0/repo/decoder/1/model.py\0shm-key\0")
+    server = tmp_path / "server"
+    server.write_bytes(b"/opt/tritonserver/bin/tritonserver\0--model-repository\0/repo\0")
+    assert (process_kind(stub), process_kind(server), process_kind(tmp_path / "gone")) == (
+        "stub decoder", "tritonserver", "?")
+    before = CpuSample(total=0, idle=0, steal=0, own=0, processes={"stub decoder": {10: 100, 11: 50}})
+    after = CpuSample(total=4000, idle=0, steal=0, own=0,
+                      processes={"stub decoder": {10: 900, 11: 450}, "tritonserver": {1: 300}})
+    # 4,000 ticks over 4 CPUs: 1,000 ticks are one core
+    assert CpuSample.by_process(before, after, cpus=4) == {"stub decoder": (2, 120.0), "tritonserver": (1, 30.0)}
+    assert CpuSample.by_process(None, after) == {}
+    live = CpuSample.read()
+    assert live is not None and "bench client" in live.processes  # this process counts as the client
 
 
 def test_cpu_usage() -> None:

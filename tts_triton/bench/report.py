@@ -297,10 +297,17 @@ def _results_section(report: Report) -> list[str]:
         repeats = "" if level.repeat_ratio is None else f", repeat ratio {level.repeat_ratio:g}"
         parts += [f"Concurrency {level.concurrency}{repeats}{' (soak)' if level is report.soak else ''}:\n\n",
                   markdown_table(MODEL_HEADERS, [model_row(m) for m in level.models]), "\n\n"]
+        if level.cpu_processes:
+            parts.append(f"CPU by process over the level, % of one core (processes): {cpu_processes_line(level)}\n\n")
     errors = sorted({r.error for level in [*report.levels, *report.baseline] for r in level.records if r.error})
     if errors:
         parts += ["### Errors\n\n", "".join(f"- `{e}`\n" for e in errors[:10]), "\n"]
     return parts
+
+
+def cpu_processes_line(level: LevelResult) -> str:
+    """The level's CPU by process kind, busiest first: ``stub tts 742 (8), tritonserver 160 (1), ...``."""
+    return ", ".join(f"{kind} {share:,.0f} ({count})" for kind, (count, share) in level.cpu_processes.items())
 
 
 def _reading_section(report: Report) -> list[str]:

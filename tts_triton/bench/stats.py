@@ -63,6 +63,8 @@ class CpuSample:
     idle: int
     steal: int
     own: int
+    #: The benchmark's own ticks by process kind (:func:`process_kind`): kind -> {pid: ticks}.
+    processes: dict[str, dict[int, int]] = field(default_factory=dict)
 
     @classmethod
     def read(cls, server_group: int | None = None) -> CpuSample | None:
@@ -72,6 +74,7 @@ class CpuSample:
         except (OSError, ValueError):
             return None
         own, me = 0, os.getpid()
+        processes: dict[str, dict[int, int]] = {}
         for stat in Path("/proc").glob("[0-9]*/stat"):
             try:
                 # fields after "pid (comm)": state ppid pgrp ... utime(11) stime(12)
@@ -80,9 +83,26 @@ class CpuSample:
                 continue  # the process exited meanwhile
             pid, parent, group = int(stat.parent.name), int(rest[1]), int(rest[2])
             if me in (pid, parent) or (server_group is not None and group == server_group):
-                own += int(rest[11]) + int(rest[12])
+                ticks = int(rest[11]) + int(rest[12])
+                own += ticks
+                served = server_group is not None and group == server_group  # the server is a child of the bench
+                kind = process_kind(stat.parent / "cmdline") if served else "bench client"
+                processes.setdefault(kind, {})[pid] = ticks
         steal = fields[7] if len(fields) > 7 else 0
-        return cls(total=sum(fields[:8]), idle=fields[3] + fields[4], steal=steal, own=own)
+        return cls(total=sum(fields[:8]), idle=fields[3] + fields[4], steal=steal, own=own, processes=processes)
+
+    @staticmethod
+    def by_process(before: CpuSample | None, after: CpuSample | None,
+                   cpus: int | None = None) -> dict[str, tuple[int, float]]:
+        """Process kind -> (processes, their CPU time in % of one core) between two samples, busiest first (a process
+        that started in between counts from 0); empty when unknown."""
+        if before is None or after is None or after.total <= before.total:
+            return {}
+        core = (after.total - before.total) / (cpus or os.cpu_count() or 1)
+        used = {kind: (len(pids), 100.0 * sum(t - before.processes.get(kind, {}).get(pid, 0)
+                                               for pid, t in pids.items()) / core)
+                for kind, pids in after.processes.items()}
+        return dict(sorted(used.items(), key=lambda item: -item[1][1]))
 
     @staticmethod
     def usage(before: CpuSample | None, after: CpuSample | None) -> tuple[float, float, float]:
@@ -92,6 +112,20 @@ class CpuSample:
         span = after.total - before.total
         return (100.0 * (1 - (after.idle - before.idle) / span), 100.0 * (after.steal - before.steal) / span,
                 100.0 * (after.own - before.own) / span)
+
+
+def process_kind(cmdline: Path) -> str:
+    """What a server process is, from its ``/proc/PID/cmdline``: a Python backend stub by its model's name
+    (``stub tts``), else its program's name (``tritonserver``)."""
+    try:
+        argv = cmdline.read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    program = os.path.basename(argv[0].decode(errors="replace"))
+    if program == "triton_python_backend_stub" and len(argv) > 1:
+        parts = Path(argv[1].decode(errors="replace")).parts  # .../<model>/<version>/model.py
+        return f"stub {parts[-3]}" if len(parts) >= 3 else program
+    return program or "?"
 
 
 def flatten_stats(statistics: dict[str, Any]) -> dict[str, dict[str, int]]:
@@ -188,6 +222,8 @@ class LevelResult:
     cache: dict[str, int] = field(default_factory=dict)
     #: Client processes that ran the level's streams (:mod:`tts_triton.bench.clients`).
     clients: int = 1
+    #: The benchmark's processes by kind over the level: kind -> (processes, % of one core), see CpuSample.by_process.
+    cpu_processes: dict[str, tuple[int, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ from tts_triton.bench.report import (
     LEVEL_HEADERS,
     MODEL_HEADERS,
     Report,
+    cpu_processes_line,
     level_line,
     level_row,
     model_row,
@@ -348,8 +349,9 @@ async def _measure(run: _Run, server: Any, tested: ServerUnderTest, level: LoadL
                                          run.args.memory_every)
     else:
         result = await level.run()
-    result.cpu_busy, result.cpu_steal, result.cpu_own = CpuSample.usage(cpu_before,
-                                                                        CpuSample.read(tested.process_group))
+    cpu_after = CpuSample.read(tested.process_group)
+    result.cpu_busy, result.cpu_steal, result.cpu_own = CpuSample.usage(cpu_before, cpu_after)
+    result.cpu_processes = CpuSample.by_process(cpu_before, cpu_after)
     result.models = diff_stats(before, await wait_idle(server))
     result.cache = counter_delta(cache_before, await _cache_counts(tested.metrics_url))
     return result, samples
@@ -479,5 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + text_table(LEVEL_HEADERS, [level_row(s, r) for r, s in report.rows()]))
     for level in report.levels:
         print(f"\nconcurrency {level.concurrency}:\n" + text_table(MODEL_HEADERS, [model_row(m) for m in level.models]))
+        if level.cpu_processes:
+            print(f"CPU by process, % of one core (processes): {cpu_processes_line(level)}")
     print(f"\nwrote {args.out / REPORT}, {args.out / PLOT} and {args.out / DUMP}")
     return 1 if any(r.error for level in report.levels for r in level.records) else 0
