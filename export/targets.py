@@ -48,7 +48,8 @@ class RuntimeTarget:
     that module's ``TritonPythonModel``; otherwise ``platform`` names a Triton backend.
     ``embedded``: the embedded Triton (nvidia-pytriton's, Python backend only) can serve it, so
     ``serve`` and ``bench`` accept it; the others are for the NGC image. ``cuda_torch``: its models run
-    PyTorch on CUDA, so the host needs a CUDA GPU and a CUDA build of PyTorch.
+    PyTorch on CUDA, so the host needs a CUDA GPU and a CUDA build of PyTorch. ``server_args``: tritonserver
+    options the embedded server adds for it (before the caller's own, which win).
     """
 
     name: str
@@ -61,7 +62,12 @@ class RuntimeTarget:
     cpu_threads: bool = False
     embedded: bool = False
     cuda_torch: bool = False
+    server_args: tuple[str, ...] = ()
 
+
+#: Triton's CUDA memory pool and pinned host pool, off: the torch-cuda networks are Python-backend models that read
+#: and answer CPU tensors only, so neither pool is used, and the CUDA pool (64 MiB) is GPU memory held for nothing.
+NO_DEVICE_POOLS = ("--cuda-memory-pool-byte-size=0:0", "--pinned-memory-pool-byte-size=0")
 
 RUNTIME_TARGETS: dict[str, RuntimeTarget] = {
     t.name: t
@@ -71,7 +77,7 @@ RUNTIME_TARGETS: dict[str, RuntimeTarget] = {
         RuntimeTarget("onnxruntime", KIND_GPU, ONNX_FILE, "onnx", platform="onnxruntime_onnx", cpu_threads=True),
         RuntimeTarget("tensorrt", KIND_GPU, PLAN_FILE, "plan", platform="tensorrt_plan"),
         RuntimeTarget("torch-cuda", KIND_GPU, CHECKPOINT_FILE, "checkpoint", python_model=TORCH_MODULE,
-                      cpu_threads=True, embedded=True, cuda_torch=True),
+                      cpu_threads=True, embedded=True, cuda_torch=True, server_args=NO_DEVICE_POOLS),
     )
 }
 #: What ``build-repo`` builds unless told otherwise: the CPU repository every host can serve.

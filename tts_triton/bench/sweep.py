@@ -263,7 +263,7 @@ def _server(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator[Se
             environment.setdefault(ENV_PREFIX + "REDIS_URL", redis.url)
             say(f"utterance cache: a private redis-server at {redis.url}")
         server = embedded_server(repository, args.triton_home, mps=args.mps, environment=environment,
-                                 extra_args=args.server_arg)
+                                 extra_args=[*choice.runtime.server_args, *args.server_arg])
         say(f"starting the embedded tritonserver{f' from {args.triton_home}' if args.triton_home else ''} "
             f"(log: {server.log_file}) ...")
         with server:

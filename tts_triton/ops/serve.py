@@ -101,6 +101,7 @@ def serve(args: argparse.Namespace, parent_at_start: int) -> int:
                 target = serve_target(args)
             except ValueError as err:
                 return fail(str(err))
+            server.extra_args = (*RUNTIME_TARGETS[target].server_args, *server.extra_args)
             mps, why = default_mps(args.mps, RUNTIME_TARGETS[target].cuda_torch)
             if mps:
                 server.use_mps()
