@@ -18,6 +18,7 @@ import asyncio
 import math
 import multiprocessing
 import os
+import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
@@ -31,9 +32,11 @@ __all__ = ["STREAMS_PER_PROCESS", "ClientPool", "SplitLevel", "client_processes"
 #: Streams one client process holds before the next process is added (up to 32 the bench runs one process, as
 #: every level did before the load was split).
 STREAMS_PER_PROCESS = 32
-#: Seconds the processes are given to reach the common start (a spawned process is already running; this covers
-#: opening its gRPC channel).
+#: Seconds the processes are given to reach the common start: the pool's processes are up (ClientPool starts them
+#: all before the first level); this covers handing them the level and opening their gRPC channels.
 _START_AFTER = 1.0
+#: Seconds each process's start-up task holds it, so that the pool's tasks land on as many processes.
+_HOLD_S = 0.5
 
 
 def client_processes(concurrency: int, cpus: int | None = None) -> int:
@@ -62,6 +65,13 @@ class _Part:
     known: tuple[str, ...]
 
 
+def _start_up() -> None:
+    """In a new client process: import what a level needs, then hold the process a moment (see ClientPool)."""
+    import tts_triton.client  # noqa: F401  (the client library and tritonclient: seconds at the first import)
+
+    time.sleep(_HOLD_S)
+
+
 def _run_part(part: _Part) -> tuple[float, LevelResult]:
     """In a client process: (its level's start, its result)."""
     return asyncio.run(_part_level(part))
@@ -82,14 +92,16 @@ async def _part_level(part: _Part) -> tuple[float, LevelResult]:
 
 
 class ClientPool:
-    """Up to ``processes`` spawned client processes for the levels of one run (spawned, not forked: the bench's
-    own gRPC channels must not be copied); a context manager that shuts them down."""
+    """``processes`` spawned client processes for the levels of one run (spawned, not forked: the bench's own gRPC
+    channels must not be copied), started and ready on entering the context manager, shut down on leaving it."""
 
     def __init__(self, processes: int) -> None:
         self.processes = processes
         self._pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
 
     def __enter__(self) -> ClientPool:
+        for started in [self._pool.submit(_start_up) for _ in range(self.processes)]:  # one per process, at once
+            started.result()
         return self
 
     def __exit__(self, *exc: object) -> None:
