@@ -17,6 +17,12 @@ the memory before, after the first and after all (what a rejected request leaves
     python tests/test_cancel_stress.py --repository <built repository> --rejected 20 --allocator glibc \
         --shm-region-mb 0 --triton-arg=--grpc-infer-allocation-pool-size=8    # without the guards
 
+As a script it needs neither pytest nor the nvidia-pytriton wheel where ``$TRITON_HOME`` names a Triton bundle (the
+GPU host after ``source scripts/gpu/host-env.sh``: the bundle's server, the repository ``bench.sh`` built)::
+
+    python3 tests/test_cancel_stress.py --repository ~/.cache/tts-triton/model_repository --mode grpc-cancel \
+        --seconds 45
+
 ``--soak N`` instead sends N whole requests (``--stop-fraction`` of them ended early in-band) and samples the
 memory of the server's processes and of its shared memory every ``--sample-s`` seconds.
 """
@@ -36,13 +42,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pytest
 import tritonclient.grpc as grpcclient
 
 from tts_triton.client import TTSClient, TTSError
 from tts_triton.core import contract
 from tts_triton.ops import memory
+from tts_triton.ops.embedded import bundle_install, triton_home
 from tts_triton.ops.triton_server import SHM_DIR, TritonServer, free_ports
+
+try:
+    import pytest
+
+    slow = pytest.mark.slow
+except ImportError:  # run as a script where pytest is not installed (the GPU host's bundle)
+    def slow(test):  # noqa: ANN001, ANN201
+        return test
 
 MODES = ("grpc-cancel", "in-band")
 #: Many sentences: the test checkpoint's stop gate ends each one after a few decoder steps.
@@ -154,7 +168,7 @@ def run_stress(server: TritonServer, mode: str, *, workers: int = 16, seconds: f
     return report
 
 
-@pytest.mark.slow
+@slow
 def test_in_band_stops_at_random_points_never_crash_the_server(model_repository: Path, start_triton) -> None:
     server = start_triton(model_repository)
     report = run_stress(server, "in-band", workers=8, seconds=20)
@@ -298,9 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=120.0)
     args = parser.parse_args(argv)
     http, grpc, metrics = free_ports()
+    home = triton_home()  # $TRITON_HOME: the GPU host's bundle, else the wheel's server
     server = TritonServer(args.repository, http_port=http, grpc_port=grpc, metrics_port=metrics,
                           extra_args=args.triton_arg, allocator=args.allocator,
-                          shm_region_limit_mb=args.shm_region_mb)
+                          shm_region_limit_mb=args.shm_region_mb, install=bundle_install(home) if home else None)
     server.start()
     try:
         if args.rejected:
