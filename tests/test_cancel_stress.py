@@ -47,7 +47,7 @@ import tritonclient.grpc as grpcclient
 from tts_triton.client import TTSClient, TTSError
 from tts_triton.core import contract
 from tts_triton.ops import memory
-from tts_triton.ops.embedded import bundle_install, triton_home
+from tts_triton.ops.embedded import home_install, triton_home
 from tts_triton.ops.triton_server import SHM_DIR, TritonServer, free_ports
 
 try:
@@ -312,10 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=120.0)
     args = parser.parse_args(argv)
     http, grpc, metrics = free_ports()
-    home = triton_home()  # $TRITON_HOME: the GPU host's bundle, else the wheel's server
     server = TritonServer(args.repository, http_port=http, grpc_port=grpc, metrics_port=metrics,
                           extra_args=args.triton_arg, allocator=args.allocator,
-                          shm_region_limit_mb=args.shm_region_mb, install=bundle_install(home) if home else None)
+                          shm_region_limit_mb=args.shm_region_mb, install=home_install(triton_home()))
     server.start()
     try:
         if args.rejected:

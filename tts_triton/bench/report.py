@@ -201,7 +201,7 @@ def _setup_sections(report: Report) -> list[str]:
 
 
 def _clients(report: Report) -> str:
-    """P of each level, e.g. "P = 1 at C <= 32, 2 at C = 64, 4 at C = 128 and 256"."""
+    """The client processes P of the levels, e.g. "P = 1 at C = 1, 8, 32, 2 at C = 64, 4 at C = 128, 256"."""
     by_processes: dict[int, list[int]] = {}
     for level in [*report.levels, *([report.soak] if report.soak else [])]:
         levels = by_processes.setdefault(level.clients, [])

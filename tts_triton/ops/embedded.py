@@ -23,7 +23,7 @@ from tts_triton.ops.triton_install import TritonInstall, TritonNotFoundError
 from tts_triton.ops.triton_server import TritonServer, free_ports
 
 __all__ = ["BUNDLE_VERSION", "TRITON_HOME_ENV", "EmbeddedServer", "bundle_install", "embedded_server",
-           "triton_home"]
+           "home_install", "triton_home"]
 
 #: The environment variable naming an unpacked Triton bundle to run instead of the wheel's server.
 TRITON_HOME_ENV = "TRITON_HOME"
@@ -52,6 +52,11 @@ def bundle_install(home: Path) -> TritonInstall:
     return install
 
 
+def home_install(home: Path | None) -> TritonInstall | None:
+    """:func:`bundle_install` of ``home``, or None without one (the server then runs from the wheel)."""
+    return bundle_install(home) if home else None
+
+
 class EmbeddedServer(TritonServer):
     """A :class:`~tts_triton.ops.triton_server.TritonServer` whose environment also holds ``environment`` (e.g.
     settings the models read), and which runs a bundle's server with the bundle's library path (see the module
@@ -75,6 +80,6 @@ def embedded_server(repository: Path, home: Path | None = None, **options: Any) 
     """A server (not started) for ``repository`` on three free loopback ports, from the bundle at ``home`` or the
     wheel (None); ``options`` go to :class:`EmbeddedServer`."""
     http, grpc, metrics = free_ports(3)
-    install = bundle_install(home) if home else None
+    install = home_install(home)
     return EmbeddedServer(repository.resolve(), http_port=http, grpc_port=grpc, metrics_port=metrics,
                           install=install, **options)

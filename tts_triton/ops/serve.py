@@ -10,7 +10,7 @@ import signal
 from tts_triton.cache.settings import env_from_arguments
 from tts_triton.console import fail
 from tts_triton.export.targets import AUTO, DEFAULT_TARGET, RUNTIME_TARGETS, resolve_target
-from tts_triton.ops.embedded import EmbeddedServer, bundle_install, triton_home
+from tts_triton.ops.embedded import EmbeddedServer, home_install, triton_home
 from tts_triton.ops.model_control import refuse_new_requests, wait_idle
 from tts_triton.ops.mps import default_mps
 from tts_triton.ops.supervisor import Supervisor
@@ -84,9 +84,8 @@ def serve(args: argparse.Namespace, parent_at_start: int) -> int:
             return fail(str(err))
         server_env[LEXICON_ENV] = str(args.lexicon.absolute())
 
-    home = triton_home()  # $TRITON_HOME: a Triton bundle instead of the wheel's server (a GPU host's .venv sets it)
-    try:
-        install = bundle_install(home) if home else None
+    try:  # $TRITON_HOME: a Triton bundle instead of the wheel's server (a GPU host's .venv sets it)
+        install = home_install(triton_home())
     except TritonServerError as err:
         return fail(str(err))
     server = EmbeddedServer(args.model_repository.absolute(), host=args.host, http_port=args.http_port,
