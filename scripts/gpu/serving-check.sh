@@ -8,9 +8,9 @@
 #          (tests/test_cancel_stress.py --mode grpc-cancel: crashes counted), into $OUT/cancel-stress.json.
 # All three fit one 10-minute device call (the bench is stopped cleanly after BENCH_TIMEOUT s); on a slower host run
 # `bench`, then `ceiling cancel` on the same warm machine (the repository stays in ~/.cache). Each step runs even
-# when one before it failed; the exit status is
-# the first failure's. Only the files read afterwards stay in $OUT (the device tool brings back 8): the bench's
-# report, bench.json.gz, figure and server log (gzip), the ceiling table and the stress result.
+# when one before it failed; the exit status is the first failure's. Only the files read afterwards stay in $OUT
+# (the device tool brings back 8): the bench's report, bench.json.gz, figure and server log (gzip), the ceiling
+# table and the stress result.
 # Environment: OUT (default bench-out), ESPEAK_DEBS and GPU_BUNDLE as for bench.sh; BENCH_TIMEOUT (default 380).
 set -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
