@@ -38,10 +38,11 @@ from tts_triton import __version__
 from tts_triton.backend.params import input_axes_parameter
 from tts_triton.core.config import ModelConfig
 from tts_triton.core.contract import (
+    ENSEMBLES,
     TTS,
     TTS_OFFLINE,
     ModelSpec,
-    encode_spec,
+    ensemble_spec,
     network_specs,
     tts_spec,
 )
@@ -69,7 +70,7 @@ from tts_triton.core.voices import VoiceBank
 from tts_triton.export.digest import file_sha256
 
 from .pbtxt import EnumValue, render, string_parameters, tensor
-from .settings import ENSEMBLES, NetworkSettings, RepositorySettings, tuned
+from .settings import NetworkSettings, RepositorySettings, tuned
 from .targets import DEFAULT_TARGET, KIND_CPU, KIND_GPU, RUNTIME_TARGETS, RuntimeTarget
 from .tensorrt_profiles import network_profiles
 
@@ -162,7 +163,7 @@ def build_repository(
             artifacts[name] = _install_artifact(runtime, spec, version_dir, onnx_dir=onnx_dir, engines_dir=engines_dir,
                                                 checkpoint=checkpoint)
         for name, members in ENSEMBLES.items():
-            config = _ensemble_config(encode_spec(model_config), [specs[m] for m in members], settings)
+            config = _ensemble_config(ensemble_spec(model_config, name), [specs[m] for m in members], settings)
             _model_dir(staging, name, config)
         if include_bls:
             _write_bls_models(staging, model_config, voice_bank, bank, settings, checkpoint_name or checkpoint.name)
@@ -293,10 +294,11 @@ def _write_bls_models(root: Path, model_config: ModelConfig, voice_bank: Path, b
 
 
 def _ensemble_config(spec: ModelSpec, members: Sequence[ModelSpec], settings: RepositorySettings) -> dict[str, Any]:
-    """An ensemble whose members run side by side on its inputs; every tensor keeps its name."""
+    """An ensemble whose members run in order, each on the ensemble's inputs and the outputs of those before it
+    (Triton runs members side by side where neither needs the other); every tensor keeps its name."""
     fed = {t.name for m in members for t in m.inputs}
-    produced = sorted(t.name for m in members for t in m.outputs)
-    if fed != set(spec.input_names) or produced != sorted(spec.output_names):
+    produced = {t.name for m in members for t in m.outputs}
+    if fed - produced != set(spec.input_names) or produced != set(spec.output_names):
         raise ValueError(f"ensemble {spec.name!r}: members {[m.name for m in members]} do not cover its tensors")
     steps = [
         {

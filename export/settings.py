@@ -11,15 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tts_triton.core.config import ModelConfig
-from tts_triton.core.contract import DECODER, ENCODE, STYLE_ENCODER, TEXT_ENCODER, VOCODER
+from tts_triton.core.contract import DECODER, ENSEMBLES, STYLE_ENCODER, TEXT_ENCODER, VOCODER
 
 from .targets import GPU_TARGET, KIND_CPU, KIND_GPU, RUNTIME_TARGETS
 
-__all__ = ["ENSEMBLES", "NetworkSettings", "RepositorySettings", "default_max_streams", "tuned", "with_fields"]
-
-#: Ensembles of the repository: name -> member networks, run side by side.
-ENSEMBLES = {ENCODE: (TEXT_ENCODER, STYLE_ENCODER)}
-
+__all__ = ["NetworkSettings", "RepositorySettings", "default_max_streams", "tuned", "with_fields"]
 
 @dataclass(frozen=True)
 class NetworkSettings:

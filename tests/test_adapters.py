@@ -51,7 +51,7 @@ class ScriptedNetworks:
     sentence's :data:`CALLS_PER_SENTENCE`-th call."""
 
     def __init__(self, cfg: ModelConfig) -> None:
-        self.specs = {**contract.network_specs(cfg), contract.ENCODE: contract.encode_spec(cfg)}
+        self.specs = {**contract.network_specs(cfg), **contract.ensemble_specs(cfg)}
         self.hop = cfg.vocoder.hop_length
 
     def outputs(self, name: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -62,7 +62,7 @@ class ScriptedNetworks:
             sizes[contract.SAMPLES] = sizes[contract.FRAMES] * self.hop
         batch = next(iter(inputs.values())).shape[0]
         out = {t.name: np.zeros((batch, *(sizes.get(d, d) for d in t.dims)), t.dtype) for t in spec.outputs}
-        if name == contract.DECODER:
+        if contract.GATE in out:  # the decoder, alone or in an ensemble
             calls = inputs["state"][:, :1] + 1
             out["state_out"][:] = calls
             out["gate"][:] = np.where(calls >= CALLS_PER_SENTENCE, 1.0, -1.0)
@@ -106,12 +106,13 @@ def bls(pb: Any, checkpoint: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
 
     def child(name: str) -> Any:
         async def run(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-            calls[name] = calls.get(name, 0) + 1
+            for network in contract.ENSEMBLES.get(name, (name,)):
+                calls[network] = calls.get(network, 0) + 1
             await asyncio.sleep(0)  # a real BLS call yields to the other requests
             return networks.outputs(name, inputs)
         return run
 
-    for name in (contract.ENCODE, *contract.network_specs(checkpoint.config)):
+    for name in networks.specs:
         pb.CHILDREN[name] = child(name)
     bank = from_styles({("f1", "neutral"): np.zeros(checkpoint.config.style.dim)}, "f1", "neutral")
     models = []
@@ -192,17 +193,19 @@ def test_bls_child_failure_is_internal_then_final(bls: Any) -> None:
 
 
 def decoder_hook(bls: Any, after_calls: int, action: Any) -> None:
-    """Run ``action()`` once, before the decoder call number ``after_calls`` + 1."""
-    inner = fake.CHILDREN[contract.DECODER]
+    """Run ``action()`` once, before the decoder call number ``after_calls`` + 1 (the first is a sentence's
+    ``first_decode``)."""
+    def hook(inner: Any) -> Any:
+        async def hooked(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            if bls.calls.get(contract.DECODER, 0) == after_calls:
+                result = action()
+                if asyncio.iscoroutine(result):
+                    await result
+            return await inner(inputs)
+        return hooked
 
-    async def hooked(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if bls.calls.get(contract.DECODER, 0) == after_calls:
-            result = action()
-            if asyncio.iscoroutine(result):
-                await result
-        return await inner(inputs)
-
-    fake.CHILDREN[contract.DECODER] = hooked
+    for name in (contract.DECODER, contract.FIRST_DECODE):
+        fake.CHILDREN[name] = hook(fake.CHILDREN[name])
 
 
 

@@ -97,6 +97,33 @@ def test_stop_rule_and_max_steps_guard(stop_at: int | None, tokens: int) -> None
     np.testing.assert_array_equal(wav, np.repeat(mel[:, 0], audio.HOP_LENGTH))  # seams cut exactly
 
 
+class ServesFirstDecode(ScriptedDecoder):
+    """A :class:`ScriptedDecoder` that serves the ``first_decode`` ensemble in one call, as Triton does; logs calls."""
+
+    ensembles = frozenset({contract.FIRST_DECODE})
+
+    def __init__(self, cfg: ModelConfig, stop_at: int | None) -> None:
+        super().__init__(cfg, stop_at)
+        self.log: list[str] = []
+
+    async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.log.append(model)
+        if model != contract.FIRST_DECODE:
+            return await super().infer(model, inputs)
+        encoded = await super().infer(contract.TEXT_ENCODER, inputs)
+        return {**encoded, **await super().infer(contract.DECODER, {**inputs, **encoded})}
+
+
+def test_a_backend_serving_first_decode_gets_one_call_per_sentence_and_the_same_audio() -> None:
+    cfg = ModelConfig()
+    style = np.zeros(cfg.style.dim, np.float32)
+    plain, ensembled = ScriptedDecoder(cfg, 13), ServesFirstDecode(cfg, 13)
+    wavs = [asyncio.run(Pipeline(backend, cfg).synthesize([[1] * 10], style))[0] for backend in (plain, ensembled)]
+    np.testing.assert_array_equal(wavs[0], wavs[1])
+    assert ensembled.log[0] == contract.FIRST_DECODE and contract.TEXT_ENCODER not in ensembled.log
+    assert ensembled.log.count(contract.DECODER) == 13 // cfg.decoder.steps_per_call  # the calls after the first
+
+
 def test_cancellation_stops_between_decoder_calls() -> None:
     cfg = ModelConfig()
     pipeline = Pipeline(ScriptedDecoder(cfg, None), cfg)

@@ -27,12 +27,15 @@ from tts_triton.core.config import ModelConfig
 from tts_triton.core.contract import (
     DECODER,
     ENCODE,
+    ENSEMBLES,
+    FIRST_DECODE,
     STYLE_ENCODER,
     TEXT_ENCODER,
     TTS,
     VOCODER,
     ModelSpec,
-    encode_spec,
+    ensemble_spec,
+    ensemble_specs,
     network_specs,
     tts_spec,
 )
@@ -42,7 +45,6 @@ from tts_triton.export import settings as settings_mod
 from tts_triton.export.pbtxt import parse
 from tts_triton.export.repository import (
     BLS_MODELS,
-    ENSEMBLES,
     RUNTIME_TARGETS,
     EnginesMissingError,
     RepositorySettings,
@@ -145,7 +147,7 @@ def built(request: pytest.FixtureRequest, sources: SimpleNamespace, tmp_path_fac
 def contract_specs(target: str = "onnxruntime-python") -> dict[str, ModelSpec]:
     """The contract as ``target`` serves it (torch-cuda: the decoder with its serving K)."""
     cfg = RepositorySettings.for_target(target).serving_config(CFG)
-    return {**network_specs(cfg), ENCODE: encode_spec(cfg), **{name: tts_spec(cfg, name) for name in BLS_MODELS}}
+    return {**network_specs(cfg), **ensemble_specs(cfg), **{name: tts_spec(cfg, name) for name in BLS_MODELS}}
 
 
 def test_every_config_matches_the_contract(built) -> None:
@@ -190,22 +192,25 @@ def test_only_tts_is_decoupled(built) -> None:
     assert [n for n, c in configs.items() if c.model_transaction_policy.decoupled] == [TTS]
 
 
-def test_encode_ensemble_wires_existing_tensors(built) -> None:
+@pytest.mark.parametrize(("name", "members"), [(ENCODE, [TEXT_ENCODER, STYLE_ENCODER]),
+                                               (FIRST_DECODE, [TEXT_ENCODER, DECODER])])
+def test_ensembles_wire_existing_tensors(built, name: str, members: list[str]) -> None:
+    """Each step takes the ensemble's inputs or an earlier step's outputs; every input is used, every output made."""
     _, _, configs = built
-    encode = configs[ENCODE]
-    assert encode.platform == "ensemble"
-    inputs, outputs = {t.name for t in encode.input}, {t.name for t in encode.output}
+    ensemble = configs[name]
+    assert ensemble.platform == "ensemble"
+    assert [s.model_name for s in ensemble.ensemble_scheduling.step] == members == list(ENSEMBLES[name])
+    inputs, outputs = {t.name for t in ensemble.input}, {t.name for t in ensemble.output}
     consumed, produced = set(), []
-    for step in encode.ensemble_scheduling.step:
+    for step in ensemble.ensemble_scheduling.step:
         child = configs[step.model_name]
-        assert encode.max_batch_size <= child.max_batch_size
+        assert ensemble.max_batch_size <= child.max_batch_size
         assert set(step.input_map) == {t.name for t in child.input}
         assert set(step.output_map) == {t.name for t in child.output}
-        assert set(step.input_map.values()) <= inputs
+        assert set(step.input_map.values()) <= inputs | set(produced)
         consumed |= set(step.input_map.values())
         produced += step.output_map.values()
-    assert [s.model_name for s in encode.ensemble_scheduling.step] == [TEXT_ENCODER, STYLE_ENCODER]
-    assert consumed == inputs and sorted(produced) == sorted(outputs)
+    assert consumed - set(produced) == inputs and sorted(produced) == sorted(outputs)
 
 
 def test_bls_models_carry_config_voice_bank_and_adapter(built, sources) -> None:
@@ -223,7 +228,7 @@ def test_bls_models_carry_config_voice_bank_and_adapter(built, sources) -> None:
         assert params["checkpoint_name"] == sources.checkpoint.name
         assert params[FIRST_CHUNK_FIRST] == "false"
         # what the BLS may merge into one request of each model: that model's max_batch_size
-        assert json.loads(params[NETWORK_MAX_BATCH]) == {m: configs[m].max_batch_size for m in (*SPECS, ENCODE)}
+        assert json.loads(params[NETWORK_MAX_BATCH]) == {m: configs[m].max_batch_size for m in (*SPECS, *ENSEMBLES)}
         assert json.loads((out / name / VOICE_BANK_FILE).read_text(encoding="utf-8")) == VOICE_BANK
         adapter = (out / name / "1" / "model.py").read_text()
         assert "from tts_triton.triton.bls import TritonPythonModel  # noqa: F401" in adapter
@@ -481,7 +486,7 @@ def test_served_decoder_batches_concurrent_requests(served, sources) -> None:
 
 def test_served_encode_ensemble(served, sources) -> None:
     server, _ = served
-    spec = encode_spec(CFG)
+    spec = ensemble_spec(CFG, ENCODE)
     feed = example(spec, 2, np.random.default_rng(4), axis_size=64)  # a token bucket and a reference length
     result = httpclient.InferenceServerClient(server.http_url).infer(ENCODE, _inputs(spec, feed))
     for child in (TEXT_ENCODER, STYLE_ENCODER):
@@ -490,6 +495,22 @@ def test_served_encode_ensemble(served, sources) -> None:
         expected = session.run(child_spec.output_names, {n: feed[n] for n in child_spec.input_names})
         for name, want in zip(child_spec.output_names, expected, strict=True):
             np.testing.assert_allclose(result.as_numpy(name), want, rtol=1e-5, err_msg=name)
+
+
+def test_served_first_decode_is_the_text_encoder_then_the_decoder(served, sources) -> None:
+    """One request of ``first_decode`` answers what the text encoder's outputs fed to the decoder give."""
+    server, _ = served
+    spec = ensemble_spec(CFG, FIRST_DECODE)
+    feed = example(spec, 2, np.random.default_rng(6), axis_size=32)
+    result = httpclient.InferenceServerClient(server.http_url).infer(FIRST_DECODE, _inputs(spec, feed))
+    expected = dict(feed)
+    for child in (TEXT_ENCODER, DECODER):
+        child_spec = SPECS[child]
+        session = ort.InferenceSession(str(sources.onnx_dir / f"{child}.onnx"), providers=["CPUExecutionProvider"])
+        outputs = session.run(child_spec.output_names, {n: expected[n] for n in child_spec.input_names})
+        expected.update(zip(child_spec.output_names, outputs, strict=True))
+    for name in spec.output_names:
+        np.testing.assert_allclose(result.as_numpy(name), expected[name], rtol=1e-4, atol=1e-5, err_msg=name)
 
 
 def test_served_style_encoder_uses_the_response_cache(served) -> None:

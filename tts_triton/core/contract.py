@@ -83,6 +83,7 @@ STYLE_ENCODER = "style_encoder"
 DECODER = "decoder"
 VOCODER = "vocoder"
 ENCODE = "encode"
+FIRST_DECODE = "first_decode"
 TTS = "tts"
 TTS_OFFLINE = "tts_offline"
 #: Request parameter (string) of an in-band stop sent to ``tts``: the request id of the stream to end early.
@@ -190,10 +191,29 @@ def network_specs(cfg: ModelConfig) -> dict[str, ModelSpec]:
     return {s.name: s for s in specs}
 
 
-def encode_spec(cfg: ModelConfig) -> ModelSpec:
-    """The ``encode`` ensemble: text_encoder and style_encoder side by side."""
-    te, se = text_encoder_spec(cfg), style_encoder_spec(cfg)
-    return ModelSpec(ENCODE, inputs=te.inputs + se.inputs, outputs=te.outputs + se.outputs)
+#: The ensembles, each a network's members in order: a member is fed from the ensemble's inputs and from the outputs
+#: of the members before it, and every member's outputs are the ensemble's. ``encode``: the text and a reference
+#: audio's style side by side; ``first_decode``: a sentence's text encoding and its first decoder call in one
+#: request, which saves the BLS a round trip before its first chunk.
+ENSEMBLES: dict[str, tuple[str, ...]] = {ENCODE: (TEXT_ENCODER, STYLE_ENCODER), FIRST_DECODE: (TEXT_ENCODER, DECODER)}
+
+
+def ensemble_spec(cfg: ModelConfig, name: str) -> ModelSpec:
+    """The tensors of ensemble ``name`` (:data:`ENSEMBLES`): what its members take that no member before them
+    produced, and everything they produce; padded along the axes that every member masks."""
+    members = [network_specs(cfg)[m] for m in ENSEMBLES[name]]
+    inputs: dict[str, TensorSpec] = {}
+    outputs: dict[str, TensorSpec] = {}
+    for member in members:
+        inputs.update({t.name: t for t in member.inputs if t.name not in outputs and t.name not in inputs})
+        outputs.update({t.name: t for t in member.outputs})
+    masked = tuple(a for a in members[0].masked_axes if all(a in m.masked_axes for m in members))
+    return ModelSpec(name, inputs=tuple(inputs.values()), outputs=tuple(outputs.values()), masked_axes=masked)
+
+
+def ensemble_specs(cfg: ModelConfig) -> dict[str, ModelSpec]:
+    """Every ensemble's :func:`ensemble_spec`, keyed by Triton model name."""
+    return {name: ensemble_spec(cfg, name) for name in ENSEMBLES}
 
 
 # Tensor names of the public ``tts`` / ``tts_offline`` contract.

@@ -15,15 +15,6 @@ from torch import nn
 
 from tts_triton.core import contract
 from tts_triton.core.config import ModelConfig
-from tts_triton.serving.pipeline import InferBackend
-
-
-async def run_encode(backend: InferBackend, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The ``encode`` ensemble for in-process backends: text_encoder and style_encoder, outputs merged."""
-    text_inputs = {name: inputs[name] for name in (contract.PHONEMES, contract.MASK)}
-    text = await backend.infer(contract.TEXT_ENCODER, text_inputs)
-    style = await backend.infer(contract.STYLE_ENCODER, {contract.REF_MEL: inputs[contract.REF_MEL]})
-    return {**text, **style}
 
 
 class TorchBackend:
@@ -39,8 +30,6 @@ class TorchBackend:
         self.specs = contract.network_specs(cfg)
 
     async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if model == contract.ENCODE:
-            return await run_encode(self, inputs)
         spec = self.specs[model]
         with torch.inference_mode():
             outputs = self.stages[model](*(torch.from_numpy(np.ascontiguousarray(inputs[n])).to(self.device)
@@ -64,8 +53,6 @@ class OnnxBackend:
         }
 
     async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if model == contract.ENCODE:
-            return await run_encode(self, inputs)
         spec = self.specs[model]
         outputs = self.sessions[model].run(spec.output_names, {n: inputs[n] for n in spec.input_names})
         return dict(zip(spec.output_names, outputs, strict=True))

@@ -45,11 +45,12 @@ class Coalescer:
     ``specs`` names the models it may merge (their masked axes say which shapes pad together) and
     ``max_rows`` each one's most rows per request (Triton's ``max_batch_size``); calls to any other model
     go straight through, and so does every call while ``streams()`` (the streams open on this loop, if
-    given) is at most 1. All calls must come from one event loop."""
+    given) is at most 1. All calls must come from one event loop. It serves the ensembles ``backend`` serves."""
 
     def __init__(self, backend: InferBackend, specs: Mapping[str, ModelSpec], max_rows: Mapping[str, int],
                  streams: Callable[[], int] | None = None) -> None:
         self.backend = backend
+        self.ensembles: frozenset[str] = frozenset(getattr(backend, "ensembles", ()))
         self.streams = streams
         self.padding = {name: Padding.of(spec) for name, spec in specs.items() if name in max_rows}
         self.max_rows = dict(max_rows)

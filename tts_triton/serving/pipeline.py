@@ -41,9 +41,27 @@ from tts_triton.text import Sentence
 
 
 class InferBackend(Protocol):
-    """Runs one network on a batch of one: numpy inputs by contract name -> outputs by contract name."""
+    """Runs one network on a batch of one: numpy inputs by contract name -> outputs by contract name. A backend
+    that also serves ensembles in one request (Triton) names them in an ``ensembles`` attribute
+    (:func:`infer_ensemble`)."""
 
     async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+
+async def infer_ensemble(backend: InferBackend, cfg: ModelConfig, name: str,
+                         inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The outputs of ensemble ``name`` (:data:`~tts_triton.core.contract.ENSEMBLES`): one request where
+    ``backend`` serves it, else its members called in turn, each fed from ``inputs`` and the members before it."""
+    if name in getattr(backend, "ensembles", ()):
+        return await backend.infer(name, inputs)
+    specs = contract.network_specs(cfg)
+    feed: dict[str, np.ndarray] = dict(inputs)
+    outputs: dict[str, np.ndarray] = {}
+    for member in contract.ENSEMBLES[name]:
+        out = await backend.infer(member, {n: feed[n] for n in specs[member].input_names})
+        feed.update(out)
+        outputs.update(out)
+    return outputs
 
 
 @dataclass
@@ -145,21 +163,6 @@ class Pipeline:
         self.stats: list[SentenceStats] = []
         self.style: np.ndarray | None = None
 
-    async def encode(self, ids: list[int], ref_mel: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """Encoder memory of one sentence padded to its token bucket: memory, processed_memory, mask.
-
-        With a reference log-mel ``[frames, n_mels]`` this is one call of the ``encode`` ensemble,
-        which also returns the reference's ``style``.
-        """
-        phonemes, mask = pad_tokens(ids, self.streaming.bucket(len(ids)))
-        inputs = {contract.PHONEMES: phonemes, contract.MASK: mask}
-        if ref_mel is None:
-            out = await self.backend.infer(contract.TEXT_ENCODER, inputs)
-        else:
-            inputs[contract.REF_MEL] = ref_mel[None].astype(np.float32)
-            out = await self.backend.infer(contract.ENCODE, inputs)
-        return {**out, contract.MASK: mask}
-
     def initial_state(self, tokens: int) -> dict[str, np.ndarray]:
         dims = {contract.TOKENS: tokens}
         return {s.name: np.zeros((1, *(dims.get(d, d) for d in s.dims)), np.float32) for s in self.state_specs}
@@ -171,20 +174,36 @@ class Pipeline:
         the alignment rows of those steps ``[steps, len(ids)]`` (None when the backend does not return it).
 
         Uses ``style``, else ``self.style``, or the style of ``ref_mel`` (which then becomes ``self.style``).
+        The text encoder and the first decoder call are one ``first_decode`` request; with ``ref_mel``, the text
+        and the reference are one ``encode`` request before the first decoder call.
         """
         d = self.cfg.decoder
-        out = await self.encode(ids, ref_mel)
-        if ref_mel is not None:
-            self.style = out[contract.STYLE][0]
-        style = self.style if style is None else style
-        context = {name: out[name] for name in (contract.MEMORY, contract.PROCESSED_MEMORY, contract.MASK)}
-        context[contract.STYLE] = style[None].astype(np.float32)
-        state = self.initial_state(context[contract.MASK].shape[1])
+        phonemes, mask = pad_tokens(ids, self.streaming.bucket(len(ids)))
+        text = {contract.PHONEMES: phonemes, contract.MASK: mask}
+        state = self.initial_state(mask.shape[1])
+        if cancelled():
+            raise Cancelled
+        out: dict[str, np.ndarray] | None  # the decoder's outputs not yet taken
+        if ref_mel is None:
+            style = self.style if style is None else style
+            styled = {contract.STYLE: style[None].astype(np.float32)}
+            out = encoded = await infer_ensemble(self.backend, self.cfg, contract.FIRST_DECODE,
+                                                 {**text, **styled, **state})
+        else:
+            inputs = {**text, contract.REF_MEL: ref_mel[None].astype(np.float32)}
+            encoded = await infer_ensemble(self.backend, self.cfg, contract.ENCODE, inputs)
+            self.style = encoded[contract.STYLE][0]
+            style = self.style if style is None else style
+            styled = {contract.STYLE: style[None].astype(np.float32)}
+            out = None
+        context = {contract.MEMORY: encoded[contract.MEMORY],
+                   contract.PROCESSED_MEMORY: encoded[contract.PROCESSED_MEMORY], contract.MASK: mask, **styled}
         max_steps = d.max_steps(len(ids))
         while True:
-            if cancelled():
-                raise Cancelled
-            out = await self.backend.infer(contract.DECODER, {**context, **state})
+            if out is None:
+                if cancelled():
+                    raise Cancelled
+                out = await self.backend.infer(contract.DECODER, {**context, **state})
             stats.decoder_calls += 1
             state = {s.name: out[s.name + contract.STATE_OUT_SUFFIX] for s in self.state_specs}
             gate = out[contract.GATE][0]
@@ -198,6 +217,7 @@ class Pipeline:
             frames = out[contract.NET_MEL][0, : steps * d.frames_per_step]
             stats.frames += frames.shape[0]
             alignment = out[contract.ALIGNMENT][0, :steps, : len(ids)] if contract.ALIGNMENT in out else None
+            out = None
             yield frames, alignment
             if stop is not None:
                 return

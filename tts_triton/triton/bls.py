@@ -95,12 +95,14 @@ from tts_triton.triton.utils import CallThreads, error_response, read_inputs
 
 
 class BlsBackend:
-    """:class:`~tts_triton.serving.pipeline.InferBackend` over BLS calls to the models of ``specs`` (CPU tensors);
-    requests every output but the :data:`~tts_triton.core.contract.DIAGNOSTIC_OUTPUTS` not in ``diagnostic``."""
+    """:class:`~tts_triton.serving.pipeline.InferBackend` over BLS calls to the models of ``specs`` (CPU tensors),
+    the ensembles among them in one request each; requests every output but the
+    :data:`~tts_triton.core.contract.DIAGNOSTIC_OUTPUTS` not in ``diagnostic``."""
 
     def __init__(self, specs: dict[str, contract.ModelSpec], diagnostic: frozenset[str] = frozenset()) -> None:
         skip = contract.DIAGNOSTIC_OUTPUTS - diagnostic
         self.outputs = {name: [o for o in spec.output_names if o not in skip] for name, spec in specs.items()}
+        self.ensembles = frozenset(contract.ENSEMBLES) & specs.keys()
 
     async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         request = pb_utils.InferenceRequest(
@@ -121,6 +123,7 @@ class GatedBackend:
     def __init__(self, backend: Coalescer, gate: ProgressGate) -> None:
         self.backend = backend
         self.gate = gate
+        self.ensembles = backend.ensembles
 
     async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         await self.gate.call(self)
@@ -154,7 +157,7 @@ class TritonPythonModel:
         self.cache, self.cache_meter = cache if cache else (None, None)
         self.service = TTSService(self.cfg, VoiceBank.from_json(params[VOICE_BANK]), streaming)
         self.service.warm_up()
-        specs = {**contract.network_specs(self.cfg), contract.ENCODE: contract.encode_spec(self.cfg)}
+        specs = {**contract.network_specs(self.cfg), **contract.ensemble_specs(self.cfg)}
         self.name = config["name"]
         self.stops = StopBoard()
         self.admission = Admission(int_parameter(config, MAX_STREAMS, 0), self.name, self.stops.directory)
