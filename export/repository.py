@@ -201,10 +201,11 @@ def repository_is_current(
     settings: RepositorySettings | None = None,
     onnx_dir: Path | None = None,
 ) -> bool:
-    """Whether ``out_dir`` was built from this checkpoint, voice bank, config, target and settings, and, for
-    an ONNX target given ``onnx_dir``, from these ONNX files (same content: a re-export changes them)."""
+    """Whether ``out_dir`` was built from this checkpoint, voice bank, config, target and settings, holds every
+    network and ensemble this code calls (one built before an ensemble was added does not), and, for an ONNX target
+    given ``onnx_dir``, from these ONNX files (same content: a re-export changes them)."""
     manifest = read_manifest(out_dir)
-    if manifest is None:
+    if manifest is None or not {*network_specs(model_config), *ENSEMBLES} <= set(manifest.get("models", ())):
         return False
     expected = json.loads(json.dumps(_fingerprint(target, Path(checkpoint), Path(voice_bank), model_config,
                                                   settings or RepositorySettings.for_target(target))))

@@ -281,6 +281,9 @@ def test_manifest_decides_rebuilds(sources, tmp_path: Path) -> None:
     with (reexported / f"{VOCODER}.onnx").open("ab") as f:  # new export code, new graph
         f.write(b"\0")
     assert not repository_is_current(out, **kwargs, onnx_dir=reexported)
+    manifest["models"].remove(FIRST_DECODE)  # built by code from before the ensemble: the BLS would call a model
+    (out / MANIFEST_FILE).write_text(json.dumps(manifest))  # the repository does not have
+    assert not repository_is_current(out, **kwargs)
 
 
 def test_rebuild_replaces_only_repositories(sources, tmp_path: Path) -> None:
