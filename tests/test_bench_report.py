@@ -87,7 +87,8 @@ def test_compare_pairs_the_levels_both_runs_share() -> None:
     after.levels[0].records = [dataclasses.replace(r, first_chunk=r.first_chunk and r.start + (r.first_chunk - r.start)
                                                    / 2) for r in after.levels[0].records]
     vocoder = model_stats("vocoder", 8, 2, 2, 8_000_000, 0)
-    after.levels[0].models = diff_stats({}, flatten_stats({"model_stats": [vocoder]}))
+    first_decode = model_stats("first_decode", 3, 3, 3, 3_000_000, 0)  # a model only the later run has
+    after.levels[0].models = diff_stats({}, flatten_stats({"model_stats": [vocoder, first_decode]}))
     extra = level_result()
     extra.concurrency = 4  # only in the later run: not compared
     after.levels.append(extra)
@@ -96,6 +97,7 @@ def test_compare_pairs_the_levels_both_runs_share() -> None:
     assert "| 2 | 1,000.0 → 500.0 (0.50x) |" in text
     assert "| 4 |" not in text
     assert "| 2 | vocoder | 8 → 2 | 8 → 8 | 2 → 2 |" in text
+    assert "| 2 | first_decode | – → 3 | – → 3 | – → 3 | – → 0.00 |" in text
 
 
 def test_render_markdown_flags_uneven_other_load() -> None:

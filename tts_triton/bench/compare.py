@@ -35,6 +35,11 @@ def _pair(before: float, after: float, digits: int = 1) -> str:
     return f"{before:,.{digits}f} → {after:,.{digits}f} ({ratio:.2f}x)"
 
 
+def _counts(old: ModelDelta | None, new: ModelDelta | None, key: str, fmt: str = "{}") -> str:
+    """``old → new`` of one model's ``key``; "–" for a side that did not have the model."""
+    return " → ".join("–" if m is None else fmt.format(getattr(m, key)) for m in (old, new))
+
+
 def compare(before: dict[str, Any], after: dict[str, Any], labels: Sequence[str] = ("before", "after")) -> str:
     """The Markdown comparison of two bench.json documents (levels both ran, in order of concurrency)."""
     old, new = _levels(before), _levels(after)
@@ -47,11 +52,13 @@ def compare(before: dict[str, Any], after: dict[str, Any], labels: Sequence[str]
                      f"{a.errors} → {b.errors}"])
     model_rows = []
     for c in shared:
-        for m_old, m_new in zip(old[c][1], new[c][1], strict=False):
-            if m_old.name == m_new.name and (m_old.requests or m_new.requests):
-                model_rows.append([str(c), m_old.name, f"{m_old.requests} → {m_new.requests}",
-                                   f"{m_old.rows} → {m_new.rows}", f"{m_old.executions} → {m_new.executions}",
-                                   f"{m_old.compute_ms:.2f} → {m_new.compute_ms:.2f}"])
+        olds, news = ({m.name: m for m in models} for models in (old[c][1], new[c][1]))
+        for name in [*news, *(n for n in olds if n not in news)]:  # a model one side lacks reads "–" there
+            m_old, m_new = olds.get(name), news.get(name)
+            if any(m is not None and m.requests for m in (m_old, m_new)):
+                model_rows.append([str(c), name, *(_counts(m_old, m_new, key) for key in ("requests", "rows",
+                                                                                      "executions")),
+                                   _counts(m_old, m_new, "compute_ms", "{:.2f}")])
     first, second = labels
     return "\n".join([
         f"Each cell: {first} → {second} ({second} / {first}).", "",

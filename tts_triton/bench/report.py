@@ -323,8 +323,9 @@ def _reading_section(report: Report) -> list[str]:
         "- Percentiles are over the *measured* requests of a level; with few of them, p90 and p99 are close to "
         "the maximum.\n",
         "- `tts` is decoupled: Triton counts only its `execute()` call, which returns at once while the stream "
-        "runs in the background, so its compute time is not the stream's duration. `encode` (and `style_encoder`) "
-        "run only for requests with reference audio; preset voices call `text_encoder` directly.\n",
+        "runs in the background, so its compute time is not the stream's duration. A sentence's first decoder call "
+        "is one `first_decode` request (the ensemble of `text_encoder` and `decoder`, whose statistics count it "
+        "too); `encode` (and `style_encoder`) run only for requests with reference audio.\n",
         "- *rows* are the batch rows the requests carried: the BLS sends the calls its streams make together as "
         "one request (`tts_triton.serving.coalesce`). *avg batch* is rows per execution. compute ms / req counts "
         "an execution's time once per request in it, so the model was busy about compute ms / req × executions. "

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tts_triton.bench.workload import RequestRecord
+from tts_triton.core import contract
 
 __all__ = [
     "MODELS",
@@ -31,7 +32,8 @@ __all__ = [
 ]
 
 #: Models whose statistics are diffed, in pipeline order.
-MODELS = ("tts", "encode", "text_encoder", "style_encoder", "decoder", "vocoder")
+MODELS = (contract.TTS, contract.FIRST_DECODE, contract.ENCODE, contract.TEXT_ENCODER, contract.STYLE_ENCODER,
+          contract.DECODER, contract.VOCODER)
 COMPUTE_PARTS = ("compute_input", "compute_infer", "compute_output")
 _COUNTERS = ("success", "fail", "queue", *COMPUTE_PARTS)
 
