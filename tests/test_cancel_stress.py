@@ -144,6 +144,7 @@ def run_stress(server: TritonServer, mode: str, *, workers: int = 16, seconds: f
                             report.errors.append(f"{type(err).__name__}: {err}"[:200])
 
     def watchdog() -> None:
+        nonlocal end_at
         while time.monotonic() < end_at:
             time.sleep(0.2)
             if not server.is_running():
@@ -151,7 +152,12 @@ def run_stress(server: TritonServer, mode: str, *, workers: int = 16, seconds: f
                 code = server.stop()
                 with lock:
                     report.crashes.append(code)
-                server.start()
+                try:
+                    server.start()
+                except Exception as err:  # the run ends here, its report says why
+                    with lock:
+                        report.errors.append(f"restart failed: {type(err).__name__}: {err}"[:2000])
+                    end_at = time.monotonic()
                 healthy.set()
 
     started = time.monotonic()
@@ -164,7 +170,8 @@ def run_stress(server: TritonServer, mode: str, *, workers: int = 16, seconds: f
     dog.join(5)
     report.seconds = round(time.monotonic() - started, 1)
     time.sleep(1)  # the last stopped streams are counted when their coroutines end
-    report.outcomes = outcome_counts(server)
+    if server.is_running():
+        report.outcomes = outcome_counts(server)
     return report
 
 
@@ -315,8 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     server = TritonServer(args.repository, http_port=http, grpc_port=grpc, metrics_port=metrics,
                           extra_args=args.triton_arg, allocator=args.allocator,
                           shm_region_limit_mb=args.shm_region_mb, install=home_install(triton_home()))
-    server.start()
-    try:
+    try:  # whatever happens, the result is printed: a run on a remote host may bring nothing else back
+        server.start()
         if args.rejected:
             result = rejected_references(server, args.rejected)
         elif args.soak:
@@ -324,10 +331,12 @@ def main(argv: list[str] | None = None) -> int:
                           sample_s=args.sample_s)
         else:
             result = asdict(run_stress(server, args.mode, workers=args.workers, seconds=args.seconds))
+    except Exception as err:
+        result = {"error": f"{type(err).__name__}: {err}"}
     finally:
         server.stop()
     print(json.dumps(result, indent=1))
-    return 0
+    return 1 if "error" in result or result.get("crashes") or result.get("crashed") else 0
 
 
 if __name__ == "__main__":
