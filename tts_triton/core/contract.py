@@ -191,10 +191,10 @@ def network_specs(cfg: ModelConfig) -> dict[str, ModelSpec]:
     return {s.name: s for s in specs}
 
 
-#: The ensembles, each a network's members in order: a member is fed from the ensemble's inputs and from the outputs
-#: of the members before it, and every member's outputs are the ensemble's. ``encode``: the text and a reference
-#: audio's style side by side; ``first_decode``: a sentence's text encoding and its first decoder call in one
-#: request, which saves the BLS a round trip before its first chunk.
+#: The ensembles: name -> member networks in order. A member is fed from the ensemble's inputs and the outputs of
+#: the members before it; every member's outputs are the ensemble's. ``encode``: the text and a reference audio's
+#: style side by side; ``first_decode``: a sentence's text encoding and its first decoder call in one request, which
+#: saves the BLS a round trip before its first chunk.
 ENSEMBLES: dict[str, tuple[str, ...]] = {ENCODE: (TEXT_ENCODER, STYLE_ENCODER), FIRST_DECODE: (TEXT_ENCODER, DECODER)}
 
 
