@@ -47,8 +47,8 @@ import tritonclient.grpc as grpcclient
 from tts_triton.client import TTSClient, TTSError
 from tts_triton.core import contract
 from tts_triton.ops import memory
-from tts_triton.ops.embedded import home_install, triton_home
-from tts_triton.ops.triton_server import SHM_DIR, TritonServer, free_ports
+from tts_triton.ops.embedded import embedded_server, triton_home
+from tts_triton.ops.triton_server import SHM_DIR, TritonServer
 
 try:
     import pytest
@@ -318,10 +318,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=120.0)
     args = parser.parse_args(argv)
-    http, grpc, metrics = free_ports()
-    server = TritonServer(args.repository, http_port=http, grpc_port=grpc, metrics_port=metrics,
-                          extra_args=args.triton_arg, allocator=args.allocator,
-                          shm_region_limit_mb=args.shm_region_mb, install=home_install(triton_home()))
+    # an embedded server: with a bundle, its LD_LIBRARY_PATH leaves out the interpreter's LIBDIR, whose system cuDNN
+    # would shadow PyTorch's on the GPU host (tts_triton.ops.embedded)
+    server = embedded_server(args.repository, triton_home(), extra_args=args.triton_arg, allocator=args.allocator,
+                             shm_region_limit_mb=args.shm_region_mb)
     try:  # whatever happens, the result is printed: a run on a remote host may bring nothing else back
         server.start()
         if args.rejected:
