@@ -318,11 +318,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=120.0)
     args = parser.parse_args(argv)
-    # an embedded server: with a bundle, its LD_LIBRARY_PATH leaves out the interpreter's LIBDIR, whose system cuDNN
-    # would shadow PyTorch's on the GPU host (tts_triton.ops.embedded)
-    server = embedded_server(args.repository, triton_home(), extra_args=args.triton_arg, allocator=args.allocator,
-                             shm_region_limit_mb=args.shm_region_mb)
+    server: TritonServer | None = None
     try:  # whatever happens, the result is printed: a run on a remote host may bring nothing else back
+        # an embedded server: with a bundle, its LD_LIBRARY_PATH leaves out the interpreter's LIBDIR, whose system
+        # cuDNN would shadow PyTorch's on the GPU host (tts_triton.ops.embedded)
+        server = embedded_server(args.repository, triton_home(), extra_args=args.triton_arg,
+                                 allocator=args.allocator, shm_region_limit_mb=args.shm_region_mb)
         server.start()
         if args.rejected:
             result = rejected_references(server, args.rejected)
@@ -334,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:
         result = {"error": f"{type(err).__name__}: {err}"}
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()
     print(json.dumps(result, indent=1))
     return 1 if "error" in result or result.get("crashes") or result.get("crashed") else 0
 
