@@ -23,6 +23,12 @@ steps=("$@")
 ((${#steps[@]})) || steps=(bench ceiling cancel)
 status=0
 step() { "$@" || { local s=$?; say "failed ($s): $*" >&2; ((status)) || status=$s; }; }  # stdout may be a result file
+# the host's environment for the steps run here (bench.sh sets it up itself), set up once: it unpacks the bundle
+host_env() {
+  # shellcheck source=host-env.sh
+  ((host_ready)) || { source scripts/gpu/host-env.sh >/dev/null || exit 2; host_ready=1; }
+}
+host_ready=0
 
 for name in "${steps[@]}"; do
   case $name in
@@ -32,12 +38,11 @@ for name in "${steps[@]}"; do
       rm -f "$OUT/bench/nvidia-smi.txt" "$OUT/bench/bench.log"
       gzip -f "$OUT/bench/bench.json" "$OUT/bench/tritonserver.log" 2>/dev/null ;;
     ceiling)
-      # shellcheck source=host-env.sh
-      source scripts/gpu/host-env.sh >/dev/null || exit 2
+      host_env
       say "in-process ceiling"
       step timeout 120 python3 scripts/gpu/probe/ceiling.py --batches 8 16 32 64 128 --calls 30 --out "$OUT/ceiling.md" ;;
     cancel)
-      source scripts/gpu/host-env.sh >/dev/null || exit 2
+      host_env
       say "cancel stress (grpc-cancel, 45 s)"
       step timeout 150 python3 tests/test_cancel_stress.py --repository "$HOME/.cache/tts-triton/model_repository" \
         --mode grpc-cancel --seconds 45 >"$OUT/cancel-stress.json" 2>"$OUT/cancel-stress.log" ;;

@@ -23,7 +23,7 @@ import numpy as np
 
 from tts_triton.core.contract import ModelSpec
 from tts_triton.engine.batching import Feed, Padding, batch_groups, merge, rows, split
-from tts_triton.serving.pipeline import InferBackend
+from tts_triton.serving.pipeline import InferBackend, served_ensembles
 
 __all__ = ["Coalescer"]
 
@@ -50,7 +50,7 @@ class Coalescer:
     def __init__(self, backend: InferBackend, specs: Mapping[str, ModelSpec], max_rows: Mapping[str, int],
                  streams: Callable[[], int] | None = None) -> None:
         self.backend = backend
-        self.ensembles: frozenset[str] = frozenset(getattr(backend, "ensembles", ()))
+        self.ensembles = served_ensembles(backend)
         self.streams = streams
         self.padding = {name: Padding.of(spec) for name, spec in specs.items() if name in max_rows}
         self.max_rows = dict(max_rows)

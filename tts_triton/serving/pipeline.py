@@ -48,11 +48,16 @@ class InferBackend(Protocol):
     async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
 
+def served_ensembles(backend: InferBackend) -> frozenset[str]:
+    """The ensembles ``backend`` serves in one request (its ``ensembles``; none unless it says so)."""
+    return frozenset(getattr(backend, "ensembles", ()))
+
+
 async def infer_ensemble(backend: InferBackend, cfg: ModelConfig, name: str,
                          inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The outputs of ensemble ``name`` (:data:`~tts_triton.core.contract.ENSEMBLES`): one request where
     ``backend`` serves it, else its members called in turn, each fed from ``inputs`` and the members before it."""
-    if name in getattr(backend, "ensembles", ()):
+    if name in served_ensembles(backend):
         return await backend.infer(name, inputs)
     specs = contract.network_specs(cfg)
     feed: dict[str, np.ndarray] = dict(inputs)
@@ -183,19 +188,17 @@ class Pipeline:
         state = self.initial_state(mask.shape[1])
         if cancelled():
             raise Cancelled
-        out: dict[str, np.ndarray] | None  # the decoder's outputs not yet taken
-        if ref_mel is None:
-            style = self.style if style is None else style
-            styled = {contract.STYLE: style[None].astype(np.float32)}
-            out = encoded = await infer_ensemble(self.backend, self.cfg, contract.FIRST_DECODE,
-                                                 {**text, **styled, **state})
-        else:
+        encoded = None
+        if ref_mel is not None:
             inputs = {**text, contract.REF_MEL: ref_mel[None].astype(np.float32)}
             encoded = await infer_ensemble(self.backend, self.cfg, contract.ENCODE, inputs)
             self.style = encoded[contract.STYLE][0]
-            style = self.style if style is None else style
-            styled = {contract.STYLE: style[None].astype(np.float32)}
-            out = None
+        style = self.style if style is None else style
+        styled = {contract.STYLE: style[None].astype(np.float32)}
+        out = None  # the decoder's outputs not yet taken
+        if encoded is None:
+            out = encoded = await infer_ensemble(self.backend, self.cfg, contract.FIRST_DECODE,
+                                                 {**text, **styled, **state})
         context = {contract.MEMORY: encoded[contract.MEMORY],
                    contract.PROCESSED_MEMORY: encoded[contract.PROCESSED_MEMORY], contract.MASK: mask, **styled}
         max_steps = d.max_steps(len(ids))
