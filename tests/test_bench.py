@@ -31,6 +31,7 @@ from tts_triton.bench.stats import (
 )
 from tts_triton.bench.sweep import main
 from tts_triton.bench.workload import SENTENCES, Workload
+from tts_triton.ops import memory
 from tts_triton.ops.embedded import EmbeddedServer, bundle_install
 from tts_triton.ops.triton_install import TritonNotFoundError
 
@@ -173,6 +174,8 @@ def test_bench_against_the_embedded_server_with_a_cpu_baseline(tmp_path: Path) -
     assert "| eager cpu | 1 | 2 | 2 | 0 | 0 |" in text
     assert "(P = 1 at C = 1, 2 at C = 2)" in text
     assert "n/a: the server reports no `nv_gpu_memory_used_bytes`" in text
+    jemalloc = memory.find_library(memory.ALLOCATORS["jemalloc"][0])
+    assert f"- Allocator: {'jemalloc' if jemalloc else memory.GLIBC} (tritonserver's memory map)" in text
     data = json.loads((out / "bench.json").read_text())
     assert [m["label"] for m in data["report"]["memory"]] == ["start", "after R=0 c=1", "after R=0 c=2",
                                                                "after R=1 c=1", "after R=1 c=2", "end"]

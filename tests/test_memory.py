@@ -10,6 +10,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,25 @@ def test_jemalloc_goes_first_and_the_callers_settings_win() -> None:
     assert env["LD_PRELOAD"] == f"{JEMALLOC} /opt/other.so"
     assert "dirty_decay_ms" in env["MALLOC_CONF"]
     assert "MALLOC_CONF" not in memory.allocator_environment("jemalloc", {"MALLOC_CONF": "narenas:1"})
+
+
+@needs_jemalloc
+def test_the_allocator_a_process_runs_with_is_read_from_its_memory_map() -> None:
+    sleep = [sys.executable, "-c", "import time; time.sleep(30)"]
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    preloaded = subprocess.Popen(sleep, env=env | memory.allocator_environment("jemalloc", env))
+    plain = subprocess.Popen(sleep, env=env)
+    try:
+        deadline = time.monotonic() + 10  # the loader maps the preload right after exec
+        while memory.allocator_of(preloaded.pid) != "jemalloc" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert memory.allocator_of(preloaded.pid) == "jemalloc"
+        assert memory.allocator_of(plain.pid) == memory.GLIBC
+    finally:
+        for process in (preloaded, plain):
+            process.kill()
+            process.wait()
+    assert memory.allocator_of(preloaded.pid) is None  # gone
 
 
 def test_an_allocator_unpacked_outside_the_system_folders_is_found_on_ld_library_path(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from tts_triton.core import audio
 from tts_triton.core.config import ModelConfig
 from tts_triton.core.contract import TTS
 from tts_triton.core.layout import MANIFEST_FILE
+from tts_triton.ops.memory import allocator_of
 
 __all__ = ["ServerInfo", "describe_gpus", "describe_machine", "describe_server", "sentence_rows"]
 
@@ -82,8 +83,9 @@ class ServerInfo:
     parameters: dict[str, str]
 
 
-async def describe_server(server: Any, url: str, repository: Path | None) -> ServerInfo:
-    """Ask the server (metadata, ``tts`` config) and read the repository's manifest when there is one."""
+async def describe_server(server: Any, url: str, repository: Path | None, pid: int | None = None) -> ServerInfo:
+    """Ask the server (metadata, ``tts`` config), read the repository's manifest when there is one and, given the
+    server's process ``pid``, the allocator it runs with (from its memory map)."""
     meta = await server.get_server_metadata(as_json=True)
     config = (await server.get_model_config(TTS, as_json=True)).get("config", {})
     params = {k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()}
@@ -107,6 +109,8 @@ async def describe_server(server: Any, url: str, repository: Path | None) -> Ser
         steps = served.get("steps_per_call") or "the checkpoint's"
         facts.append(("BLS", f"{served.get('bls_instances', '?')} instance(s) of `tts`; decoder steps per call: "
                              f"{steps}"))
+    if pid is not None and (allocator := allocator_of(pid)):
+        facts.append(("Allocator", f"{allocator} (tritonserver's memory map)"))
     return ServerInfo(facts, trained, settings, params)
 
 

@@ -396,7 +396,7 @@ async def _bench(run: _Run, tested: ServerUnderTest) -> None:
 
     server = grpcclient_aio.InferenceServerClient(tested.url.split(",")[0])  # the first endpoint's facts
     try:
-        info = await describe_server(server, tested.url, tested.repository)
+        info = await describe_server(server, tested.url, tested.repository, tested.process_group)
         if info.trained is not True:
             run.say("note: the served weights are not trained; see the report")
         report = run.report

@@ -37,6 +37,7 @@ __all__ = [
     "SERVER_ARGS",
     "SHM_REGION_LIMIT_MB",
     "allocator_environment",
+    "allocator_of",
     "configured",
     "find_library",
     "lift_file_size_limit",
@@ -100,6 +101,16 @@ def allocator_environment(allocator: str, env: Mapping[str, str]) -> dict[str, s
         return {}
     preload = " ".join(filter(None, [str(path), env.get("LD_PRELOAD")]))
     return {"LD_PRELOAD": preload, **{k: v for k, v in settings.items() if k not in env}}
+
+
+def allocator_of(pid: int) -> str | None:
+    """The allocator process ``pid`` runs with: the :data:`ALLOCATORS` name whose library it has mapped, else
+    :data:`GLIBC`; None when its memory map cannot be read (gone, or another user's)."""
+    try:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return None
+    return next((name for name, (library, _) in ALLOCATORS.items() if f"/{library}" in maps), GLIBC)
 
 
 def limit_file_size(limit_mb: int) -> None:
