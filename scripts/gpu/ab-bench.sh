@@ -10,7 +10,10 @@
 # own repository under /tmp; default BENCH_ARGS: the levels 1 8 64 128 256, 12 s of measured starts each, no eager
 # baseline, no soak (about 2.5 minutes a tree). Into $OUT (default bench-out): before/ and after/ (each bench's
 # files), and compare.md (python -m tts_triton.bench.compare).
-# Environment: OUT, AB_TIMEOUT (seconds per tree before its bench is interrupted cleanly, default 250).
+# A shared host can slow down between the two runs (the reports' *Shared* line: other processes, CPU steal):
+# AB_ORDER="before after after before" measures each tree twice in mirrored order, into before/, after/, after-2/
+# and before-2/, with compare-2.md for the second pair, so that a drift shows as two ratios that disagree.
+# Environment: OUT, AB_TIMEOUT (seconds per tree before its bench is interrupted cleanly, default 250), AB_ORDER.
 set -eo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 before=${1:?usage: scripts/gpu/ab-bench.sh BEFORE_DIR [-- BENCH_ARGS...]}
@@ -30,13 +33,28 @@ for linked in .gpu-bundle .espeak-debs .espeak-min docs/bench-goals.toml; do
   if [ -e "$here/$linked" ] && [ ! -e "$before/$linked" ]; then ln -s "$here/$linked" "$before/$linked"; fi
 done
 status=0
-for side in before after; do
-  tree=$here
-  [ "$side" = before ] && tree=$before
-  printf '==> [%4ds] %s: %s\n' "$SECONDS" "$side" "$tree"
-  OUT="$OUT/$side" BENCH_TIMEOUT=${AB_TIMEOUT:-250} bash "$tree/scripts/gpu/bench.sh" -- \
+declare -A runs=([before]=0 [after]=0)
+for side in ${AB_ORDER:-before after}; do
+  case $side in
+    before) tree=$before ;;
+    after) tree=$here ;;
+    *) echo "ab-bench.sh: AB_ORDER names before and after, not '$side'" >&2; exit 2 ;;
+  esac
+  runs[$side]=$((runs[$side] + 1))
+  name=$side
+  ((runs[$side] == 1)) || name=$side-${runs[$side]}
+  printf '==> [%4ds] %s: %s\n' "$SECONDS" "$name" "$tree"
+  OUT="$OUT/$name" BENCH_TIMEOUT=${AB_TIMEOUT:-250} bash "$tree/scripts/gpu/bench.sh" -- \
     --model-repository "/tmp/ab-$side-repository" "${args[@]}" || status=$?
 done
-python3 -m tts_triton.bench.compare "$OUT/before/bench.json" "$OUT/after/bench.json" --labels before after \
-  --out "$OUT/compare.md" || status=$?
+# each bench makes its tree the one the environment imports: where that environment is python3 on PATH (not the
+# bundle's, made afresh by each host-env.sh), it imports this checkout again
+[ "$side" = before ] && [ "${GPU_BUNDLE:-}" = none ] && { scripts/gpu/checkout-path.sh || status=$?; }
+pairs=$((runs[before] < runs[after] ? runs[before] : runs[after]))
+for ((pair = 1; pair <= pairs; pair++)); do
+  suffix=
+  ((pair == 1)) || suffix=-$pair
+  python3 -m tts_triton.bench.compare "$OUT/before$suffix/bench.json" "$OUT/after$suffix/bench.json" \
+    --labels "before$suffix" "after$suffix" --out "$OUT/compare$suffix.md" || status=$?
+done
 exit "$status"
