@@ -11,13 +11,14 @@ import statistics
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 from conftest import EXIT_TIMEOUT_S, pick_ports, redis_asleep
+from waiting import wait_until
 
 from tts_triton.cache import BYTES_METRIC, LOOKUPS_METRIC, WRITES_METRIC, CacheSettings
 from tts_triton.cache.entry import from_pcm16, to_pcm16
@@ -92,13 +93,6 @@ def entries(redis_server: LocalRedis) -> int:
     return len(redis_server.client().keys(f"{NAMESPACE}:*"))
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.02)
-
-
 def stream_once(client: TTSClient, text: str) -> tuple[np.ndarray, list[int], float]:
     """The stream's audio, chunk sizes and first-chunk latency (s)."""
     chunks = list(client.stream(text))
@@ -138,7 +132,8 @@ def test_a_repeat_is_a_hit_with_identical_audio_and_a_much_sooner_first_chunk(
     for text in texts:
         stored = entries(redis_server)
         misses.append(stream_once(grpc, text))
-        wait_for(lambda s=stored: entries(redis_server) == s + 1)  # the write lands behind the response
+        # the write lands behind the response
+        wait_until(lambda s=stored: entries(redis_server) == s + 1, 10, "the cache write")
         hits.append(stream_once(grpc, text))
     for (miss_audio, miss_sizes, _), (hit_audio, hit_sizes, _) in zip(misses, hits, strict=True):
         assert hit_sizes == miss_sizes  # streamed chunk by chunk like the miss
@@ -159,7 +154,7 @@ def test_tts_offline_answers_from_the_streamed_entry(server: TritonServer, grpc:
     text = "Thank you for holding."
     stored = entries(redis_server)
     miss = grpc.synthesize(text, return_mel=True)
-    wait_for(lambda: entries(redis_server) == stored + 1)
+    wait_until(lambda: entries(redis_server) == stored + 1, 10, "the cache write")
     before = counters(server, LOOKUPS_METRIC)
     with HttpTTSClient(server.http_url, timeout=60) as http:
         offline = http.synthesize(text, return_mel=True)
@@ -182,7 +177,9 @@ def test_cancelled_cut_off_opted_out_and_oversized_syntheses_are_not_stored(
     assert grpc.synthesize("Over the longest text cached. " * 15).audio.size > 0
     oversized = grpc.synthesize(OVERSIZED, return_mel=True)
     assert 2 * (oversized.audio.size + oversized.mel.size) > MAX_ENTRY_BYTES  # as int16 and float16
-    wait_for(lambda: counters(server, WRITES_METRIC).get(("tts", "too_large"), 0) > writes.get(("tts", "too_large"), 0))
+    too_large = ("tts", "too_large")
+    wait_until(lambda: counters(server, WRITES_METRIC).get(too_large, 0) > writes.get(too_large, 0), 10,
+               "the too-large count")
     time.sleep(0.5)  # a write would land well within this
     assert entries(redis_server) == stored
     assert counters(server, WRITES_METRIC).get(("tts", "stored")) == writes.get(("tts", "stored"))
@@ -248,7 +245,7 @@ def test_a_second_server_hits_what_the_first_synthesized(server: TritonServer, g
     text = "Welcome back. Your order has shipped."
     stored = entries(redis_server)
     first_audio, _, _ = stream_once(grpc, text)
-    wait_for(lambda: entries(redis_server) == stored + 1)
+    wait_until(lambda: entries(redis_server) == stored + 1, 10, "the cache write")
     with cached_server(model_repository, redis_server, tmp_path / "second.log") as second, \
             TTSClient(second.grpc_url, timeout=60) as client:
         audio, _, _ = stream_once(client, text)

@@ -20,8 +20,7 @@ the memory before, after the first and after all (what a rejected request leaves
 As a script it needs neither pytest nor the nvidia-pytriton wheel where ``$TRITON_HOME`` names a Triton bundle (the
 GPU host after ``source scripts/gpu/host-env.sh``: the bundle's server, the repository ``bench.sh`` built)::
 
-    python3 tests/test_cancel_stress.py --repository ~/.cache/tts-triton/model_repository --mode grpc-cancel \
-        --seconds 45
+    python3 tests/test_cancel_stress.py --mode grpc-cancel --seconds 45
 
 ``--soak N`` instead sends N whole requests (``--stop-fraction`` of them ended early in-band) and samples the
 memory of the server's processes and of its shared memory every ``--sample-s`` seconds.
@@ -46,6 +45,7 @@ import tritonclient.grpc as grpcclient
 
 from tts_triton.client import TTSClient, TTSError
 from tts_triton.core import contract
+from tts_triton.core.paths import default_model_repository
 from tts_triton.ops import memory
 from tts_triton.ops.embedded import embedded_server, triton_home
 from tts_triton.ops.triton_server import SHM_DIR, TritonServer
@@ -303,7 +303,8 @@ def test_rejected_long_references_leave_no_memory_behind(model_repository: Path,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repository", type=Path, required=True, help="a built model repository")
+    parser.add_argument("--repository", type=Path, default=default_model_repository(),
+                        help="a built model repository (default %(default)s: what serve and bench build)")
     parser.add_argument("--mode", choices=MODES, default="in-band")
     parser.add_argument("--soak", type=int, metavar="N", help="N whole requests instead, with memory samples")
     parser.add_argument("--rejected", type=int, metavar="N", help="N rejected 30-minute references instead")

@@ -23,6 +23,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from conftest import pick_ports, stub_pid
+from waiting import wait_until
 
 from tts_triton.client import TTSClient
 from tts_triton.core import contract
@@ -92,15 +93,6 @@ def offline_in_background(server: TritonServer, text: str) -> tuple[threading.Th
     thread = threading.Thread(target=run)
     thread.start()
     return thread, errors
-
-
-def wait_until(condition: Any, timeout: float, what: str) -> float:
-    """Poll ``condition()`` until true; the seconds it took. Fails the test after ``timeout``."""
-    start = time.monotonic()
-    while not condition():
-        assert time.monotonic() - start < timeout, f"{what} not within {timeout:.0f} s"
-        time.sleep(0.1)
-    return time.monotonic() - start
 
 
 def serves(server: TritonServer) -> bool:

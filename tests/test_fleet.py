@@ -30,7 +30,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from conftest import TritonPorts, pick_ports
 from test_cli import tts_triton
-from test_faults import wait_until
+from waiting import wait_until
 
 from tts_triton.bench.first_request import first_chunks
 from tts_triton.cache.settings import ENV_PREFIX

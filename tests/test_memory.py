@@ -10,11 +10,11 @@ import logging
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from tritonclient.utils import InferenceServerException
+from waiting import wait_until
 
 from tts_triton.client.errors import TTSError, classify_error, final_follows, refusal_error, refused
 from tts_triton.core.contract import REFERENCE_AUDIO
@@ -61,10 +61,8 @@ def test_the_allocator_a_process_runs_with_is_read_from_its_memory_map() -> None
     preloaded = subprocess.Popen(sleep, env=env | memory.allocator_environment("jemalloc", env))
     plain = subprocess.Popen(sleep, env=env)
     try:
-        deadline = time.monotonic() + 10  # the loader maps the preload right after exec
-        while memory.allocator_of(preloaded.pid) != "jemalloc" and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert memory.allocator_of(preloaded.pid) == "jemalloc"
+        # the loader maps the preload right after exec
+        wait_until(lambda: memory.allocator_of(preloaded.pid) == "jemalloc", 10, "the preload mapped")
         assert memory.allocator_of(plain.pid) == memory.GLIBC
     finally:
         for process in (preloaded, plain):

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 import tritonclient.grpc as grpcclient
 from conftest import pick_ports, stub_pid
-from test_faults import StreamWatch, wait_until
+from test_faults import StreamWatch
 from tritonclient.utils import InferenceServerException
+from waiting import wait_until
 
 from tts_triton.client import ServerBusyError, TTSClient
 from tts_triton.core import contract

@@ -44,8 +44,8 @@ for name in "${steps[@]}"; do
     cancel)
       host_env
       say "cancel stress (grpc-cancel, 45 s)"
-      step timeout 150 python3 tests/test_cancel_stress.py --repository "$HOME/.cache/tts-triton/model_repository" \
-        --mode grpc-cancel --seconds 45 >"$OUT/cancel-stress.json" 2>"$OUT/cancel-stress.log" ;;
+      step timeout 150 python3 tests/test_cancel_stress.py --mode grpc-cancel --seconds 45 \
+        >"$OUT/cancel-stress.json" 2>"$OUT/cancel-stress.log" ;;
     *) echo "serving-check.sh: unknown step '$name' (bench, ceiling, cancel)" >&2; exit 2 ;;
   esac
 done
