@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -17,9 +18,10 @@ from tts_triton.core.config import STREAMING, ModelConfig, StreamingConfig
 from tts_triton.core.voices import from_styles
 from tts_triton.errors import Cancelled, InvalidInput
 from tts_triton.models.checkpoint import Checkpoint
+from tts_triton.serving import service
 from tts_triton.serving.backends import TorchBackend
 from tts_triton.serving.pipeline import ChunkPlanner, Pipeline, first_stop
-from tts_triton.serving.service import StyleCache, parse_request
+from tts_triton.serving.service import StyleCache, SynthesisRequest, TTSService, parse_request
 
 
 def plan(available_steps: list[int], streaming: StreamingConfig = STREAMING) -> list:
@@ -315,6 +317,43 @@ def test_service_warm_up_loads_the_front_end_before_any_request() -> None:
             "s = TTSService(ModelConfig(), from_styles({('f1', 'neutral'): np.zeros(4)}, 'f1', 'neutral')); "
             "assert g2p._ESPEAK._lib is None; s.warm_up(); assert g2p._ESPEAK._lib is not None")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+LONG_PLAIN = " ".join(["This sentence is one of a long text."] * 40)
+
+
+def first_chunk_planned(texts: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[str, list[str]]:
+    """The event loop's thread and the thread that planned each text, asking a service for each text's first chunk."""
+    threads: list[str] = []
+
+    def plan(text: str, max_tokens: int) -> list:
+        threads.append(threading.current_thread().name)
+        return real(text, max_tokens)
+
+    real = service.plan_request
+    monkeypatch.setattr(service, "plan_request", plan)
+    cfg = ModelConfig()
+    tts = TTSService(cfg, from_styles({("f1", "neutral"): np.zeros(cfg.style.dim)}, "f1", "neutral"))
+
+    async def main() -> str:
+        for text in texts:
+            async with contextlib.aclosing(tts.stream(SynthesisRequest(text), ScriptedDecoder(cfg, 0))) as chunks:
+                await anext(chunks)
+        return threading.current_thread().name
+
+    return asyncio.run(main()), threads
+
+
+def test_a_long_text_is_planned_off_the_event_loop_and_a_short_one_on_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert len(LONG_PLAIN) >= service.PLAN_OFF_LOOP_CHARS > len("Hello there.")
+    loop_thread, threads = first_chunk_planned(["Hello there.", LONG_PLAIN], monkeypatch)
+    assert threads[0] == loop_thread and threads[1].startswith("tts-plan")
+
+
+def test_a_long_text_planned_off_the_loop_still_fails_as_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    french = " ".join(["Ceci est une phrase assez longue, écrite en français pour le test."] * 20)
+    with pytest.raises(InvalidInput, match="French"):
+        first_chunk_planned([french], monkeypatch)
 
 
 def test_style_cache_is_lru_by_content() -> None:

@@ -6,7 +6,8 @@ print phonemes, and its output lines must be mapped back to input clauses. ``esp
 only translates (about 1 ms for a 17-word sentence; the same IPA as the program in our checks, except that
 the program stresses a lone function word, "and" -> ˈænd) and is called once per clause, so nothing has
 to be matched up. The library keeps global state (current voice, translation buffers) and is not
-thread-safe, so every batch holds one module lock; that costs little at a millisecond a sentence. The
+thread-safe, so each text holds one module lock while it is read (not the whole batch, so that a long batch
+holds back another thread's short one by one text at most); that costs little at a millisecond a sentence. The
 price is that a crash inside espeak-ng would take the serving process with it; its input is therefore
 reduced by normalization to letters, marks, digits, apostrophes and spaces.
 
@@ -93,15 +94,18 @@ class _Espeak:
     def translate(self, voice: str, texts: list[str]) -> list[str] | None:
         """Phonemes of each text (IPA; ASCII names for Mandarin); None when espeak-ng has no such voice."""
         mode = 0 if voice == MANDARIN else _PHONEMES_IPA
-        with self._lock:
-            if self._lib is None:
-                self._lib = self._load()
-            if voice != self._voice:
-                self._voice = None
-                if self._lib.espeak_SetVoiceByName(voice.encode()) != 0:
-                    return None
-                self._voice = voice
-            return [self._text_to_phonemes(self._lib, text, mode) for text in texts]
+        phonemes = []
+        for text in texts:
+            with self._lock:  # per text, not per batch (module docstring)
+                if self._lib is None:
+                    self._lib = self._load()
+                if voice != self._voice:
+                    self._voice = None
+                    if self._lib.espeak_SetVoiceByName(voice.encode()) != 0:
+                        return None
+                    self._voice = voice
+                phonemes.append(self._text_to_phonemes(self._lib, text, mode))
+        return phonemes
 
     @staticmethod
     def _text_to_phonemes(lib: ctypes.CDLL, text: str, mode: int) -> str:
