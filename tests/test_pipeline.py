@@ -76,6 +76,8 @@ class ScriptedDecoder:
                     "processed_memory": np.zeros((1, t, d.attention_dim), np.float32)}
         if model == contract.VOCODER:
             return {"audio": np.repeat(inputs["mel"][0, :, 0], audio.HOP_LENGTH)[None]}
+        if model == contract.STYLE_ENCODER:
+            return {contract.STYLE: np.zeros((1, self.cfg.style.dim), np.float32)}
         steps = np.arange(self.step, self.step + d.steps_per_call)
         self.step += d.steps_per_call
         gate = np.where(steps == self.stop_at, 1.0, -1.0)[None]
@@ -322,8 +324,9 @@ def test_service_warm_up_loads_the_front_end_before_any_request() -> None:
 LONG_PLAIN = " ".join(["This sentence is one of a long text."] * 40)
 
 
-def first_chunk_planned(texts: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[str, list[str]]:
-    """The event loop's thread and the thread that planned each text, asking a service for each text's first chunk."""
+def first_chunk_prepared(requests: list[SynthesisRequest], monkeypatch: pytest.MonkeyPatch) -> tuple[str, list[str]]:
+    """The event loop's thread and the thread that prepared each request, asking a service for each one's first
+    chunk in turn."""
     threads: list[str] = []
 
     def plan(text: str, max_tokens: int) -> list:
@@ -336,24 +339,42 @@ def first_chunk_planned(texts: list[str], monkeypatch: pytest.MonkeyPatch) -> tu
     tts = TTSService(cfg, from_styles({("f1", "neutral"): np.zeros(cfg.style.dim)}, "f1", "neutral"))
 
     async def main() -> str:
-        for text in texts:
-            async with contextlib.aclosing(tts.stream(SynthesisRequest(text), ScriptedDecoder(cfg, 0))) as chunks:
+        for request in requests:
+            async with contextlib.aclosing(tts.stream(request, ScriptedDecoder(cfg, 0))) as chunks:
                 await anext(chunks)
         return threading.current_thread().name
 
     return asyncio.run(main()), threads
 
 
-def test_a_long_text_is_planned_off_the_event_loop_and_a_short_one_on_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_long_text_or_a_reference_is_prepared_off_the_event_loop_and_the_rest_on_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(LONG_PLAIN) >= service.PLAN_OFF_LOOP_CHARS > len("Hello there.")
-    loop_thread, threads = first_chunk_planned(["Hello there.", LONG_PLAIN], monkeypatch)
-    assert threads[0] == loop_thread and threads[1].startswith("tts-plan")
+    reference = SynthesisRequest("Hello there.", reference_audio=np.zeros(16000, np.float32),
+                                 reference_sample_rate=16000)
+    loop, threads = first_chunk_prepared([SynthesisRequest("Hello there."), SynthesisRequest(LONG_PLAIN), reference],
+                                         monkeypatch)
+    assert threads[0] == loop and threads[1] != loop and threads[2] != loop
+    assert threads[1].startswith("tts-prepare") and threads[2].startswith("tts-prepare")
 
 
-def test_a_long_text_planned_off_the_loop_still_fails_as_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_long_text_prepared_off_the_loop_still_fails_as_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
     french = " ".join(["Ceci est une phrase assez longue, écrite en français pour le test."] * 20)
     with pytest.raises(InvalidInput, match="French"):
-        first_chunk_planned([french], monkeypatch)
+        first_chunk_prepared([SynthesisRequest(french)], monkeypatch)
+
+
+def test_a_reference_is_resampled_and_encoded_once_then_its_style_comes_from_the_cache() -> None:
+    cfg = ModelConfig()
+    tts = TTSService(cfg, from_styles({("f1", "neutral"): np.zeros(cfg.style.dim)}, "f1", "neutral"))
+    ref = (0.1 * np.sin(np.arange(24000) / 7)).astype(np.float32)
+    request = SynthesisRequest("Hello there.", reference_audio=ref, reference_sample_rate=24000)
+    first = tts.prepare(request)
+    assert first.style is None and first.ref_mel is not None and first.ref_mel.shape[1] == cfg.n_mels
+    np.testing.assert_array_equal(first.ref_mel, audio.mel_spectrogram(audio.resample(ref, 24000)))
+    tts.style_cache.put(first.key, np.ones(cfg.style.dim, np.float32))
+    again = tts.prepare(request)
+    assert again.ref_mel is None and again.key is None and again.style[0] == 1
 
 
 def test_style_cache_is_lru_by_content() -> None:

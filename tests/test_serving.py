@@ -18,7 +18,7 @@ import soundfile as sf
 import tritonclient.grpc as grpcclient
 
 from tts_triton.backend.lifecycle import OUTCOMES
-from tts_triton.bench import long_text
+from tts_triton.bench import heavy_request
 from tts_triton.client import HttpTTSClient, InvalidInputError, TTSClient
 from tts_triton.core import audio, contract
 from tts_triton.core.audio import snr_db
@@ -272,14 +272,17 @@ def test_short_offline_request_is_not_queued_behind_a_long_one(server: TritonSer
     assert statistics.median(shorts) <= long_seconds / 3, f"short requests {shorts} beside a {long_seconds:.2f} s one"
 
 
-def test_the_long_text_bench_streams_beside_a_text_at_the_length_limit(server: TritonServer, tmp_path: Path) -> None:
-    text = long_text.long_text()
+@pytest.mark.parametrize("heavy", heavy_request.HEAVY)
+def test_the_heavy_request_bench_streams_beside_a_request_at_the_limits(server: TritonServer, tmp_path: Path,
+                                                                        heavy: str) -> None:
+    text = heavy_request.long_text()
     assert LIMITS.max_text_chars - 300 < len(text) < LIMITS.max_text_chars  # the corpus's sentences are short
-    assert long_text.main(["--url", server.grpc_url, "--trials", "2", "--out", str(tmp_path)]) == 0
-    report = (tmp_path / "long-text.md").read_text()
+    argv = ["--url", server.grpc_url, "--heavy", heavy, "--trials", "2", "--out", str(tmp_path)]
+    assert heavy_request.main(argv) == 0
+    report = (tmp_path / "heavy-request.md").read_text()
     assert re.search(r"\| alone \| 1 \| \d+ \| \d+ \| \d+ \| - \|", report), report
-    assert re.search(r"\| beside the long text \| 1 \| \d+ \| \d+ \| \d+ \| \d+ \|", report), report
-    assert f"long text: {len(text):,} characters" in report
+    assert re.search(rf"\| beside the heavy {heavy} \| 1 \| \d+ \| \d+ \| \d+ \| \d+ \|", report), report
+    assert (f"{len(text):,} characters" if heavy == "text" else "30 s of reference audio at 48000 Hz") in report
 
 
 def test_eight_concurrent_offline_requests_share_decoder_batches(server: TritonServer) -> None:

@@ -6,9 +6,9 @@ the Locust load test), :mod:`~tts_triton.bench.stats` (levels, summaries, Triton
 :mod:`~tts_triton.bench.baseline` (the eager baseline), :mod:`~tts_triton.bench.goals` (goals from a file),
 :mod:`~tts_triton.bench.report`, :mod:`~tts_triton.bench.describe` (host and server), :mod:`~tts_triton.bench.plot`
 and :mod:`~tts_triton.bench.sweep`. Benches of one behaviour each, run as modules:
-:mod:`~tts_triton.bench.first_request` (a fresh server's first requests), :mod:`~tts_triton.bench.long_text` (a
-stream beside a text at the length limit) and :mod:`~tts_triton.bench.compare` (two runs side by side). Importing the
-package is cheap (the Locust workers import the workload).
+:mod:`~tts_triton.bench.first_request` (a fresh server's first requests), :mod:`~tts_triton.bench.heavy_request`
+(a stream beside a request at the length limits) and :mod:`~tts_triton.bench.compare` (two runs side by side).
+Importing the package is cheap (the Locust workers import the workload).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import hashlib
 import math
+import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -161,11 +162,12 @@ def check_reference(ref: np.ndarray, rate: np.ndarray | None) -> tuple[np.ndarra
 
 
 class StyleCache:
-    """LRU cache of style vectors keyed by the SHA-256 of the reference audio and its rate."""
+    """LRU cache of style vectors keyed by the SHA-256 of the reference audio and its rate; thread-safe."""
 
     def __init__(self, capacity: int = 256) -> None:
         self.capacity = capacity
         self._items: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
 
     @staticmethod
     def key(samples: np.ndarray, sample_rate: int) -> str:
@@ -174,15 +176,17 @@ class StyleCache:
         return h.hexdigest()
 
     def get(self, key: str) -> np.ndarray | None:
-        if key in self._items:
-            self._items.move_to_end(key)
-        return self._items.get(key)
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+            return self._items.get(key)
 
     def put(self, key: str, style: np.ndarray) -> None:
-        self._items[key] = style
-        self._items.move_to_end(key)
-        while len(self._items) > self.capacity:
-            self._items.popitem(last=False)
+        with self._lock:
+            self._items[key] = style
+            self._items.move_to_end(key)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
 
 
 #: Characters from which a request's text is planned on the service's own thread, not on the event loop: a plan takes
@@ -197,11 +201,24 @@ def plan_request(text: str, max_tokens: int) -> list[Sentence]:
     return plan_text(text, max_tokens)
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A request made ready to decode: its sentences and either its style or the log-mel of its reference audio
+    (with the style cache's key for the style the decoder will make of it)."""
+
+    sentences: list[Sentence]
+    style: np.ndarray | None
+    ref_mel: np.ndarray | None = None
+    key: str | None = None
+
+
 class TTSService:
     """Validated request -> sentences + style -> streamed :class:`Chunk` objects.
 
-    Long texts are planned on one thread of the service's own (:data:`PLAN_OFF_LOOP_CHARS`), so that other requests
-    on the event loop go on meanwhile; they wait for each other there, not for the network calls' threads.
+    A request is prepared (:meth:`prepare`) on one thread of the service's own when its text is long
+    (:data:`PLAN_OFF_LOOP_CHARS`) or it brings reference audio (resampled and turned into a mel: 50-130 ms for
+    30 s on the 2-core dev host), so that other requests on the event loop go on meanwhile; such requests wait for
+    each other there, not for the network calls' threads.
     """
 
     def __init__(self, cfg: ModelConfig, voice_bank: VoiceBank, streaming: StreamingConfig = STREAMING,
@@ -210,37 +227,41 @@ class TTSService:
         self.voice_bank = voice_bank
         self.streaming = streaming
         self.style_cache = style_cache or StyleCache()
-        self.planner = ThreadPoolExecutor(1, thread_name_prefix="tts-plan")
+        self.preparer = ThreadPoolExecutor(1, thread_name_prefix="tts-prepare")
 
     def warm_up(self) -> None:
         """Run the front end once (loads espeak-ng and its voice data), so that the first request of a
         serving process does not pay for it."""
         text_to_sequences("Ready.", self.streaming.max_tokens)
 
+    def prepare(self, request: SynthesisRequest) -> Prepared:
+        """The request's plan and its style: the voice bank's, the style cache's or its reference audio's."""
+        sentences = plan_request(request.text, self.streaming.max_tokens)
+        if request.reference_audio is None:
+            return Prepared(sentences, self.voice_bank.style(request.voice, request.emotion))
+        key = StyleCache.key(request.reference_audio, request.reference_sample_rate)
+        if (style := self.style_cache.get(key)) is not None:
+            return Prepared(sentences, style)
+        samples = audio.resample(request.reference_audio, request.reference_sample_rate)
+        return Prepared(sentences, None, audio.mel_spectrogram(samples), key)
+
     async def stream(self, request: SynthesisRequest, backend: InferBackend,
                      cancelled: Callable[[], bool] = lambda: False) -> AsyncIterator[Chunk]:
         """Chunks of the request's audio, in order. Raises InvalidInput before the first chunk on bad input
         (a sentence's unknown ``voice`` included, and text in another language than English:
         :mod:`~tts_triton.text.language`)."""
-        if len(request.text) < PLAN_OFF_LOOP_CHARS:
-            sentences = plan_request(request.text, self.streaming.max_tokens)
+        if len(request.text) < PLAN_OFF_LOOP_CHARS and request.reference_audio is None:
+            ready = self.prepare(request)
         else:
-            sentences = await asyncio.get_running_loop().run_in_executor(
-                self.planner, plan_request, request.text, self.streaming.max_tokens)
-        styles = {s.voice: self.voice_bank.style(s.voice, request.emotion) for s in sentences if s.voice}
+            ready = await asyncio.get_running_loop().run_in_executor(self.preparer, self.prepare, request)
+        styles = {s.voice: self.voice_bank.style(s.voice, request.emotion) for s in ready.sentences if s.voice}
         pipeline = Pipeline(backend, self.cfg, self.streaming)
-        if request.reference_audio is None:
-            style, ref_mel, key = self.voice_bank.style(request.voice, request.emotion), None, None
-        else:
-            key = StyleCache.key(request.reference_audio, request.reference_sample_rate)
-            style = self.style_cache.get(key)
-            samples = audio.resample(request.reference_audio, request.reference_sample_rate)
-            ref_mel = audio.mel_spectrogram(samples) if style is None else None
-        chunks = pipeline.stream(sentences, style, cancelled, ref_mel, request.controls, styles.__getitem__,
-                                 request.words)
+        chunks = pipeline.stream(ready.sentences, ready.style, cancelled, ready.ref_mel, request.controls,
+                                 styles.__getitem__, request.words)
+        key = ready.key
         async with contextlib.aclosing(chunks):
             async for chunk in chunks:
-                if key is not None and ref_mel is not None:
+                if key is not None:  # the reference's style is made by the first chunk
                     self.style_cache.put(key, pipeline.style)
-                    ref_mel = None
+                    key = None
                 yield chunk

@@ -15,8 +15,8 @@ it in the background); ``tts_offline`` is not decoupled, so Triton would wait fo
 there it hands each request to an event loop of its own and answers through the response sender
 (Triton >= 24.06), so that concurrent offline requests run side by side and share decoder batches.
 Their network calls pass a :class:`~tts_triton.serving.gate.ProgressGate`: a short request is not
-queued behind a long one. In both models a long text is planned off the event loop
-(:data:`~tts_triton.serving.service.PLAN_OFF_LOOP_CHARS`), so that it does not hold back the other requests' chunks.
+queued behind a long one. In both models a request with a long text or reference audio is prepared off the event
+loop (:class:`~tts_triton.serving.service.TTSService`), so that it does not hold back the other requests' chunks.
 
 A request stops early when the client stops it in-band (a second ``tts`` request whose ``tts_stop``
 parameter names its request id: :class:`~tts_triton.backend.lifecycle.StopBoard`; the stream then ends
