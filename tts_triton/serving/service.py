@@ -189,9 +189,9 @@ class StyleCache:
                 self._items.popitem(last=False)
 
 
-#: Characters from which a request's text is planned on the service's own thread, not on the event loop: a plan takes
-#: 5-7 ms per 1,000 characters on the 2-core dev host, a stall within other streams' gaps between chunks, and shorter
-#: texts (most requests) keep their first chunk free of the hand-over and of sharing the GIL with the loop.
+#: Characters from which a request is prepared on the service's own thread, not on the event loop: a text's plan
+#: takes 5-7 ms per 1,000 characters on the 2-core dev host, a stall within other streams' gaps between chunks, and
+#: shorter texts (most requests) keep their first chunk free of the hand-over and of sharing the GIL with the loop.
 PLAN_OFF_LOOP_CHARS = 1_000
 
 
