@@ -351,6 +351,33 @@ def test_bls_offline_answers_once_with_final(bls: Any) -> None:
     assert outcomes(contract.TTS_OFFLINE)["completed"] == 1 and outcomes(contract.TTS_OFFLINE)["invalid_input"] == 1
 
 
+def test_bls_offline_joins_and_sends_its_response_off_its_loop(bls: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = bls(decoupled=False)
+    request = fake.Request({"TEXT": text(TEXT)}, requested=["AUDIO", "MEL"])
+    threads: dict[str, str] = {}
+    join, send = model.offline_response, request.sender.send
+
+    def joined(*args: Any) -> Any:
+        threads["join"] = threading.current_thread().name
+        return join(*args)
+
+    def sent(*args: Any, **kwargs: Any) -> None:
+        threads["send"] = threading.current_thread().name
+        send(*args, **kwargs)
+
+    monkeypatch.setattr(model, "offline_response", joined)
+    monkeypatch.setattr(request.sender, "send", sent)
+    assert model.execute([request]) is None
+    deadline = time.monotonic() + 60
+    while not request.sender.finals and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert_ends_with_one_final(request)
+    assert model.loop_thread.name == "tts-offline"
+    assert threads["join"].startswith("bls-call") and threads["send"].startswith("bls-call"), threads
+    response = request.sender.responses[0]
+    assert response.tensors["AUDIO"].as_numpy().size > 0 and response.tensors["MEL"].as_numpy().shape[1] > 0
+
+
 # --- the network models ---------------------------------------------------------------------------------------
 
 

@@ -273,16 +273,21 @@ def test_short_offline_request_is_not_queued_behind_a_long_one(server: TritonSer
 
 
 @pytest.mark.parametrize("heavy", heavy_request.HEAVY)
-def test_the_heavy_request_bench_streams_beside_a_request_at_the_limits(server: TritonServer, tmp_path: Path,
-                                                                        heavy: str) -> None:
+def test_the_heavy_request_bench_loads_a_model_beside_a_request_at_the_limits(server: TritonServer, tmp_path: Path,
+                                                                              heavy: str) -> None:
     text = heavy_request.long_text()
     assert LIMITS.max_text_chars - 300 < len(text) < LIMITS.max_text_chars  # the corpus's sentences are short
-    argv = ["--url", server.grpc_url, "--heavy", heavy, "--trials", "2", "--out", str(tmp_path)]
+    argv = ["--url", server.grpc_url, "--heavy", heavy, "--trials", "2", "--offline-chars", "300", "--out",
+            str(tmp_path)]
     assert heavy_request.main(argv) == 0
     report = (tmp_path / "heavy-request.md").read_text()
     assert re.search(r"\| alone \| 1 \| \d+ \| \d+ \| \d+ \| - \|", report), report
     assert re.search(rf"\| beside the heavy {heavy} \| 1 \| \d+ \| \d+ \| \d+ \| \d+ \|", report), report
-    assert (f"{len(text):,} characters" if heavy == "text" else "30 s of reference audio at 48000 Hz") in report
+    described = {"text": f"{len(text):,} characters to tts;",
+                 "reference": "30 s of reference audio at 48000 Hz",
+                 "offline": f"{len(heavy_request.long_text(300))} characters to tts_offline; steady load: 'Hello "
+                            "there.' to tts_offline"}
+    assert described[heavy] in report, report
 
 
 def test_eight_concurrent_offline_requests_share_decoder_batches(server: TritonServer) -> None:
