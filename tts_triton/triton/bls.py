@@ -326,9 +326,9 @@ class TritonPythonModel:
         are joined and sent from the loop's executor: a text at the length limit makes ~100 MB of audio, whose
         copies would hold up every other request of this loop (400 ms for 31 MB on the 2-core dev host)."""
         sender = request.get_response_sender()
-        wanted = set(request.requested_output_names())
         loop = asyncio.get_running_loop()
         try:
+            wanted = set(request.requested_output_names())
             chunks = [c async for c in self.chunks(request)]
             response = await loop.run_in_executor(None, self.offline_response, chunks, wanted)
         except Exception as err:
