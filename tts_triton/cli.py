@@ -225,11 +225,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return bench_main(argv[1:])
     if argv[:1] == ["bench-gateway"]:  # parses its own options too
-        from tts_triton.gateway.bench import main as bench_gateway_main
+        from tts_triton.bench.gateway import main as bench_gateway_main
 
         return bench_gateway_main(argv[1:])
     if argv[:1] == ["bench-stream"]:  # parses its own options too
-        from tts_triton.gateway.stream_bench import main as bench_stream_main
+        from tts_triton.bench.stream import main as bench_stream_main
 
         return bench_stream_main(argv[1:])
     args = parser().parse_args(argv)

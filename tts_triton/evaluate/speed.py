@@ -1,6 +1,6 @@
 """The gateway's ``speed`` range measured: the model's rate control, the gateway's time-stretch, and both.
 
-    python -m tts_triton.gateway.speed_eval --out docs/eval [--checkpoint PATH] [--voice VOICE] [--sentences 4]
+    python -m tts_triton.evaluate.speed --out docs/eval [--checkpoint PATH] [--voice VOICE] [--sentences 4]
 
 The default voice (neutral) says the first ``--sentences`` held-out sentences, decoded once in process. Each
 decoder mel is time-scaled by the model's rate control (:class:`~tts_triton.serving.controls.TimeScaler`) and
@@ -30,10 +30,9 @@ from tts_triton.core import audio
 from tts_triton.evaluate.asr import transcribe, wer
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 from tts_triton.evaluate.pitch import median_f0
+from tts_triton.gateway.stretch import TimeStretch, split_speed
 from tts_triton.jobs.tables import markdown_table, write_report
 from tts_triton.serving.controls import TimeScaler
-
-from .stretch import TimeStretch, split_speed
 
 REPORT_FILE = "speed.md"
 #: (speed, model's share): the gateway's split at each end, and both ways alone where the model can go.
@@ -95,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tts_triton.evaluate.synthesis import voice_bank_for
     from tts_triton.models.checkpoint import UNTRAINED_LABEL, fingerprint, resolve  # torch (the model extra)
 
-    parser = argparse.ArgumentParser(prog="python -m tts_triton.gateway.speed_eval", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tts_triton.evaluate.speed", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True, help=f"folder for {REPORT_FILE}")
     parser.add_argument("--checkpoint", type=Path, help="checkpoint file (default: the shipped default voice)")
     parser.add_argument("--voice", help="voice of the bank (default: its default voice)")
@@ -110,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     head = ["speed", "how", "model x stretch", "duration x speed / 1x", "median F0 / 1x", "WER"]
     report = markdown_table(head, measure(ckpt, bank, voice, args.sentences), left=3)
     print(report)
-    command = shlex.join(["python", "-m", "tts_triton.gateway.speed_eval", *(sys.argv[1:] if argv is None else argv)])
+    command = shlex.join(["python", "-m", "tts_triton.evaluate.speed", *(sys.argv[1:] if argv is None else argv)])
     text = ["# The gateway's speed range", "",
             f"Checkpoint {ckpt.name} `{fingerprint(ckpt)[:16]}`, voice bank {source}, voice {voice} (neutral), the "
             f"first {args.sentences} held-out sentences; written by", "", f"    OMP_NUM_THREADS=1 {command}", "",
