@@ -122,7 +122,7 @@ def test_smallest_shapes_still_run(server: TritonServer) -> None:
             client.infer(model, tensors, client_timeout=60)
 
 
-# --- Which stream errors end with a FINAL response (README "Errors and the FINAL flag"). ---
+# --- Which stream errors end with a FINAL response (docs/contract.md, "Errors and the FINAL flag"). ---
 
 def text_input(dtype: str = "BYTES", name: str = "TEXT") -> grpcclient.InferInput:
     value = np.array([b"Hello."], dtype=np.object_) if dtype == "BYTES" else np.array([1], dtype=np.int32)

@@ -2,7 +2,8 @@
 
 Fenced ```python blocks of README.md, deploy/k8s/README.md, loadtest/README.md and docs/*.md run in a
 subprocess of this interpreter; the ``.venv/bin/tts-triton`` lines of README.md's fenced ```bash blocks run
-as commands. The one change (documented in README.md, "Snippets are tested"): the default addresses
+as commands, and the ``curl`` lines of their fenced ```bash blocks against a gateway. The one change (documented
+in README.md, "Snippets are tested"): the default addresses
 ``localhost:8001`` and ``localhost:8000`` become the test server's gRPC and HTTP ports, and a ``tts-triton``
 line without ``--url`` gets the test server's gRPC address. Each snippet has 60 seconds: one that hangs fails.
 """
@@ -44,8 +45,8 @@ def blocks(language: str, documents: list[Path]) -> list[tuple[str, str]]:
 PYTHON_BLOCKS = blocks("python", DOCUMENTS)
 COMMANDS = [(f"{where}:{i}", line) for where, code in blocks("bash", [ROOT / "README.md"])
             for i, line in enumerate(code.splitlines()) if line.startswith(".venv/bin/tts-triton ")]
-#: ``curl`` commands of README.md's bash blocks (continuation lines joined), run against the gateway.
-CURLS = [(f"{where}:{i}", line) for where, code in blocks("bash", [ROOT / "README.md"])
+#: ``curl`` commands of the documents' bash blocks (continuation lines joined), run against the gateway.
+CURLS = [(f"{where}:{i}", line) for where, code in blocks("bash", DOCUMENTS)
          for i, line in enumerate(code.replace("\\\n", " ").splitlines()) if line.startswith("curl ")]
 
 

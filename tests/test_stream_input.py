@@ -224,14 +224,14 @@ def test_tls_files_go_together(tmp_path: Path) -> None:
 
 
 @pytest.mark.filterwarnings(SDK_WARNING)
-def test_the_readme_example_runs(secure: BackgroundGateway, tls: TlsFiles, monkeypatch: pytest.MonkeyPatch,
+def test_the_gateway_page_example_runs(secure: BackgroundGateway, tls: TlsFiles, monkeypatch: pytest.MonkeyPatch,
                                  capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme[readme.index("### Voice agents"):]
+    page = (Path(__file__).resolve().parents[1] / "docs" / "gateway.md").read_text()
+    section = page[page.index("## Voice agents"):]
     code = re.search(r"^```py\n(.*?)^```$", section, re.S | re.M)[1]
     code = code.replace("https://localhost:8443", secure.url).replace('api_key="none"', f'api_key="{KEY}"')
     monkeypatch.setenv("SSL_CERT_FILE", str(tls.certfile))
-    exec(compile(code, "README.md (stream-input example)", "exec"), {})  # in process: the SDK is imported already
+    exec(compile(code, "docs/gateway.md (stream-input example)", "exec"), {})  # in process: the SDK is imported already
     assert float(capsys.readouterr().out.split()[0]) > 0.0
 
 
