@@ -27,6 +27,7 @@ from tts_triton.bench.stats import (
     flatten_stats,
     percentile,
     process_kind,
+    server_cpu,
     summarize,
 )
 from tts_triton.bench.sweep import main
@@ -149,6 +150,25 @@ def test_cpu_by_process_kind_over_a_level(tmp_path: Path) -> None:
     assert live is not None and "bench client" in live.processes  # this process counts as the client
 
 
+def test_server_cpu_per_audio_second_by_process_group() -> None:
+    tick = os.sysconf("SC_CLK_TCK")
+    before = CpuSample(total=0, idle=0, steal=0, own=0, processes={"stub tts": {10: tick}})
+    after = CpuSample(total=1, idle=0, steal=0, own=0, processes={
+        "stub tts": {10: 3 * tick, 12: tick}, "stub tts_offline": {13: tick}, "stub decoder": {20: 2 * tick},
+        "stub vocoder": {21: tick}, "tritonserver": {1: tick}, "nvidia-cuda-mps-server": {2: tick},
+        "bench client": {3: 9 * tick}})
+    seconds = CpuSample.seconds_by_kind(before, after)
+    assert seconds["stub tts"] == pytest.approx(3.0)  # pid 10 from 1 s, pid 12 new
+    assert server_cpu(seconds) == pytest.approx({"server": 9.0, "BLS": 4.0, "networks": 3.0, "tritonserver": 1.0})
+    assert server_cpu({"bench client": 1.0}) == {}  # a server the bench did not start: not known
+    level = level_result()  # 11 s of audio received, fillers' and the cut-off stream's included
+    level.cpu_seconds = seconds
+    s = summarize(level)
+    assert (s.server_cpu_ms, s.bls_cpu_ms, s.networks_cpu_ms, s.tritonserver_cpu_ms) == pytest.approx(
+        (9_000 / 11, 4_000 / 11, 3_000 / 11, 1_000 / 11))
+    assert math.isnan(summarize(level_result()).server_cpu_ms)
+
+
 def test_cpu_usage() -> None:
     busy, steal, own = CpuSample.usage(CpuSample(total=1000, idle=400, steal=0, own=100),
                                        CpuSample(total=1200, idle=450, steal=10, own=200))
@@ -188,6 +208,10 @@ def test_bench_against_the_embedded_server_with_a_cpu_baseline(tmp_path: Path) -
     # request's, and in the client processes those of the levels before)
     assert [s["repeat_pct"] for s in data["summaries"]["levels"]] == [0, 0, 100, 100]
     assert [s["cache_hit_pct"] for s in data["summaries"]["levels"]] == [None] * 4
+    # the server's CPU per audio second, its BLS stubs part of it; the eager baseline has no server
+    assert all(0 < s["bls_cpu_ms"] < s["server_cpu_ms"] for s in data["summaries"]["levels"])
+    assert data["summaries"]["baseline"][0]["server_cpu_ms"] is None
+    assert "### Server CPU per second of audio" in text
     assert (out / "concurrency.png").stat().st_size > 10_000
     assert "Started GRPCInferenceService" in (out / "tritonserver.log").read_text()
 

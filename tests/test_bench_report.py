@@ -98,6 +98,22 @@ def test_compare_pairs_the_levels_both_runs_share() -> None:
     assert "| 4 |" not in text
     assert "| 2 | vocoder | 8 → 2 | 8 → 8 | 2 → 2 |" in text
     assert "| 2 | first_decode | – → 3 | – → 3 | – → 3 | – → 0.00 |" in text
+    assert "| 2 | – | – | – | – |" in text  # no CPU known
+
+
+def test_compare_reads_the_server_cpu_per_audio_second_even_where_only_shares_were_kept() -> None:
+    before, after = _report(trained=True), _report(trained=True)
+    # the level's span is 9 s (its last response); 11 s of audio: 100 % of a core is 9 core-s, 818 core-ms / audio s
+    before.levels[0].cpu_processes = {"stub tts": (8, 200.0), "stub decoder": (2, 100.0), "bench client": (1, 50.0)}
+    after.levels[0].cpu_processes = {"stub tts": (8, 100.0), "stub decoder": (2, 100.0), "bench client": (1, 50.0)}
+    after.levels[0].cpu_seconds = {"stub tts": 9.0, "stub decoder": 9.0, "bench client": 4.5}
+    text = compare(json.loads(report_json(before)), json.loads(report_json(after)))
+    assert "from each process kind's share" in text  # the earlier bench lacks the figure: both sides from shares
+    assert ("| 2 | 2,454.55 → 1,636.36 (0.67x) | 1,636.36 → 818.18 (0.50x) | 818.18 → 818.18 (1.00x) | 0.00 → 0.00"
+            in text)
+    after.levels[0].cpu_seconds, before.levels[0].cpu_seconds = {"stub tts": 4.5}, {"stub tts": 9.0}
+    text = compare(json.loads(report_json(before)), json.loads(report_json(after)))
+    assert "share" not in text and "| 2 | 818.18 → 409.09 (0.50x) |" in text  # both reported it: as reported
 
 
 def test_render_markdown_flags_uneven_other_load() -> None:

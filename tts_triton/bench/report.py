@@ -28,11 +28,13 @@ from tts_triton.bench.stats import (
 from tts_triton.jobs.tables import markdown_table
 
 __all__ = [
+    "CPU_HEADERS",
     "LEVEL_HEADERS",
     "MODEL_HEADERS",
     "OPENING_HEADERS",
     "RATIO_HEADERS",
     "Report",
+    "cpu_row",
     "level_line",
     "level_row",
     "model_row",
@@ -46,7 +48,10 @@ __all__ = [
 
 LEVEL_HEADERS = ("runtime", "concurrency", "measured", "done", "errors", "cut off", "first chunk p50 ms", "p90 ms",
                  "p99 ms", "RTF mean", "RTF p90", "audio s / s", "requests / s", "loaded s", "CPU busy %",
-                 "of which bench %", "repeats %", "cache hit %")
+                 "of which bench %", "server CPU ms / audio s", "repeats %", "cache hit %")
+#: The server's CPU per second of audio by process group (:data:`~tts_triton.bench.stats.CPU_GROUPS`).
+CPU_HEADERS = ("runtime", "concurrency", "audio s / s", "server core-ms / audio s", "BLS stubs", "network stubs",
+               "tritonserver")
 MODEL_HEADERS = ("model", "requests", "rows", "failures", "executions", "avg batch", "queue ms / req",
                  "compute ms / req", "of which input", "infer", "output")
 OPENING_HEADERS = ("runtime", "concurrency", "first chunk p50 ms", "p99 ms")
@@ -64,7 +69,14 @@ def level_row(s: LevelSummary, runtime: str) -> list[str]:
     return [runtime, str(s.concurrency), str(s.measured), str(s.completed), str(s.errors), str(s.cut_off),
             _num(s.first_chunk_p50, 1), _num(s.first_chunk_p90, 1), _num(s.first_chunk_p99, 1), _num(s.rtf_mean, 3),
             _num(s.rtf_p90, 3), _num(s.audio_per_second, 2), _num(s.requests_per_second, 3),
-            _num(s.loaded_seconds, 1), _num(s.cpu_busy), _num(s.cpu_own), _num(s.repeat_pct), _num(s.cache_hit_pct)]
+            _num(s.loaded_seconds, 1), _num(s.cpu_busy), _num(s.cpu_own), _num(s.server_cpu_ms, 2), _num(s.repeat_pct),
+            _num(s.cache_hit_pct)]
+
+
+def cpu_row(s: LevelSummary, runtime: str) -> list[str]:
+    """One row of the server-CPU table (headers :data:`CPU_HEADERS`)."""
+    return [runtime, str(s.concurrency), _num(s.audio_per_second, 1),
+            *(_num(v, 2) for v in (s.server_cpu_ms, s.bls_cpu_ms, s.networks_cpu_ms, s.tritonserver_cpu_ms))]
 
 
 def opening_row(s: LevelSummary, runtime: str) -> list[str]:
@@ -93,8 +105,8 @@ def level_line(s: LevelSummary, runtime: str) -> str:
             f"off) in {s.loaded_seconds:.0f} s; first chunk p50/p90/p99 {_num(s.first_chunk_p50)}/"
             f"{_num(s.first_chunk_p90)}/{_num(s.first_chunk_p99)} ms (opening burst p99 {_num(s.opening_p99)} ms); "
             f"RTF mean {_num(s.rtf_mean, 3)}; "
-            f"{_num(s.audio_per_second, 1)} audio s/s; CPU busy {_num(s.cpu_busy)} % (bench {_num(s.cpu_own)} %)"
-            + cache)
+            f"{_num(s.audio_per_second, 1)} audio s/s; CPU busy {_num(s.cpu_busy)} % (bench {_num(s.cpu_own)} %); "
+            f"server CPU {_num(s.server_cpu_ms, 2)} core-ms per audio s" + cache)
 
 
 def read_bench_text(path: Path) -> str:
@@ -244,7 +256,9 @@ def _method_section(report: Report) -> list[str]:
         "included.\n",
         "- CPU busy %: all cores, from `/proc/stat`, over the loaded period; *of which bench %*: the part used by "
         "the benchmark itself (the embedded server's process group and the client processes, which run on the same "
-        "machine); the rest was used by other processes.\n",
+        "machine); the rest was used by other processes. *Server CPU ms / audio s*: the embedded server's processes' "
+        "CPU time (`/proc/PID/stat`) over the level, from its first request to its last response, per second of "
+        "audio received in that span: the cost of serving, whatever else shares the machine.\n",
         "- Per-model statistics: Triton's `get_inference_statistics` before and after each level (after the "
         "server went idle), diffed; they include the fillers' work.\n",
         f"- GPU memory: Triton's `{GPU_MEMORY_METRIC}` from its metrics endpoint, summed over GPUs (device-wide: "
@@ -280,6 +294,13 @@ def _results_section(report: Report) -> list[str]:
     parts = ["\n\n## Results\n\n", "".join(f"> {note}\n\n" for note in report.notes),
              markdown_table(LEVEL_HEADERS, [level_row(s, r) for r, s in report.rows()], left=2),
              "\n\n", f"![latency and throughput against concurrency]({report.plot})\n\n"]
+    cpu = [cpu_row(s, r) for r, s in report.rows() if not math.isnan(s.server_cpu_ms)]
+    if cpu:
+        parts += ["### Server CPU per second of audio\n\n",
+                  "CPU core-milliseconds the server's processes used over each level per second of audio the streams "
+                  "received (fillers' included; the load generator's processes excluded), by kind: the BLS models' "
+                  "Python stubs (`tts`, `tts_offline`), the network models' stubs, tritonserver itself.\n\n",
+                  markdown_table(CPU_HEADERS, cpu, left=1), "\n\n"]
     parts += ["### Opening burst\n\n",
               "Each level's first C requests, sent at the same instant (not measured above): a burst of C new "
               "listeners.\n\n",

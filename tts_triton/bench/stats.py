@@ -14,6 +14,7 @@ from tts_triton.bench.workload import RequestRecord
 from tts_triton.core import contract
 
 __all__ = [
+    "CPU_GROUPS",
     "MODELS",
     "CpuSample",
     "LevelResult",
@@ -28,6 +29,7 @@ __all__ = [
     "flatten_stats",
     "percentile",
     "ratio",
+    "server_cpu",
     "summarize",
 ]
 
@@ -107,6 +109,16 @@ class CpuSample:
         return dict(sorted(used.items(), key=lambda item: -item[1][1]))
 
     @staticmethod
+    def seconds_by_kind(before: CpuSample | None, after: CpuSample | None) -> dict[str, float]:
+        """Process kind -> CPU core-seconds its processes used between two samples (a process that started in
+        between counts from 0); empty when unknown."""
+        if before is None or after is None:
+            return {}
+        tick = os.sysconf("SC_CLK_TCK")
+        return {kind: sum(t - before.processes.get(kind, {}).get(pid, 0) for pid, t in pids.items()) / tick
+                for kind, pids in after.processes.items()}
+
+    @staticmethod
     def usage(before: CpuSample | None, after: CpuSample | None) -> tuple[float, float, float]:
         """(busy %, steal %, the benchmark's own %) of all cores between two samples; NaN when unknown."""
         if before is None or after is None or after.total <= before.total:
@@ -128,6 +140,34 @@ def process_kind(cmdline: Path) -> str:
         parts = Path(argv[1].decode(errors="replace")).parts  # .../<model>/<version>/model.py
         return f"stub {parts[-3]}" if len(parts) >= 3 else program
     return program or "?"
+
+
+#: The server's process groups whose CPU per audio second the report shows (:func:`server_cpu`), the whole first.
+CPU_GROUPS = ("server", "BLS", "networks", "tritonserver")
+_BLS_KINDS = {f"stub {contract.TTS}", f"stub {contract.TTS_OFFLINE}"}
+_CLIENT_KIND = "bench client"
+
+
+def server_cpu(seconds_by_kind: Mapping[str, float]) -> dict[str, float]:
+    """Core-seconds by :data:`CPU_GROUPS` from core-seconds by process kind (:meth:`CpuSample.seconds_by_kind`): the
+    BLS stubs (``tts``, ``tts_offline``), the network models' stubs, tritonserver, and the server, which is every kind
+    but the load generator's (``bench client``: the client processes and the bench itself) — those three and any
+    other process of the server's group (an MPS daemon). Empty when no server process was seen (a server the bench
+    did not start)."""
+    if not set(seconds_by_kind) - {_CLIENT_KIND}:
+        return {}
+    groups = dict.fromkeys(CPU_GROUPS, 0.0)
+    for kind, seconds in seconds_by_kind.items():
+        if kind == _CLIENT_KIND:
+            continue
+        groups["server"] += seconds
+        if kind in _BLS_KINDS:
+            groups["BLS"] += seconds
+        elif kind.startswith("stub "):
+            groups["networks"] += seconds
+        elif kind == "tritonserver":
+            groups["tritonserver"] += seconds
+    return groups
 
 
 def flatten_stats(statistics: dict[str, Any]) -> dict[str, dict[str, int]]:
@@ -226,6 +266,8 @@ class LevelResult:
     clients: int = 1
     #: The benchmark's processes by kind over the level: kind -> (processes, % of one core), see CpuSample.by_process.
     cpu_processes: dict[str, tuple[int, float]] = field(default_factory=dict)
+    #: The same processes' CPU core-seconds over the level by kind (:meth:`CpuSample.seconds_by_kind`).
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -256,6 +298,13 @@ class LevelSummary:
     repeat_pct: float = math.nan
     #: Utterance-cache hits among the server's cache lookups during the level, % (NaN: none counted).
     cache_hit_pct: float = math.nan
+    #: The server's CPU per second of audio over the level: core-ms of its processes (:func:`server_cpu`: all of
+    #: them, the BLS stubs, the network models' stubs, tritonserver; the load generator's excluded) per second of
+    #: audio the streams received in the same span, fillers' included (NaN: not known, e.g. a remote server).
+    server_cpu_ms: float = math.nan
+    bls_cpu_ms: float = math.nan
+    networks_cpu_ms: float = math.nan
+    tritonserver_cpu_ms: float = math.nan
 
 
 def summarize(level: LevelResult) -> LevelSummary:
@@ -267,6 +316,9 @@ def summarize(level: LevelResult) -> LevelSummary:
     rtf = [(r.end - r.start) / r.audio_seconds for r in done if r.end is not None]
     span = level.loaded_seconds
     lookups = sum(level.cache.values())
+    received = sum(r.audio_seconds for r in level.records)
+    cpu = server_cpu(level.cpu_seconds) if received > 0 else {}
+    per_audio = {group: 1000.0 * cpu.get(group, math.nan) / received if cpu else math.nan for group in CPU_GROUPS}
     return LevelSummary(
         concurrency=level.concurrency,
         measured=len(measured),
@@ -290,6 +342,10 @@ def summarize(level: LevelResult) -> LevelSummary:
         repeat_pct=(100.0 * sum(r.repeat for r in measured) / len(measured)
                     if level.repeat_ratio is not None and measured else math.nan),
         cache_hit_pct=100.0 * level.cache.get("hit", 0) / lookups if lookups else math.nan,
+        server_cpu_ms=per_audio["server"],
+        bls_cpu_ms=per_audio["BLS"],
+        networks_cpu_ms=per_audio["networks"],
+        tritonserver_cpu_ms=per_audio["tritonserver"],
     )
 
 

@@ -352,6 +352,7 @@ async def _measure(run: _Run, server: Any, tested: ServerUnderTest, level: LoadL
     cpu_after = CpuSample.read(tested.process_group)
     result.cpu_busy, result.cpu_steal, result.cpu_own = CpuSample.usage(cpu_before, cpu_after)
     result.cpu_processes = CpuSample.by_process(cpu_before, cpu_after)
+    result.cpu_seconds = CpuSample.seconds_by_kind(cpu_before, cpu_after)
     result.models = diff_stats(before, await wait_idle(server))
     result.cache = counter_delta(cache_before, await _cache_counts(tested.metrics_url))
     return result, samples
