@@ -75,3 +75,19 @@ def test_ssml_is_cut_only_between_children_of_speak() -> None:
 def test_a_bad_schedule_is_refused() -> None:
     with pytest.raises(ValueError, match="chunk_length_schedule"):
         TextCutter(())
+
+
+def test_each_cut_normalises_a_bounded_window_whatever_is_buffered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 16 KB message of short sentences: each cut reads a few words around it, not the whole buffer (normalised
+    whole for each cut, "Go now. " x 2,048 took 45 s of the gateway's event loop)."""
+    from tts_triton.text import incremental
+
+    normalised = []
+    real = incremental.clean_tracked
+    monkeypatch.setattr(incremental, "clean_tracked", lambda text: normalised.append(len(text.text)) or real(text))
+    for repeats in (256, 2048):
+        normalised.clear()
+        text = "Go now. " * repeats
+        pieces = TextCutter().feed(text)
+        assert len(pieces) == repeats and "".join(p.source for p in pieces) == text
+        assert sum(normalised) < 20 * len(text), (repeats, sum(normalised))  # was ~repeats x len(text) / 2

@@ -39,6 +39,9 @@ CONTEXT_WORDS = 4
 _SENTENCE_CUT = re.compile(r"[.!?…]+[\"'”’)\]]*\s+")
 _CLAUSE_CUT = re.compile(r"(?:[,;:]|\s[-–—])[\"'”’)\]]*\s+")
 _WORD_CUT = re.compile(r"\s+")
+_NON_SPACE = re.compile(r"\S")
+#: Characters a window reaches from its cut at most (a run of that many without a space is read as one word).
+_WINDOW_CHARS = 400
 _TRAILING_CLAUSE_MARK = re.compile(r"\s*[,;:\-–—][\"'”’)\]]*\s*$")
 _SPEAK = re.compile(r"<speak(?![\w-])")
 _SSML_START = re.compile(r"\s*<speak(?![\w-])[^>]*>")
@@ -139,38 +142,40 @@ class TextCutter:
         return self.schedule[min(self.pieces, len(self.schedule) - 1)]
 
     def _plain_cut(self) -> tuple[int, str] | None:
-        base, buffer = self.cut_at, self.text[self.cut_at:]
-        for match in _SENTENCE_CUT.finditer(buffer):
-            if self._verdict(buffer, match.end(), sentence=True):
-                return base + match.end(), "sentence"
+        base, end = self.cut_at, len(self.text)
+        for match in _SENTENCE_CUT.finditer(self.text, base):
+            if self._verdict(match.end(), sentence=True):
+                return match.end(), "sentence"
         threshold = self._threshold()
         for pattern, reason, needed in ((_CLAUSE_CUT, "clause", threshold), (_WORD_CUT, "word", 2 * threshold)):
-            if len(buffer) < needed:
+            if end - base < needed:
                 continue
-            for match in reversed(list(pattern.finditer(buffer, 0, len(buffer)))):
-                if match.end() < len(buffer) and self._verdict(buffer, match.end(), sentence=False):
-                    return base + match.end(), reason
+            for match in reversed(list(pattern.finditer(self.text, base, end))):
+                if match.end() < end and self._verdict(match.end(), sentence=False):
+                    return match.end(), reason
         return None
 
-    def _verdict(self, buffer: str, cut: int, *, sentence: bool) -> bool:
+    def _verdict(self, cut: int, *, sentence: bool) -> bool:
         """:meth:`_stable`, remembered once text follows the cut (more text does not change a reading there)."""
-        key = (self.cut_at + cut, sentence)
+        key = (cut, sentence)
         if key in self._verdicts:
             return self._verdicts[key]
-        verdict = self._stable(buffer, cut, sentence=sentence)
-        if buffer[cut:].strip():
+        verdict = self._stable(cut, sentence=sentence)
+        if _NON_SPACE.search(self.text, cut):
             self._verdicts[key] = verdict
         return verdict
 
-    def _stable(self, buffer: str, cut: int, *, sentence: bool) -> bool:
-        """Whether cutting ``buffer`` at ``cut`` keeps every reading whatever comes next, and (``sentence``)
-        whether the planner ends a sentence there. Readings are local: the planner reads a window of the
-        last :data:`CONTEXT_WORDS` words before the cut and what follows it."""
-        if not any(ch.isalnum() for ch in buffer[:cut]):
+    def _stable(self, cut: int, *, sentence: bool) -> bool:
+        """Whether cutting the buffer at ``cut`` (an index into :attr:`text`) keeps every reading whatever comes
+        next, and (``sentence``) whether the planner ends a sentence there. Readings are local: the planner reads
+        a window of :data:`CONTEXT_WORDS` words before the cut and as many after it, so that each cut costs the
+        same however much text is buffered (the whole buffer, normalised for each cut, made a 16 KB message
+        quadratic: 45 s)."""
+        if not any(ch.isalnum() for ch in self.text[self.cut_at:cut]):
             return False
-        starts = [m.end() for m in _WORD_CUT.finditer(buffer, 0, cut)]
-        window = starts[-CONTEXT_WORDS - 1] if len(starts) > CONTEXT_WORDS else 0
-        buffer, cut = buffer[window:], cut - window
+        start = self._words_back(cut)
+        end = self._words_ahead(cut)
+        buffer, cut = self.text[start:end], cut - start
         alone = clean(buffer[:cut]).rstrip()
         tails = [""] if buffer[cut:].strip() else _CONTINUATIONS
         for tail in tails:
@@ -183,6 +188,23 @@ class TextCutter:
             if sentence and not self._sentence_boundary(normalized, before):
                 return False
         return True
+
+    def _words_back(self, cut: int) -> int:
+        """Where the window before ``cut`` starts: :data:`CONTEXT_WORDS` words back, within the buffer."""
+        low = max(self.cut_at, cut - _WINDOW_CHARS)
+        starts = [m.end() for m in _WORD_CUT.finditer(self.text, low, cut)]
+        return starts[-CONTEXT_WORDS - 1] if len(starts) > CONTEXT_WORDS else low
+
+    def _words_ahead(self, cut: int) -> int:
+        """Where the window after ``cut`` ends: before the word :data:`CONTEXT_WORDS` words on (or the text's end)."""
+        seen = 0
+        for match in _WORD_CUT.finditer(self.text, cut, min(len(self.text), cut + _WINDOW_CHARS)):
+            if match.start() == cut:
+                continue
+            seen += 1
+            if seen > CONTEXT_WORDS:
+                return match.start()
+        return min(len(self.text), cut + _WINDOW_CHARS)
 
     @staticmethod
     def _sentence_boundary(normalized: Tracked, index: int) -> bool:
