@@ -204,3 +204,31 @@ def test_the_time_stretch_keeps_pitch_and_level_and_is_chunk_safe(speed: float) 
 def test_speeds_beyond_the_model_go_to_the_time_stretch() -> None:
     assert split_speed(1.5) == (1.5, 1.0) and split_speed(4.0) == (2.0, 2.0) and split_speed(0.25) == (0.5, 0.5)
     assert split_speed(3.0) == (2.0, 1.5)
+
+
+@pytest.mark.parametrize(("body", "param", "phrase"), [
+    (b"[" * 100_000 + b"]" * 100_000, None, "nested too deeply"),
+    (b'{"model": "tts-1", "voice": "alloy", "input": "Hi \\ud800."}', "input", "lone surrogate"),
+    (b'{"model": "tts-1", "voice": "\\udfff", "input": "Hi."}', "voice", "lone surrogate"),
+    (b'{"model": "tts-1", "voice": "alloy", "input": "Hi.", "x\\ud800": 1}', None, "lone surrogate"),
+    (b'{"model": "tts-1", "voice": "alloy", "input": ""}', "input", "must contain text to speak"),
+])
+def test_malformed_bodies_are_400s_naming_the_problem(body: bytes, param: str | None, phrase: str) -> None:
+    with pytest.raises(ApiError) as caught:
+        parse_speech_request(body, max_input_chars=20)
+    assert (caught.value.status, caught.value.param) == (400, param) and phrase in caught.value.message
+    json.dumps(caught.value.body(), ensure_ascii=False).encode()  # the answer itself can be sent
+
+
+@pytest.mark.parametrize(("raw", "phrase"), [
+    ("[" * 100_000, "nested too deeply"),
+    ('{"text": "Hi \\ud800. "}', "text: not valid Unicode"),
+    ('{"text": " ", "voice_settings": {"\\udc00": 1}}', "voice_settings.\\udc00: not valid Unicode"),
+])
+def test_malformed_socket_messages_are_session_errors(raw: str, phrase: str) -> None:
+    from tts_triton.gateway.stream_messages import SessionError, parse_message
+
+    with pytest.raises(SessionError) as caught:
+        parse_message(raw)
+    assert caught.value.code == 1008 and phrase in caught.value.message
+    caught.value.message.encode()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import contextlib
 import functools
 import json
 import re
@@ -18,7 +19,7 @@ import httpx
 import numpy as np
 import pytest
 from elevenlabs.client import ElevenLabs
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect as ws_connect
 
 from tts_triton.client import TTSClient
@@ -169,8 +170,8 @@ def test_the_tls_gateway_sends_no_session_tickets(secure: BackgroundGateway) -> 
 
 
 def test_multi_stream_input_keeps_contexts_apart(secure: BackgroundGateway, trusting: ssl.SSLContext) -> None:
-    url = ws_url(secure, "multi-stream-input", xi_api_key=KEY)
-    with connect(url, ssl=trusting) as socket:
+    url = ws_url(secure, "multi-stream-input")
+    with connect(url, ssl=trusting, additional_headers={"xi-api-key": KEY}) as socket:
         for context in ("a", "b"):
             socket.send(json.dumps({"text": " ", "context_id": context}))
         socket.send(json.dumps({"text": "The weather today is mild and bright. ", "context_id": "a"}))
@@ -277,3 +278,91 @@ def test_an_idle_buffer_is_synthesized_without_waiting_for_the_end(secure: Backg
         assert first.get("audio") and idle_flush_s <= waited < idle_flush_s + 5, waited
         socket.send(json.dumps({"text": ""}))
         assert receive_all(socket)[-1] == {"isFinal": True}
+
+
+def _healthz_while(gateway: BackgroundGateway, seconds: float, **kwargs: object) -> list[float]:
+    """Seconds each /healthz took, asked every 0.1 s for ``seconds``."""
+    waits, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        start = time.perf_counter()
+        assert httpx.get(f"{gateway.url}/healthz", timeout=30, **kwargs).status_code == 200
+        waits.append(time.perf_counter() - start)
+        time.sleep(0.1)
+    return waits
+
+
+def test_a_16_kb_message_is_cut_off_the_loop_while_the_gateway_answers(secure: BackgroundGateway,
+                                                                       trusting: ssl.SSLContext) -> None:
+    """"Go now. " x 2,048 held the event loop 45 s (a quadratic cut on the loop); now cut in linear time on a worker
+    thread: /healthz answers within a second meanwhile, and the first piece's audio comes."""
+    with connect(ws_url(secure), ssl=trusting, additional_headers={"xi-api-key": KEY}) as socket:
+        socket.send(json.dumps({"text": " "}))
+        socket.send(json.dumps({"text": "Go now. " * 2048}))
+        waits = _healthz_while(secure, 3.0, verify=trusting)
+        assert json.loads(socket.recv(timeout=60)).get("audio")
+    assert max(waits) < 1.0, f"/healthz waited {max(waits):.2f} s"
+
+
+@pytest.fixture(scope="module")
+def tight(server: TritonServer) -> Iterator[BackgroundGateway]:
+    """A plain gateway with small limits: characters per message and session, sockets waiting for a key, Origins."""
+    limits = SessionLimits(max_message_chars=200, max_session_chars=300, auth_timeout_s=2.0,
+                           max_keyless_per_address=4, allowed_origins=("https://app.example.com",))
+    config = GatewayConfig(triton_endpoints=(server.grpc_url,), api_keys=frozenset({KEY}), sessions=limits)
+    with BackgroundGateway(config, port=free_port()) as running:
+        yield running
+
+
+def _session(gateway: BackgroundGateway, texts: list[str], headers: dict[str, str] | None = None,
+             **query: str) -> tuple[list[dict], int | None]:
+    """Send ``texts`` (as JSON messages; a str that is not JSON is sent raw) and read to the close."""
+    with connect(ws_url(gateway, **query), additional_headers={"xi-api-key": KEY} if headers is None else headers
+                 ) as socket:
+        with contextlib.suppress(ConnectionClosed):
+            for text in texts:
+                socket.send(text)
+        return receive_all(socket), socket.close_code
+
+
+def test_characters_are_capped_per_message_and_per_session_with_a_clear_error(tight: BackgroundGateway) -> None:
+    messages, code = _session(tight, [json.dumps({"text": " "}), json.dumps({"text": "word " * 41})])
+    assert code == 1009 and messages[-1]["error"] == "message_too_long" and "205" in messages[-1]["message"]
+    messages, code = _session(tight, [json.dumps({"text": "Hello there. " * 15}) for _ in range(3)])
+    assert code == 1009 and messages[-1]["error"] == "session_text_too_long" and "300" in messages[-1]["message"]
+
+
+def test_a_key_in_the_url_and_a_foreign_origin_are_refused(tight: BackgroundGateway) -> None:
+    messages, code = _session(tight, [], headers={}, xi_api_key=KEY)
+    assert code == 1008 and messages[-1]["error"] == "api_key_in_url" and "xi-api-key" in messages[-1]["message"]
+    with pytest.raises(InvalidStatus) as refused:
+        _session(tight, [], headers={"xi-api-key": KEY, "Origin": "https://evil.example.com"})
+    assert refused.value.response.status_code == 403
+    messages, code = _session(tight, [json.dumps({"text": "Hi there. "}), json.dumps({"text": ""})],
+                              headers={"xi-api-key": KEY, "Origin": "https://app.example.com"})
+    assert code == 1000 and messages[-1] == {"isFinal": True}
+
+
+def test_sockets_without_a_key_wait_outside_the_pool_and_per_address(tight: BackgroundGateway) -> None:
+    """Keyless sockets took every session slot; now they wait for their key outside the pool (2 s here), at most 4
+    of one address, and a keyed client is served beside them."""
+    with contextlib.ExitStack() as stack:
+        waiting = [stack.enter_context(connect(ws_url(tight))) for _ in range(6)]
+        messages, code = _session(tight, [json.dumps({"text": "Hello there. "}), json.dumps({"text": ""})])
+        assert code == 1000 and any(m.get("audio") for m in messages)
+        messages, code = _session(tight, [json.dumps({"text": "Hello there. ", "xi_api_key": KEY}),
+                                          json.dumps({"text": ""})], headers={})
+        assert messages[-1]["error"] == "too_many_sessions"  # its address already has 4 sockets waiting
+        ends = [receive_all(socket)[-1]["error"] for socket in waiting]
+    assert sorted(ends) == ["invalid_api_key"] * 4 + ["too_many_sessions"] * 2
+    messages, code = _session(tight, [json.dumps({"text": "Hello there. ", "xi_api_key": KEY}),
+                                      json.dumps({"text": ""})], headers={})
+    assert code == 1000 and messages[-1] == {"isFinal": True}  # the key in the first message, once room is back
+
+
+def test_malformed_messages_are_answered_and_the_session_closed(tight: BackgroundGateway) -> None:
+    """A lone surrogate hung the session (its piece's task died); nested JSON was parsed before the key check."""
+    for raw, phrase in (('{"text": "Hi \\ud800. "}', "lone surrogate"), ("[" * 3000, "nested too deeply")):
+        messages, code = _session(tight, [json.dumps({"text": " "}), raw])
+        assert code == 1008 and phrase in messages[-1]["message"], messages
+        messages, code = _session(tight, [raw], headers={})  # before any key: the same answer, no session slot
+        assert code == 1008 and phrase in messages[-1]["message"], messages

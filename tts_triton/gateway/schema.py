@@ -16,7 +16,8 @@ from typing import Any
 from .encoders import FORMATS, available_formats
 from .errors import ApiError
 
-__all__ = ["FIELDS", "MODELS", "OPENAI_SPEED_RANGE", "STREAM_FORMATS", "SpeechRequest", "parse_speech_request"]
+__all__ = ["FIELDS", "MODELS", "OPENAI_SPEED_RANGE", "STREAM_FORMATS", "SpeechRequest", "lone_surrogate",
+           "parse_speech_request"]
 
 #: The ``speed`` range OpenAI's API accepts.
 OPENAI_SPEED_RANGE = (0.25, 4.0)
@@ -43,13 +44,21 @@ class SpeechRequest:
 
 
 def parse_speech_request(body: bytes, *, max_input_chars: int) -> SpeechRequest:
-    """Parse and check a JSON body; raises :class:`ApiError` (400 or 413) naming the field at fault."""
+    """Parse and check a JSON body; raises :class:`ApiError` (400 or 413) naming the field at fault: never an
+    internal error, whatever the bytes (JSON nested past the parser's depth, lone surrogates included)."""
     try:
         data = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ApiError(400, f"the request body is not valid JSON: {e}") from None
+    except RecursionError:
+        raise ApiError(400, "the request body is not valid JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object")
+    if (where := lone_surrogate(data)) is not None:
+        field = where.split(".")[0].split("[")[0]
+        raise ApiError(400, f"{where}: not valid Unicode (a lone surrogate)", param=field if field in FIELDS else None)
+    if data.get("input") == "":
+        raise ApiError(400, "input: must contain text to speak, got an empty string", param="input")
     text = _string(data, "input", required=True)
     if not text.strip():
         raise ApiError(400, "input: must contain text to speak", param="input")
@@ -75,6 +84,27 @@ def parse_speech_request(body: bytes, *, max_input_chars: int) -> SpeechRequest:
         stream_format=_choice(data, "stream_format", STREAM_FORMATS, "audio"),
         ignored=tuple(sorted(data.keys() - set(FIELDS))),
     )
+
+
+def lone_surrogate(value: Any) -> str | None:
+    """The path of the first string (key or value) of parsed JSON that holds a lone surrogate (JSON's ``\\ud800``
+    escapes decode to one, which cannot be encoded to UTF-8), or None. Iterative: any depth JSON parses to."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return where or "the body"
+        elif isinstance(item, dict):
+            for key, child in reversed(item.items()):
+                shown = key.encode("utf-8", "backslashreplace").decode()[:40]  # a path that can be printed
+                name = f"{where}.{shown}" if where else shown
+                stack += [(name, child), (name, key)]
+        elif isinstance(item, list):
+            stack += [(f"{where}[{i}]", child) for i, child in reversed(list(enumerate(item)))]
+    return None
 
 
 def _string(data: dict[str, Any], name: str, *, required: bool) -> str:

@@ -26,14 +26,29 @@ class SessionLimits:
     max_contexts: int = 5
     #: Characters a context may hold uncut.
     max_buffered_chars: int = 4096
+    #: Characters of text in one message (a 64 KiB message of 4-byte characters holds this many).
+    max_message_chars: int = 16_384
+    #: Characters of text one session may send in all (about an hour of speech).
+    max_session_chars: int = 50_000
     #: Seconds a session may last.
     max_session_s: float = 600.0
     #: Seconds without a message before the session is ended (ElevenLabs' default; ``?inactivity_timeout=``).
     inactivity_timeout_s: float = 20.0
     #: Seconds without new text before a buffered, incomplete piece is synthesized anyway.
     idle_flush_s: float = 1.0
-    #: Pieces of one context synthesized at once (the one streaming and the next).
+    #: Pieces of one context synthesized or waiting to be sent at once (the one being sent and the next).
     max_pieces_ahead: int = 2
+    #: Audio chunks of one piece waiting to be sent; past them the piece's synthesis waits for the client.
+    max_chunks_ahead: int = 4
+    #: Seconds a socket without a key in its handshake has to send it in its first message (outside the pool).
+    auth_timeout_s: float = 5.0
+    #: Sockets of one client address waiting for their key at once (behind a proxy: the proxy's address).
+    max_keyless_per_address: int = 8
+    #: ``Origin``s (``scheme://host[:port]``) whose web pages may open sessions; ``*``: any. A handshake without
+    #: an Origin (every client that is not a browser) is not concerned.
+    allowed_origins: tuple[str, ...] = ()
+    #: Whether a key in the URL (``?xi_api_key=``) is accepted: off, since proxies and logs keep URLs.
+    allow_key_in_url: bool = False
 
 
 class SessionMetrics:
@@ -54,6 +69,9 @@ class SessionMetrics:
                              registry=registry)
         self.duration = Histogram("tts_gateway_session_seconds", "Seconds a session lasted.",
                                   buckets=(1, 5, 15, 30, 60, 120, 300, 600), registry=registry)
+        self.keyless = Gauge("tts_gateway_sessions_awaiting_key",
+                             "Sockets open without a key yet (waiting for their first message), outside the pool.",
+                             registry=registry)
 
 
 class SessionHub:
@@ -64,6 +82,26 @@ class SessionHub:
         self.metrics = SessionMetrics(registry)
         self.active = 0
         self._per_key: dict[str, int] = {}
+        self._keyless: dict[str, int] = {}
+
+    def wait_for_key(self, address: str) -> Callable[[], None]:
+        """Count a socket of ``address`` that waits for its key (the release function), or raise a 1013 when
+        ``max_keyless_per_address`` of its sockets already wait."""
+        cap = self.limits.max_keyless_per_address
+        if self._keyless.get(address, 0) >= cap:
+            raise SessionError(CLOSE_LATER, "too_many_sessions",
+                               f"{cap} sockets of this address are open without an API key; send the key with the "
+                               "handshake (the xi-api-key header)")
+        self._keyless[address] = self._keyless.get(address, 0) + 1
+        self.metrics.keyless.inc()
+
+        def release() -> None:
+            self.metrics.keyless.dec()
+            self._keyless[address] -= 1
+            if not self._keyless[address]:
+                del self._keyless[address]
+
+        return release
 
     def admit(self, key: str | None) -> Callable[[], None]:
         """Take a session slot (the release function) or raise a 1013 naming the limit."""

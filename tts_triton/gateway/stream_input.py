@@ -36,7 +36,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -75,14 +75,28 @@ log = logging.getLogger("tts_triton.gateway.sessions")
 BUSY_BACKOFF_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 1.6)
 
 
+#: Characters of one message cut on the event loop; a longer message is cut on a worker thread, so that the
+#: sockets and requests the loop serves are not held up by it (a 16 KB message takes ~1 s to cut here).
+OFF_LOOP_CHARS = 1024
+#: Seconds an error message and close may take to reach a client that does not read.
+FAIL_SEND_S = 5.0
+#: Messages read from a socket ahead of the session handling them.
+MAX_UNHANDLED_MESSAGES = 16
+#: Characters of a first message that comes before any key (the key, and at most a little text).
+MAX_KEYLESS_MESSAGE_CHARS = 4096
+
+
 @dataclass
 class _Job:
-    """One piece: its synthesis task and what it produced (chunks, then None or the error)."""
+    """One piece: its synthesis task and what it produced (chunks, then None or the error), at most
+    ``SessionLimits.max_chunks_ahead`` chunks unsent; ``holds_slot`` while it holds one of its context's
+    ``max_pieces_ahead`` slots (from its synthesis' start until its audio is sent)."""
 
     piece: Piece
     cut_at: float
-    events: asyncio.Queue = field(default_factory=asyncio.Queue)
+    events: asyncio.Queue
     task: asyncio.Task | None = None
+    holds_slot: bool = False
 
 
 @dataclass
@@ -109,9 +123,16 @@ class _Context:
         self.sender = asyncio.ensure_future(self._send_all())
         self.stats = _Stats()
 
-    def feed(self, text: str) -> None:
+    async def feed(self, text: str) -> None:
+        """Cut ``text`` into pieces and start them (a long text is cut off the event loop)."""
         self.stats.characters += len(text)
-        self._start(self.cutter.feed(text))
+        if len(text) < OFF_LOOP_CHARS:
+            pieces = self.cutter.feed(text)
+        else:
+            pieces = await asyncio.to_thread(self.cutter.feed, text)
+        if self.ended:  # cancelled while the text was cut
+            return
+        self._start(pieces)
         if self.cutter.buffered > self.session.limits.max_buffered_chars:
             raise SessionError(CLOSE_TOO_BIG, "buffer_full",
                                f"{self.cutter.buffered} characters are buffered without a place to cut them; "
@@ -139,38 +160,55 @@ class _Context:
     def _start(self, pieces: list[Piece]) -> None:
         for piece in pieces:
             self.session.hub.metrics.pieces.labels(piece.reason).inc()
-            job = _Job(piece, time.perf_counter())
+            job = _Job(piece, time.perf_counter(), asyncio.Queue(self.session.limits.max_chunks_ahead))
             job.task = asyncio.ensure_future(self._synthesize(job))
             self.jobs.put_nowait(job)
 
     async def _synthesize(self, job: _Job) -> None:
         """Stream one piece from Triton into ``job.events``. A refusal for Triton's own stream limit (before any
         audio) is retried after each of :data:`BUSY_BACKOFF_S`: a busy moment delays a piece, it does not
-        end the utterance."""
+        end the utterance. Backpressure: a full ``job.events`` (the client reads slower than audio comes) stops
+        reading the Triton stream, and the next pieces wait for this one's slot, which the sender frees once
+        the piece is sent; so a session that is not read holds at most ``max_pieces_ahead`` pieces and
+        ``max_chunks_ahead`` chunks of each, and synthesizes nothing more until it is read again."""
         state = self.session.state
-        async with self.ahead:
-            state.metrics.in_flight.inc()
-            try:
-                for delay in (*BUSY_BACKOFF_S, None):
-                    chunks = state.client.stream(job.piece.text, voice=self.session.voice, speed=self.speed,
-                                                 return_words=True)
-                    try:
-                        async for chunk in chunks:
-                            job.events.put_nowait(chunk)
-                        job.events.put_nowait(None)
+        await self.ahead.acquire()
+        job.holds_slot = True
+        state.metrics.in_flight.inc()
+        produced = False
+        try:
+            for delay in (*BUSY_BACKOFF_S, None):
+                chunks = state.client.stream(job.piece.text, voice=self.session.voice, speed=self.speed,
+                                             return_words=True, **self.session.request_options)
+                try:
+                    async for chunk in chunks:
+                        produced = True
+                        await job.events.put(chunk)
+                    await job.events.put(None)
+                    return
+                except ServerBusyError as e:
+                    if delay is None or produced:
+                        await job.events.put(e)
                         return
-                    except ServerBusyError as e:
-                        if delay is None or not job.events.empty():
-                            job.events.put_nowait(e)
-                            return
-                    except TTSError as e:
-                        job.events.put_nowait(e)
-                        return
-                    finally:
-                        await chunks.aclose()
-                    await asyncio.sleep(delay)
-            finally:
-                state.metrics.in_flight.dec()
+                except TTSError as e:
+                    await job.events.put(e)
+                    return
+                finally:
+                    await chunks.aclose()
+                await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            self.free(job)
+            raise
+        except Exception as e:  # any failure ends the session with an error, never a hang
+            await job.events.put(e)
+        finally:
+            state.metrics.in_flight.dec()
+
+    def free(self, job: _Job) -> None:
+        """Give back the piece's slot (once): the next piece may start."""
+        if job.holds_slot:
+            job.holds_slot = False
+            self.ahead.release()
 
     async def _send_all(self) -> None:
         """Send the pieces' audio in order, then the final message; errors go to the session's inbox."""
@@ -178,6 +216,7 @@ class _Context:
         try:
             while (current := await self.jobs.get()) is not None:
                 await self._send_piece(current)
+                self.free(current)
             if self.encoder is not None:
                 held, self._held = self._held or AlignedAudio(np.zeros(0, np.float32)), None
                 if (tail := self.encoder.finish()) or held.alignment:
@@ -206,6 +245,9 @@ class _Context:
                 return
             if isinstance(event, TTSError):
                 raise SessionError(CLOSE_ERROR, "synthesis_failed", f"synthesis failed: {event.message}")
+            if isinstance(event, Exception):
+                log.error("a %s piece failed: %s: %s", self.session.endpoint, type(event).__name__, event)
+                raise SessionError(CLOSE_ERROR, "internal_error", f"internal error ({type(event).__name__})")
             assert isinstance(event, AudioChunk)
             await self._send_audio(aligner.add(event.audio, event.sample_rate, event.words), event.sample_rate, job)
         if self._rate:
@@ -258,18 +300,30 @@ class _Session:
         self.inactivity_s = self.limits.inactivity_timeout_s
         self.started = time.perf_counter()
         self.outcome = "ok"
+        #: Options of every Triton request of the session (the cache's scope).
+        self.request_options: dict[str, Any] = {}
         self._send_lock = asyncio.Lock()
         self._authorized = False
         self._key: str | None = None
+        self._first: dict[str, Any] | None = None  # the message that brought the key, handled once admitted
+        self._room = asyncio.Semaphore(MAX_UNHANDLED_MESSAGES)  # messages read ahead of the session
+        self._characters = 0
         self._closing = False
         self._retired: list[_Stats] = []
 
     async def run(self) -> None:
+        if (origin := self._foreign_origin()) is not None:
+            log.info("session %s refused: Origin %r is not allowed", self.endpoint, origin[:80])
+            self.hub.metrics.sessions.labels(self.endpoint, "forbidden").inc()
+            await self.websocket.close(CLOSE_POLICY)  # before the handshake completes: a 403
+            return
         await self.websocket.accept()
         release: Callable[[], None] | None = None
         reader = asyncio.ensure_future(self._read())
         try:
             self._handshake()
+            if not self._authorized:
+                await self._await_key()
             release = self.hub.admit(self._key)
             await self._resolve_voice()
             await self._loop()
@@ -292,6 +346,15 @@ class _Session:
             else:
                 self.hub.metrics.sessions.labels(self.endpoint, self.outcome).inc()
 
+    def _foreign_origin(self) -> str | None:
+        """The handshake's ``Origin`` when it is not allowed (a web page's socket), else None. Clients that are
+        not browsers send none."""
+        origin = self.websocket.headers.get("origin")
+        allowed = self.limits.allowed_origins
+        if origin is None or "*" in allowed or origin.rstrip("/") in allowed:
+            return None
+        return origin
+
     def _handshake(self) -> None:
         """Query parameters and the key from the handshake (the key may also come in the first message)."""
         params = self.websocket.query_params
@@ -308,9 +371,40 @@ class _Session:
             self.inactivity_s = float(timeout)
         headers = self.websocket.headers
         bearer = headers.get("authorization", "")
-        candidates = [headers.get("xi-api-key"), params.get("xi_api_key"),
+        in_url = params.get("xi_api_key")
+        if in_url and self.state.config.api_keys and not self.limits.allow_key_in_url:
+            raise SessionError(CLOSE_POLICY, "api_key_in_url",
+                               "an API key in the URL (?xi_api_key=) is refused: proxies and logs keep URLs; send "
+                               "the xi-api-key header or the first message's xi_api_key")
+        candidates = [headers.get("xi-api-key"), in_url,
                       bearer[7:].strip() if bearer.lower().startswith("bearer ") else None]
         self._check_keys([c for c in candidates if c], final=False)
+
+    async def _await_key(self) -> None:
+        """The key from the first message, awaited outside the session pool for ``auth_timeout_s`` at most, with
+        at most ``max_keyless_per_address`` sockets of one address waiting at once."""
+        client = self.websocket.client
+        release = self.hub.wait_for_key(client.host if client else "unknown")
+        try:
+            try:
+                item = await asyncio.wait_for(self.inbox.get(), self.limits.auth_timeout_s)
+            except TimeoutError:
+                raise SessionError(CLOSE_POLICY, "invalid_api_key",
+                                   f"missing API key: none came with the handshake (the xi-api-key header) or in a "
+                                   f"first message within {self.limits.auth_timeout_s:g} s") from None
+            if isinstance(item, BaseException):
+                raise item
+            self._room.release()
+            if len(item) > MAX_KEYLESS_MESSAGE_CHARS:
+                raise SessionError(CLOSE_POLICY, "invalid_api_key",
+                                   f"missing API key: a first message of {len(item)} characters came before any key "
+                                   f"(at most {MAX_KEYLESS_MESSAGE_CHARS} before the key)")
+            message = parse_message(item)
+            key = message.get("xi_api_key") or message.get("authorization")
+            self._check_keys([key] if isinstance(key, str) and key else [], final=True)
+            self._first = message
+        finally:
+            release()
 
     def _check_keys(self, candidates: list[str], *, final: bool) -> None:
         keys = self.state.config.api_keys
@@ -336,8 +430,11 @@ class _Session:
             raise SessionError(code, e.code or "invalid_voice_id", e.message) from None
 
     async def _read(self) -> None:
+        """Hand the client's messages to the session's inbox, at most :data:`MAX_UNHANDLED_MESSAGES` ahead of it
+        (then the socket is not read: a client that sends faster than its text is handled is held back)."""
         try:
             while True:
+                await self._room.acquire()
                 message = await self.websocket.receive()
                 if message["type"] == "websocket.disconnect":
                     self.inbox.put_nowait(WebSocketDisconnect(message.get("code", 1000)))
@@ -349,6 +446,8 @@ class _Session:
 
     async def _loop(self) -> None:
         last_message = last_text = time.perf_counter()
+        if self._first is not None and await self._handle(self._first):
+            last_text = time.perf_counter()
         while True:
             now = time.perf_counter()
             waits = [self.started + self.limits.max_session_s - now, last_message + self.inactivity_s - now]
@@ -365,7 +464,7 @@ class _Session:
                     self._finish_all()
                     last_message = math.inf  # only the contexts' ends remain to wait for
                 else:
-                    for context in self.contexts.values():
+                    for context in list(self.contexts.values()):
                         if not context.ended:
                             context.flush()
                     last_text = now
@@ -378,14 +477,12 @@ class _Session:
                 await self.websocket.close(CLOSE_OK)
                 return
             last_message = time.perf_counter()
-            if self._handle(parse_message(item)):
-                last_text = last_message
+            self._room.release()
+            if await self._handle(parse_message(item)):
+                last_text = time.perf_counter()
 
-    def _handle(self, message: dict[str, Any]) -> bool:
+    async def _handle(self, message: dict[str, Any]) -> bool:
         """Apply one client message; True when it carried text."""
-        if not self._authorized:
-            key = message.get("xi_api_key") or message.get("authorization")
-            self._check_keys([key] if isinstance(key, str) and key else [], final=True)
         context_id = optional_str(message, "context_id") if self.multi else None
         if self.multi and message.get("close_socket") is True:
             self._finish_all()
@@ -410,10 +507,24 @@ class _Session:
         if text == "" and not self.multi:
             context.end()
         elif text:
-            context.feed(text)
+            self._count(text)
+            await context.feed(text)
         if message.get("flush") is True:
             context.flush()
         return bool(text)
+
+    def _count(self, text: str) -> None:
+        """Hold a message's text to ``max_message_chars`` and the session's to ``max_session_chars``."""
+        limits = self.limits
+        if len(text) > limits.max_message_chars:
+            raise SessionError(CLOSE_TOO_BIG, "message_too_long",
+                               f"a message holds {len(text)} characters of text; the limit is "
+                               f"{limits.max_message_chars}: send the text in smaller messages")
+        self._characters += len(text)
+        if self._characters > limits.max_session_chars:
+            raise SessionError(CLOSE_TOO_BIG, "session_text_too_long",
+                               f"the session has sent {self._characters} characters of text; the limit of a session "
+                               f"is {limits.max_session_chars}: open another session")
 
     def _open(self, context_id: str | None, message: dict[str, Any]) -> _Context:
         if len(self.contexts) >= self.limits.max_contexts:
@@ -448,9 +559,11 @@ class _Session:
 
     async def _fail(self, error: SessionError) -> None:
         log.info("session %s ended: %s (%s)", self.endpoint, error.message, error.error)
-        with contextlib.suppress(Exception):  # the client may be gone already
-            await self.send({"message": error.message, "error": error.error, "code": error.code})
-            await self.websocket.close(error.code, error.error)
+        # the client may be gone already, or not read (then its socket's buffer is full: bounded wait)
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(FAIL_SEND_S):
+                await self.send({"message": error.message, "error": error.error, "code": error.code})
+                await self.websocket.close(error.code, error.error)
 
     def _record(self) -> None:
         metrics = self.hub.metrics

@@ -9,6 +9,8 @@ from typing import Any
 from tts_triton.core.contract import CONTROLS, SPEED
 from tts_triton.text.incremental import DEFAULT_SCHEDULE
 
+from .schema import lone_surrogate
+
 __all__ = ["CLOSE_ERROR", "CLOSE_LATER", "CLOSE_OK", "CLOSE_POLICY", "CLOSE_TOO_BIG", "MAX_INACTIVITY_TIMEOUT_S",
            "SessionError", "describe", "optional_str", "parse_message", "schedule", "speed"]
 
@@ -29,13 +31,19 @@ class SessionError(Exception):
 
 
 def parse_message(raw: str | bytes | None) -> dict[str, Any]:
+    """A client message as a JSON object of valid Unicode; a :class:`SessionError` (1008) naming the problem for
+    anything else (not JSON, nested past the parser's depth, a lone surrogate such as ``"\\ud800"``)."""
     try:
         message = json.loads(raw) if raw is not None else None
     except (ValueError, UnicodeDecodeError) as e:
         raise SessionError(CLOSE_POLICY, "invalid_message", f"a message is not JSON: {e}") from None
+    except RecursionError:
+        raise SessionError(CLOSE_POLICY, "invalid_message", "a message is nested too deeply") from None
     if not isinstance(message, dict):
         raise SessionError(CLOSE_POLICY, "invalid_message", f"a message must be a JSON object, got "
                                                             f"{describe(message)}")
+    if (where := lone_surrogate(message)) is not None:
+        raise SessionError(CLOSE_POLICY, "invalid_message", f"{where}: not valid Unicode (a lone surrogate)")
     return message
 
 
