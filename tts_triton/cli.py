@@ -157,7 +157,7 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--mps", action=argparse.BooleanOptionalAction,
                    help="run the models' CUDA processes under a CUDA MPS daemon of the server's own: their kernels "
                         "then share the GPU instead of taking turns (default: on for the torch-cuda target where "
-                        "nvidia-cuda-mps-control is installed, the configuration the H200 benchmark measures best)")
+                        "nvidia-cuda-mps-control is installed, the configuration the GPU benchmark measures best)")
     s.add_argument("--exit-with-parent", nargs="?", type=int, const=0, metavar="PID",
                    help="stop when the process that started serve (or PID, e.g. a script's $$) exits, even by "
                         "SIGKILL; a parent already gone stops serve at once (for scripts)")

@@ -2,8 +2,8 @@
 
 Triton runs every model instance of the ``torch-cuda`` target in a process of its own. Without MPS the
 GPU time-slices between their CUDA contexts, so a decoder call waits out the vocoder's slice; under MPS
-their kernels share the GPU at once (one H200: first chunk at concurrency 1 from 12.7 to 10.3 ms,
-throughput at concurrency 128 from 449x to 516x real time; BENCHMARKS.md).
+their kernels share the GPU at once: sooner first chunks and more throughput (measured with and without it:
+docs/records/bench/history.md).
 
 :class:`MpsDaemon` starts ``nvidia-cuda-mps-control -d`` with pipe and log folders of its own (it neither
 needs nor disturbs a host-wide daemon) and returns the environment that points CUDA processes at it;
@@ -26,14 +26,14 @@ CONTROL = "nvidia-cuda-mps-control"
 def default_mps(requested: bool | None, cuda_processes: bool) -> tuple[bool, str]:
     """Whether a server runs its models under MPS, and why: as ``requested`` (``--mps``/``--no-mps``), else on
     where its models run on CUDA in processes of their own (``cuda_processes``: the torch-cuda target) and the
-    control daemon is installed: the configuration the H200 benchmark measures best (+22 % at 64 streams)."""
+    control daemon is installed: the configuration the GPU benchmark measures best."""
     if requested is not None:
         return requested, "asked for" if requested else "--no-mps"
     if not cuda_processes:
         return False, "the models do not run on CUDA"
     if shutil.which(CONTROL) is None:
         return False, f"{CONTROL} is not installed"
-    return True, "the default on a GPU: +22 % throughput at 64 streams on an H200; --no-mps turns it off"
+    return True, "the default on a GPU, where it serves more; --no-mps turns it off"
 
 
 class MpsError(RuntimeError):

@@ -60,8 +60,8 @@ LOG_RETENTION_S = 14 * 24 * 3600
 
 
 #: numpy's OpenBLAS pool in every stub: one thread. Each BLS instance's small matrix products (the pitch
-#: control's) otherwise wake a pool of spinning threads per process: on a 16-core H200 host with 8 BLS
-#: instances that cost 4x of the throughput at 64 streams (docs/records/bench/history.md).
+#: control's) otherwise wake a pool of spinning threads per process, which with 8 BLS instances on a GPU host
+#: cost most of the throughput (docs/records/bench/history.md).
 STUB_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "1")
 
 
