@@ -189,9 +189,9 @@ class StyleCache:
                 self._items.popitem(last=False)
 
 
-#: Characters from which a request is prepared on the service's own thread, not on the event loop: a text's plan
-#: takes 5-7 ms per 1,000 characters on the 2-core dev host, a stall within other streams' gaps between chunks, and
-#: shorter texts (most requests) keep their first chunk free of the hand-over and of sharing the GIL with the loop.
+#: Characters from which a request is prepared on the service's own thread, not on the event loop: a longer text's
+#: plan would stall other streams' chunks (docs/records/bench/heavy-request-cpu.md), and shorter texts (most
+#: requests) keep their first chunk free of the hand-over and of sharing the GIL with the loop.
 PLAN_OFF_LOOP_CHARS = 1_000
 
 
@@ -216,8 +216,8 @@ class TTSService:
     """Validated request -> sentences + style -> streamed :class:`Chunk` objects.
 
     A request is prepared (:meth:`prepare`) on one thread of the service's own when its text is long
-    (:data:`PLAN_OFF_LOOP_CHARS`) or it brings reference audio (resampled and turned into a mel: 50-130 ms for
-    30 s on the 2-core dev host), so that other requests on the event loop go on meanwhile; such requests wait for
+    (:data:`PLAN_OFF_LOOP_CHARS`) or it brings reference audio (resampled and turned into a mel), so that other
+    requests on the event loop go on meanwhile (docs/records/bench/heavy-request-cpu.md); such requests wait for
     each other there, not for the network calls' threads.
     """
 

@@ -324,7 +324,7 @@ class TritonPythonModel:
     async def offline(self, request: Any) -> None:
         """Answer one ``tts_offline`` request through its response sender: one response, flagged FINAL. Its chunks
         are joined and sent from the loop's executor: a text at the length limit makes ~100 MB of audio, whose
-        copies would hold up every other request of this loop (400 ms for 31 MB on the 2-core dev host)."""
+        copies would hold up every other request of this loop (docs/records/bench/heavy-request-cpu.md)."""
         sender = request.get_response_sender()
         loop = asyncio.get_running_loop()
         try:

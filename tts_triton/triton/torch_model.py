@@ -49,8 +49,8 @@ except ImportError:  # imported outside Triton: for documentation and for tests 
 PHASES = ("inputs", "run", "responses")
 PHASE_DESCRIPTION = ("Seconds the network models' execute spent: inputs (reading and checking the requests), run "
                      "(merging, the device, splitting), responses (building them)")
-#: cuBLAS workspace of a GPU instance: one 4 MiB block per stream. torch's default on an H200 held about 100 MiB
-#: more per process (text encoder, decoder, vocoder alike) for the same graph replay times.
+#: cuBLAS workspace of a GPU instance: one 4 MiB block per stream. torch's default holds more GPU memory per
+#: process (text encoder, decoder, vocoder alike) for the same graph replay times (docs/records/bench/history.md).
 CUBLAS_WORKSPACE = ":4096:1"
 
 
