@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Download the corpus teachers, espeak-ng, flite and festival (with its HTS slt voice and the lexicons it reads),
+# Download the corpus teachers, espeak-ng, flite, festival (with its HTS slt voice and the lexicons it reads) and
+# hts_engine (which renders festival's HTS labels under the engine's own prosody controls),
 # and every shared library they load as Debian packages, and
 # libjemalloc2 (tritonserver's allocator, tts_triton.ops.memory, found there on LD_LIBRARY_PATH), for a host that has
 # none of them and no network (the GPU host). scripts/gpu/espeak-env.sh unpacks them there.
 #
-# Usage, from the project root on a Debian/Ubuntu machine with espeak-ng, flite and festival installed:
+# Usage, from the project root on a Debian/Ubuntu machine with espeak-ng, flite, festival and htsengine installed:
 #     scripts/gpu/espeak-bundle.sh [OUT_DIR]        # OUT_DIR defaults to .espeak-debs (git-ignored)
 #
 # The package list is the closure that the dynamic linker actually loads (ldd of espeak-ng, of
-# libespeak-ng.so.1, which the text front end opens through ctypes, of flite and of festival), plus the data packages
+# libespeak-ng.so.1, which the text front end opens through ctypes, of flite, festival and hts_engine), plus the data
+# packages
 # espeak-ng-data, festvox-us-slt-hts, festlex-cmu and festlex-poslex. That is
 # smaller than `apt-cache depends --recurse`, which also pulls data, config and daemon packages that
 # nothing loads. glibc is left out: every host has a newer one. Each package is downloaded at the
@@ -20,6 +22,7 @@ lib=$(ldd "$bin" | awk '$1 == "libespeak-ng.so.1" {print $3}')
 flite=$(command -v flite) || { echo "flite is not installed here (apt-get install flite)" >&2; exit 1; }
 festival=$(command -v festival) || { echo "festival is not installed here (apt-get install festival festvox-us-slt-hts)" >&2
                                      exit 1; }
+hts_engine=$(command -v hts_engine) || { echo "hts_engine is not installed here (apt-get install htsengine)" >&2; exit 1; }
 
 owner() {  # package (with :arch) owning the file, trying the usrmerge twin path too
   local path=$1 alt
@@ -27,8 +30,8 @@ owner() {  # package (with :arch) owning the file, trying the usrmerge twin path
   { dpkg-query -S "$path" 2>/dev/null || dpkg-query -S "$alt" 2>/dev/null; } | head -n1 | sed 's/: \/.*//'
 }
 
-mapfile -t files < <({ echo "$bin"; echo "$flite"; echo "$festival"
-                      ldd "$bin" "$lib" "$flite" "$festival" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'; } | sort -u)
+mapfile -t files < <({ echo "$bin"; echo "$flite"; echo "$festival"; echo "$hts_engine"
+                      ldd "$bin" "$lib" "$flite" "$festival" "$hts_engine" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'; } | sort -u)
 packages=("espeak-ng-data" "libjemalloc2" "festvox-us-slt-hts" "festlex-cmu" "festlex-poslex")
 for f in "${files[@]}"; do
   pkg=$(owner "$(readlink -f "$f")")

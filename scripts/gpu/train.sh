@@ -44,7 +44,7 @@ scripts/gpu/checkout-path.sh "$("$PYTHON" -c 'import sysconfig; print(sysconfig.
 say() { printf '==> [%4ds] %s\n' "$SECONDS" "$*"; }
 
 if ! command -v espeak-ng >/dev/null 2>&1 || ! command -v flite >/dev/null 2>&1 ||
-   ! command -v festival >/dev/null 2>&1; then
+   ! command -v festival >/dev/null 2>&1 || ! command -v hts_engine >/dev/null 2>&1; then
   # shellcheck source=espeak-env.sh
   source scripts/gpu/espeak-env.sh .espeak-debs >/dev/null
 fi

@@ -1,11 +1,13 @@
-"""Render the corpus: sentences x (voice, emotion) by each voice's teacher (espeak-ng or flite), into a directory.
+"""Render the corpus: sentences x (voice, emotion) by each voice's teacher (espeak-ng, flite or festival's HTS engine),
+into a directory.
 
     python -m tts_triton.data.corpus build --out DIR [--sentences FILE] [--jobs N] [--limit N] [--voices ...]
 
 Which utterances (:func:`plan`): every test sentence in every voice, with one emotion per sentence
 (cycling, so that all voices say it the same way); every train and validation sentence in
-``repeats`` distinct (voice, emotion) pairs, always the ones least used so far relative to the voice's
-``weight`` (ties broken by a seeded shuffle), which keeps the pairs balanced in those proportions.
+``repeats`` distinct conditions, a condition being a (voice, emotion) pair or a voice's neutral speech at one of
+its pitch variants (``Voice.pitch_variants``), always the ones least used so far relative to the voice's
+``weight`` (ties broken by a seeded shuffle), which keeps the conditions balanced in those proportions.
 
 A build that stops (killed, out of time) leaves ``manifest.jsonl.partial``; building into the same
 directory again with the same options resumes after the last complete shard.
@@ -13,7 +15,8 @@ directory again with the same options resumes after the last complete shard.
 The directory (read it with :class:`tts_triton.data.dataset.Corpus`):
 
 ``manifest.jsonl``
-    One utterance per line: ``id, sentence_id, split, voice, emotion, text, ids`` (phoneme ids,
+    One utterance per line: ``id, sentence_id, split, voice, emotion, text, semitones`` (the pitch variant, 0 for
+    none), ``ids`` (phoneme ids,
     ``BOS ... EOS``), ``agreement`` (the fraction of those phonemes the teacher said, null for espeak-ng:
     :class:`tts_triton.data.prosody.Rendering`), ``n_samples, n_frames``
     (``n_samples == n_frames * HOP_LENGTH``), ``shard``, ``offset`` (first sample in the audio shard) and
@@ -47,7 +50,16 @@ import numpy as np
 from tts_triton.core import audio
 from tts_triton.core.symbols import BOS_ID, EOS_ID, N_SYMBOLS
 from tts_triton.data import espeak, festival, flite
-from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, FESTIVAL, FLITE, PITCH_ORDER, check_voices, rendering
+from tts_triton.data.prosody import (
+    CORPUS_VOICES,
+    EMOTIONS,
+    FESTIVAL,
+    FLITE,
+    NEUTRAL,
+    PITCH_ORDER,
+    check_voices,
+    rendering,
+)
 from tts_triton.data.sentences import (
     DEFAULT_COUNT,
     DEFAULT_SEED,
@@ -84,7 +96,8 @@ def mel_shard_name(shard: int) -> str:
 
 @dataclass(frozen=True)
 class Utterance:
-    """One planned rendering: ``id`` is ``<sentence_id>-<voice>-<emotion>``."""
+    """One planned rendering: ``id`` is ``<sentence_id>-<voice>-<emotion>``, then ``<+N>st`` for a pitch variant of
+    ``semitones`` (0: none)."""
 
     id: str
     sentence_id: str
@@ -92,6 +105,26 @@ class Utterance:
     voice: str
     emotion: str
     text: str
+    semitones: float = field(default=0.0, kw_only=True)
+
+    @property
+    def condition(self) -> tuple[str, str, float]:
+        """What the rendering is conditioned on: voice, emotion and pitch variant."""
+        return self.voice, self.emotion, self.semitones
+
+
+def conditions(voices: Sequence[str], emotions: Sequence[str]) -> list[tuple[str, str, float]]:
+    """Every (voice, emotion, semitones) condition of a plan: each voice in each of ``emotions`` as rendered, then
+    in its neutral speech at each of its pitch variants (when neutral is among ``emotions``)."""
+    plain = [(v, e, 0.0) for v in voices for e in emotions]
+    variants = [(v, NEUTRAL, float(st)) for v in voices for st in CORPUS_VOICES[v].pitch_variants
+                if NEUTRAL in emotions]
+    return plain + variants
+
+
+def utterance_id(sentence_id: str, voice: str, emotion: str, semitones: float = 0.0) -> str:
+    """``<sentence_id>-<voice>-<emotion>``, with ``<+N>st`` after it for a pitch variant."""
+    return f"{sentence_id}-{voice}-{emotion}" + (f"{semitones:+g}st" if semitones else "")
 
 
 def plan(
@@ -102,10 +135,10 @@ def plan(
     seed: int = DEFAULT_SEED,
 ) -> list[Utterance]:
     """The utterances to render, in sentence order (see the module docstring for the rule)."""
-    pairs = [(v, e) for v in voices for e in emotions]
+    pairs = conditions(voices, emotions)
     if not 1 <= repeats <= len(pairs):
         raise ValueError(f"repeats must be in 1..{len(pairs)}, got {repeats}")
-    used: dict[str, Counter[tuple[str, str]]] = {split: Counter() for split in SPLITS}
+    used: dict[str, Counter[tuple[str, str, float]]] = {split: Counter() for split in SPLITS}
     rng = Rng(seed)
     out: list[Utterance] = []
     n_test = 0
@@ -113,13 +146,14 @@ def plan(
         if s.split == "test":
             emotion = emotions[n_test % len(emotions)]
             n_test += 1
-            chosen = [(v, emotion) for v in voices]
+            chosen = [(v, emotion, 0.0) for v in voices]
         else:
             tiebreak = {pair: rng.next64() for pair in pairs}
             chosen = sorted(pairs, key=lambda pair: (used[s.split][pair] / CORPUS_VOICES[pair[0]].weight,
                                                      tiebreak[pair]))[:repeats]
             used[s.split].update(chosen)
-        out += [Utterance(f"{s.id}-{v}-{e}", s.id, s.split, v, e, s.text) for v, e in chosen]
+        out += [Utterance(utterance_id(s.id, v, e, st), s.id, s.split, v, e, s.text, semitones=st)
+                for v, e, st in chosen]
     return out
 
 
@@ -148,7 +182,7 @@ def render_group(utterances: Sequence[Utterance]) -> list[Rendered]:
     ids = phoneme_ids(utterances[0].text)
     out = []
     for u in utterances:
-        said = rendering(u.text, CORPUS_VOICES[u.voice], EMOTIONS[u.emotion])
+        said = rendering(u.text, CORPUS_VOICES[u.voice], EMOTIONS[u.emotion], semitones=u.semitones)
         pcm = np.round(said.audio * INT16_SCALE).astype(np.int16)
         mel = audio.mel_spectrogram(pcm.astype(np.float32) / INT16_SCALE)
         if mel.shape[0] != len(pcm) // audio.HOP_LENGTH:
@@ -304,11 +338,12 @@ def summarize(entries: Iterable[dict], sentences: Sequence[CorpusSentence], *, s
         hours[e["split"]] += e["n_samples"] / audio.SAMPLE_RATE / 3600
         for key in ("split", "voice", "emotion"):
             counts[key][e[key]] += 1
-        counts["pair"][f"{e['voice']}/{e['emotion']}"] += 1
+        st = e.get("semitones", 0.0)
+        counts["pair"][f"{e['voice']}/{e['emotion']}" + (f"/{st:+g}st" if st else "")] += 1
     total = sum(hours.values())
     agreements = [e["agreement"] for e in entries if e.get("agreement") is not None]
     teachers = {teacher for v in voices
-                for teacher in (CORPUS_VOICES[v].teacher, *(CORPUS_VOICES[v].neutral or ())[:1])}
+                for teacher in (CORPUS_VOICES[v].teacher,)}
     return {
         "format": FORMAT_VERSION,
         "sample_rate": audio.SAMPLE_RATE, "hop_length": audio.HOP_LENGTH, "n_mels": audio.N_MELS,

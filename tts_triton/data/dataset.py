@@ -84,7 +84,8 @@ class AcousticDataset(torch.utils.data.Dataset):
     """Items for the acoustic model, as dicts:
 
     ``id``, ``ids`` (int64 ``[T]``), ``mel`` (float32 ``[F, N_MELS]``), ``ref_id`` and ``ref_mel``
-    (another utterance of the same voice and emotion in the same split, drawn per epoch; the item
+    (another utterance of the same condition: voice, emotion and pitch variant, in the same split, drawn per
+    epoch; the item
     itself only when it is the pair's sole utterance), ``voice``, ``emotion`` (names) and
     ``voice_index``, ``emotion_index`` (positions in :data:`CORPUS_VOICES` / :data:`EMOTIONS`). With ``voices``,
     only the utterances of those voices.
@@ -93,19 +94,19 @@ class AcousticDataset(torch.utils.data.Dataset):
     def __init__(self, root: str | Path | Corpus, split: str, seed: int = 0,
                  voices: Sequence[str] | None = None) -> None:
         self.corpus = root if isinstance(root, Corpus) else Corpus(root)
-        # a voice filter keeps whole (voice, emotion) groups, so references stay within the items
+        # a voice filter keeps whole condition groups, so references stay within the items
         self.entries = [e for e in self.corpus.split(split) if voices is None or e.voice in voices]
         if not self.entries:
             raise ValueError(f"{self.corpus.root} has no {split!r} utterances"
                              + (f" of the voices {', '.join(voices)}" if voices is not None else ""))
         self.seed, self.epoch = seed, 0
-        groups: dict[tuple[str, str], list[int]] = {}
-        self._position = []  # of each item within its (voice, emotion) group
+        groups: dict[tuple[str, str, float], list[int]] = {}
+        self._position = []  # of each item within its condition's group
         for i, e in enumerate(self.entries):
-            group = groups.setdefault((e.voice, e.emotion), [])
+            group = groups.setdefault(e.condition, [])
             self._position.append(len(group))
             group.append(i)
-        self._group = [groups[e.voice, e.emotion] for e in self.entries]
+        self._group = [groups[e.condition] for e in self.entries]
 
     def set_epoch(self, epoch: int) -> None:
         """Draw new references (and keep them reproducible) for ``epoch``."""

@@ -1,11 +1,15 @@
 """Running the ``festival`` found on PATH (Debian ``festival`` and ``festvox-us-slt-hts``: CMU ARCTIC ``slt``
-as an HTS voice, a teacher of higher naturalness than flite's ``slt``; licences in docs/teacher.md).
+as an HTS voice, a teacher of higher naturalness than flite's ``slt``; licences in docs/teacher.md) as the front
+end of the HTS engine's own command line, ``hts_engine`` (Debian ``htsengine``, hts_engine API 1.10, BSD-style).
 
 One Scheme script per utterance, in a file: it selects the voice, adds a lexicon addendum (word -> CMU phones with
-stress digits, syllabified by festival's own ``lex.syllabify.phstress``), sets the speaking rate and prints the
-segments it said. The text is a Scheme string literal, escaped, never part of a command line. Festival passes its
-HTS engine the model and the speed (``-r``) only: the voice's F0 is the model's own (:func:`tts_triton.data.
-prosody.rendering` moves it for the emotions).
+stress digits, syllabified by festival's own ``lex.syllabify.phstress``), runs festival's modules up to the
+waveform (which it skips), writes the utterance's HTS full-context labels and prints the segments it said and the
+voice's model file. The text is a Scheme string literal, escaped, never part of a command line. ``hts_engine``
+then renders the labels with the voice's model and the engine's own prosody controls (:class:`HtsControls`),
+which festival does not pass on (its engine call takes the model and ``-r`` only): the F0 contour and durations
+stay the model's, moved in level, spread and rate by the same statistical model that made them, with the voice's
+own vocoder.
 """
 
 from __future__ import annotations
@@ -15,20 +19,60 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from tts_triton.data.espeak import EspeakError, parse_wav
 from tts_triton.data.flite import Said
 
 FESTIVAL = "festival"
+HTS_ENGINE = "hts_engine"
 #: The HTS ``slt`` voice of ``festvox-us-slt-hts`` (32 kHz).
 HTS_SLT = "cmu_us_slt_arctic_hts"
-#: Marks the line of the script's output that lists the segments said.
+#: Marks the lines of the script's output that list the segments said and name the voice's HTS model file.
 _SEGMENTS = "SEGMENTS:"
+_MODEL = "HTSVOICE:"
 
 
 class FestivalError(RuntimeError):
-    """festival is missing, lacks the voice, failed, or wrote something that is not 16-bit mono PCM WAV."""
+    """festival or hts_engine is missing, festival lacks the voice, either failed, or hts_engine wrote something that
+    is not 16-bit mono PCM WAV."""
+
+
+@dataclass(frozen=True)
+class HtsControls:
+    """The HTS engine's prosody controls: ``half_tones`` added to every voiced frame's log F0 (``-fm``),
+    ``f0_gv_weight`` the weight of log F0's global variance in parameter generation (``-jf``: above 1 the contour
+    spreads wider, below 1 narrower, 1 as trained), ``speed`` the speaking rate (``-r``: 1.25 is a fifth shorter)."""
+
+    half_tones: float = 0.0
+    f0_gv_weight: float = 1.0
+    speed: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0.25 <= self.speed <= 4.0:
+            raise ValueError(f"speed must be in 0.25..4, got {self.speed}")
+        if not -12.0 <= self.half_tones <= 12.0:
+            raise ValueError(f"half_tones must be in -12..12, got {self.half_tones}")
+        if not 0.0 <= self.f0_gv_weight <= 4.0:
+            raise ValueError(f"f0_gv_weight must be in 0..4, got {self.f0_gv_weight}")
+
+    def arguments(self) -> list[str]:
+        """``hts_engine``'s options for these controls."""
+        return ["-fm", f"{self.half_tones:.6g}", "-jf", f"{self.f0_gv_weight:.6g}", "-r", f"{self.speed:.6g}"]
+
+
+#: The voice as trained.
+AS_TRAINED = HtsControls()
+
+
+@functools.lru_cache(maxsize=1)
+def hts_engine_binary() -> str:
+    """Absolute path of ``hts_engine`` on PATH; raises :class:`FestivalError` when there is none."""
+    path = shutil.which(HTS_ENGINE)
+    if path is None:
+        raise FestivalError("hts_engine is not on PATH (Debian: apt-get install htsengine)")
+    return path
 
 
 @functools.lru_cache(maxsize=1)
@@ -61,16 +105,14 @@ def scheme_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def synthesize(text: str, voice: str = HTS_SLT, speed: float = 1.0,
+def synthesize(text: str, voice: str = HTS_SLT, controls: HtsControls = AS_TRAINED,
                lexicon: Mapping[str, Sequence[str]] | None = None) -> Said:
-    """Speak ``text`` with festival's ``voice`` at ``speed`` (the HTS engine's rate: 1 is the voice's own, 1.25
-    a fifth shorter) and a ``lexicon`` addendum (lower-case word -> CMU phones with stress digits, looked up
-    before festival's own lexicon). Raises :class:`FestivalError`."""
-    if not 0.25 <= speed <= 4.0:
-        raise ValueError(f"speed must be in 0.25..4, got {speed}")
+    """Speak ``text`` with festival's HTS ``voice`` under the engine's ``controls`` and a ``lexicon`` addendum
+    (lower-case word -> CMU phones with stress digits, looked up before festival's own lexicon). Raises
+    :class:`FestivalError`."""
     with tempfile.TemporaryDirectory(prefix="festival-") as tmp:
-        wav = Path(tmp) / "out.wav"
-        lines = [f"(voice_{voice})"]
+        labels, wav = Path(tmp) / "utt.lab", Path(tmp) / "out.wav"
+        lines = [f"(voice_{voice})", f'(format t "{_MODEL} %s\\n" (cadr (assoc_string "-m" hts_engine_params)))']
         for word, phones in (lexicon or {}).items():
             # A word without a vowel (the clitic 's) keeps festival's entry: its post-lexical rule picks s, z or
             # ax z from the phone before and fails on any other pronunciation.
@@ -78,22 +120,33 @@ def synthesize(text: str, voice: str = HTS_SLT, speed: float = 1.0,
                 stressed = " ".join(phones)
                 lines.append(f"(lex.add.entry (list {scheme_string(word)} nil (lex.syllabify.phstress '({stressed}))))")
         lines += [
-            f"(set! hts_engine_params (append hts_engine_params (list '(\"-r\" {speed:.6g}))))",
+            "(Parameter.set 'Synth_Method (lambda (utt) utt))",  # the labels are all it needs; hts_engine renders
             f"(set! utt1 (utt.synth (eval (list 'Utterance 'Text {scheme_string(text)}))))",
-            f"(utt.save.wave utt1 {scheme_string(str(wav))} 'riff)",
+            f"(hts_dump_feats utt1 hts_feats_list {scheme_string(str(labels))})",
             f'(format t "{_SEGMENTS}")',
             "(mapcar (lambda (s) (format t \" %s\" (item.name s))) (utt.relation.items utt1 'Segment))",
             '(format t "\\n")',
         ]
-        done = _run("\n".join(lines), Path(tmp))
+        out = _run("\n".join(lines), Path(tmp)).stdout.decode(errors="replace")
+        model = _field(out, _MODEL)
+        if not model or not labels.exists():
+            raise FestivalError(f"festival voice {voice} gave no HTS model or labels (is it an HTS voice?)")
+        command = [hts_engine_binary(), "-m", model[0], *controls.arguments(), "-ow", str(wav), str(labels)]
+        try:
+            done = subprocess.run(command, capture_output=True, timeout=300, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise FestivalError("hts_engine timed out") from exc
         try:
             rate, samples = parse_wav(wav.read_bytes())
         except (OSError, EspeakError) as exc:
-            raise FestivalError(f"festival voice {voice} wrote no usable WAV: {exc}; "
+            raise FestivalError(f"hts_engine wrote no usable WAV for voice {voice} (exit {done.returncode}): {exc}; "
                                 f"{done.stderr.decode(errors='replace').strip()[:300]}") from None
-    out = done.stdout.decode(errors="replace")
-    segments = next((line.partition(_SEGMENTS)[2].split() for line in out.splitlines() if _SEGMENTS in line), [])
-    return Said(rate, samples, segments)
+    return Said(rate, samples, _field(out, _SEGMENTS))
+
+
+def _field(out: str, mark: str) -> list[str]:
+    """The words after ``mark`` on the first line of ``out`` that holds it ([] when none does)."""
+    return next((line.partition(mark)[2].split() for line in out.splitlines() if mark in line), [])
 
 
 def _run(script: str, folder: Path | None = None) -> subprocess.CompletedProcess[bytes]:

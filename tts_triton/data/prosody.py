@@ -18,9 +18,15 @@ flite takes them through its own controls (:func:`flite_features`): the pitch as
 range as the F0 spread target (``int_f0_target_stddev``, scaled from the voice's neutral spread), the rate as
 ``duration_stretch`` (neutral rate / rate); the amplitude as the same gain.
 
-A voice may take its neutral utterances from another teacher (``Voice.neutral``): ``slt`` speaks them with
-festival's HTS ``slt`` (:mod:`tts_triton.data.festival`, the same ARCTIC speaker, the most natural teacher the
-licences allow), as synthesized, since festival cannot move that voice's pitch; flite keeps its emotions.
+festival's HTS voice (``slt``: :mod:`tts_triton.data.festival`, the same ARCTIC speaker, the most natural teacher the
+licences allow) takes them through the HTS engine's own controls (:func:`hts_controls`): a share of the pitch offset
+as half-tones added to the model's log F0 (:data:`HTS_PITCH_SHARE`: the judges mark a raised HTS voice down), the
+range as the weight of log F0's global variance, the rate as the engine's speed; the amplitude as the same gain. So
+its emotions keep the voice's own timbre, contour and vocoder, where flite's would bring flite's.
+
+A voice may also be rendered at the pitch offsets of ``Voice.pitch_variants`` (its neutral speech, by its own
+teacher's pitch control): the model learns pitch as a direction of its style space from them
+(:meth:`tts_triton.core.voices.VoiceBank.style`).
 
 The tables are data used by corpus generation and by evaluation alike: the mean F0 of rendered (and
 synthesized) speech orders the emotions as :data:`PITCH_ORDER` does, for every voice;
@@ -52,10 +58,11 @@ FESTIVAL = festival.FESTIVAL
 @dataclass(frozen=True)
 class Voice:
     """A speaker of a ``teacher``: ``speaker`` is its voice name (espeak-ng: language + variant; flite: a
-    voice of ``flite -lv``). ``weight``: the voice's share of train and validation utterances relative to
-    weight 1 (:func:`tts_triton.data.corpus.plan`). ``f0_hz``, ``f0_sd_hz``: flite's neutral mean F0 and
-    spread targets (measured on its own renderings; unused for espeak-ng). ``neutral``: the teacher and speaker of
-    the neutral emotion when they are not ``teacher`` and ``speaker`` (see the module docstring)."""
+    voice of ``flite -lv``; festival: an HTS voice). ``weight``: the voice's share of train and validation
+    utterances relative to weight 1, per (emotion or pitch variant) pair (:func:`tts_triton.data.corpus.plan`).
+    ``f0_hz``, ``f0_sd_hz``: flite's neutral mean F0 and spread targets (measured on its own renderings; unused for
+    the others). ``pitch_variants``: semitone offsets at which its neutral speech is also rendered (festival's
+    voices only: the HTS engine moves F0 and keeps the timbre)."""
 
     name: str
     teacher: str
@@ -64,13 +71,16 @@ class Voice:
     weight: int = 1
     f0_hz: float = 0.0
     f0_sd_hz: float = 0.0
-    neutral: tuple[str, str] | None = None
+    pitch_variants: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.pitch_variants and self.teacher != FESTIVAL:
+            raise ValueError(f"voice {self.name}: pitch variants need festival's HTS engine, not {self.teacher}")
 
     @property
     def teacher_name(self) -> str:
-        """The teachers as a report names them: ``flite slt; neutral: festival cmu_us_slt_arctic_hts``."""
-        own = f"{self.teacher} {self.speaker}"
-        return f"{own}; neutral: {' '.join(self.neutral)}" if self.neutral else own
+        """The teacher as a report names it: ``festival cmu_us_slt_arctic_hts``."""
+        return f"{self.teacher} {self.speaker}"
 
 
 @dataclass(frozen=True)
@@ -98,8 +108,8 @@ CORPUS_VOICES: dict[str, Voice] = {
         Voice("f3", ESPEAK_NG, "en-us+f3", "female"),
         Voice("f4", ESPEAK_NG, "en-us+f4", "female"),
         Voice("f5", ESPEAK_NG, "en-us+f5", "female"),
-        Voice("slt", FLITE, "slt", "female", weight=5, f0_hz=170.0, f0_sd_hz=30.0,
-              neutral=(FESTIVAL, festival.HTS_SLT)),
+        # weight 5 per emotion (a third of the plan, as before) and per pitch variant
+        Voice("slt", FESTIVAL, festival.HTS_SLT, "female", weight=5, pitch_variants=(-4.0, 4.0)),
         # flite's defaults for kal16 (its renderings are identical with and without these targets)
         Voice(NATURAL_MALE, FLITE, "kal16", "male", weight=3, f0_hz=95.0, f0_sd_hz=11.0),
     )
@@ -133,6 +143,13 @@ TRIM_MARGIN_S = 0.05
 #: docs/corpus.md: sad -4.5, angry +3.0, happy +5.3, surprised +8.5 st at -20, +13, +25, +40 steps).
 SEMITONES_PER_PITCH_STEP = 0.22
 NEUTRAL = "neutral"
+#: The share of an emotion's pitch offset (espeak-ng's steps x :data:`SEMITONES_PER_PITCH_STEP`) that an HTS voice
+#: takes: happy +3.6, sad -2.9, angry +1.9, surprised +5.7 st. The whole offset (+5.5 st happy) costs the HTS voice
+#: itself DistillMOS; two thirds keep every emotion's F0 apart from neutral's by more than 10 %.
+HTS_PITCH_SHARE = 0.65
+#: The HTS engine's global-variance weight of log F0 is the emotion's range over neutral's, within these bounds
+#: (below 0.6 a contour flattens to a drone; above 2 the engine overshoots into squeaks).
+HTS_GV_WEIGHT_RANGE = (0.6, 2.0)
 
 
 def espeak_args(voice: Voice, emotion: Emotion) -> list[str]:
@@ -149,6 +166,17 @@ def flite_features(voice: Voice, emotion: Emotion) -> dict[str, float]:
         "int_f0_target_stddev": voice.f0_sd_hz * emotion.range / neutral.range,
         "duration_stretch": neutral.rate / emotion.rate,
     }
+
+
+def hts_controls(emotion: Emotion, semitones: float = 0.0) -> festival.HtsControls:
+    """The HTS engine's controls for ``emotion``, ``semitones`` higher (see the module docstring)."""
+    neutral = EMOTIONS[NEUTRAL]
+    low, high = HTS_GV_WEIGHT_RANGE
+    return festival.HtsControls(
+        half_tones=semitones + HTS_PITCH_SHARE * SEMITONES_PER_PITCH_STEP * (emotion.pitch - neutral.pitch),
+        f0_gv_weight=min(max(emotion.range / neutral.range, low), high),
+        speed=emotion.rate / neutral.rate,
+    )
 
 
 def ssml(text: str, emotion: Emotion) -> str:
@@ -186,20 +214,23 @@ class Rendering:
     agreement: float | None
 
 
-def render(text: str, voice: Voice, emotion: Emotion) -> np.ndarray:
+def render(text: str, voice: Voice, emotion: Emotion, semitones: float = 0.0) -> np.ndarray:
     """Speak ``text`` with ``voice`` and ``emotion``: float32 mono at SAMPLE_RATE (:func:`rendering`)."""
-    return rendering(text, voice, emotion).audio
+    return rendering(text, voice, emotion, semitones=semitones).audio
 
 
-def rendering(text: str, voice: Voice, emotion: Emotion, drive: bool = True) -> Rendering:
-    """Speak ``text`` with ``voice`` and ``emotion`` with the voice's teacher (:func:`teacher_of`).
+def rendering(text: str, voice: Voice, emotion: Emotion, drive: bool = True, semitones: float = 0.0) -> Rendering:
+    """Speak ``text`` with ``voice`` and ``emotion`` with the voice's teacher, ``semitones`` higher (festival's
+    voices only: any other teacher raises ValueError for a nonzero value).
 
     Silence is trimmed (:func:`trim_silence`) and the peak is ``PEAK_AT_DEFAULT * amplitude / 100``. flite and
     festival speak espeak-ng's pronunciations (:func:`tts_triton.data.cmu.addenda`) unless ``drive`` is False
     (then their own lexicon's, for comparison). Raises :class:`espeak.EspeakError`, :class:`flite.FliteError` or
     :class:`festival.FestivalError`.
     """
-    teacher, speaker = teacher_of(voice, emotion)
+    teacher = voice.teacher
+    if semitones and teacher != FESTIVAL:
+        raise ValueError(f"voice {voice.name}: {teacher} renders no pitch offset ({semitones:+g} st asked)")
     if teacher == ESPEAK_NG:
         rate, samples = espeak.synthesize(ssml(text, emotion), espeak_args(voice, emotion))
         if rate != audio.SAMPLE_RATE:
@@ -209,7 +240,7 @@ def rendering(text: str, voice: Voice, emotion: Emotion, drive: bool = True) -> 
     elif teacher == FLITE:
         x, agreement = _flite(text, voice, emotion, drive)
     elif teacher == FESTIVAL:
-        x, agreement = _festival(text, speaker, drive)
+        x, agreement = _festival(text, voice.speaker, hts_controls(emotion, semitones), drive)
     else:
         raise ValueError(f"voice {voice.name}: unknown teacher {teacher!r}")
     x = trim_silence(x)
@@ -217,11 +248,6 @@ def rendering(text: str, voice: Voice, emotion: Emotion, drive: bool = True) -> 
     if peak == 0.0:
         raise RuntimeError(f"{voice.teacher} voice {voice.speaker} rendered silence for {text!r}")
     return Rendering((x * (PEAK_AT_DEFAULT * emotion.amplitude / 100.0 / peak)).astype(np.float32), agreement)
-
-
-def teacher_of(voice: Voice, emotion: Emotion) -> tuple[str, str]:
-    """The teacher and its speaker that render ``voice`` in ``emotion``."""
-    return voice.neutral if voice.neutral and emotion.name == NEUTRAL else (voice.teacher, voice.speaker)
 
 
 def _driven(text: str, drive: bool) -> tuple[str, dict[str, list[str]], list[str]]:
@@ -245,11 +271,11 @@ def _flite(text: str, voice: Voice, emotion: Emotion, drive: bool) -> tuple[np.n
     return x, cmu.agreement(expected, said.segments)
 
 
-def _festival(text: str, speaker: str, drive: bool) -> tuple[np.ndarray, float]:
-    """festival's rendering at SAMPLE_RATE (its voice's own prosody) and its agreement with the front end's
-    phonemes of ``text``."""
+def _festival(text: str, speaker: str, controls: festival.HtsControls, drive: bool) -> tuple[np.ndarray, float]:
+    """festival's HTS rendering at SAMPLE_RATE under ``controls`` and its agreement with the front end's phonemes of
+    ``text``."""
     normalized, lexicon, expected = _driven(text, drive)
-    said = festival.synthesize(normalized, speaker, lexicon=lexicon)
+    said = festival.synthesize(normalized, speaker, controls, lexicon)
     x = flite.resample(said.samples.astype(np.float32) / 32768.0, said.rate, audio.SAMPLE_RATE)
     return x, cmu.agreement(expected, said.segments)
 
@@ -267,11 +293,11 @@ def check_voices(voices: Sequence[str] = tuple(CORPUS_VOICES)) -> None:
         missing = sorted(v.name for v in chosen if v.teacher == FLITE and v.speaker not in flite.voices())
         if missing:
             raise flite.FliteError(f"flite lacks the voices {missing}")
-    neutral_by_festival = [v for v in chosen if v.neutral and v.neutral[0] == FESTIVAL]
-    if neutral_by_festival:
-        missing = sorted(v.name for v in neutral_by_festival if v.neutral[1] not in festival.voices())
+    if any(v.teacher == FESTIVAL for v in chosen):
+        festival.hts_engine_binary()
+        missing = sorted(v.name for v in chosen if v.teacher == FESTIVAL and v.speaker not in festival.voices())
         if missing:
-            raise festival.FestivalError(f"festival lacks the neutral voices of {missing}")
+            raise festival.FestivalError(f"festival lacks the voices of {missing}")
 
 
 def f0_contour(samples: np.ndarray) -> np.ndarray:

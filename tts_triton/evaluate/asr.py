@@ -159,11 +159,11 @@ def band_limit(samples: np.ndarray, band_rate: int | None) -> np.ndarray:
 def teacher_band(voice: str, emotion: str) -> int | None:
     """The rate the teacher that renders a corpus voice in ``emotion`` speaks at when it is below SAMPLE_RATE
     (flite: 16 kHz), else None: MCD to its rendering is taken in that band, which an empty 8-11 kHz band would
-    otherwise dominate. A voice's teachers may differ by emotion (``slt``: festival, full band, for neutral)."""
+    otherwise dominate."""
     from tts_triton.data.flite import VOICE_RATE
-    from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, FLITE, teacher_of
+    from tts_triton.data.prosody import CORPUS_VOICES, FLITE
 
-    return VOICE_RATE if teacher_of(CORPUS_VOICES[voice], EMOTIONS[emotion])[0] == FLITE else None
+    return VOICE_RATE if CORPUS_VOICES[voice].teacher == FLITE else None
 
 
 def hear(samples: np.ndarray, rate: int, cepstra: bool, band_rate: int | None = None, judges: bool = False) -> Heard:

@@ -90,7 +90,7 @@ def measure(checkpoint: Path | None, voices: Sequence[str], count: int, jobs: in
     import torch
 
     from tts_triton.core import audio, contract
-    from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, NEUTRAL, teacher_of
+    from tts_triton.data.prosody import CORPUS_VOICES
     from tts_triton.evaluate.synthesis import RecordingBackend, synthesize, voice_bank_for
     from tts_triton.models.checkpoint import resolve
     from tts_triton.serving.backends import TorchBackend
@@ -102,15 +102,14 @@ def measure(checkpoint: Path | None, voices: Sequence[str], count: int, jobs: in
     vocoder = stages[contract.VOCODER]
     backend = RecordingBackend(TorchBackend(stages, ckpt.config))
     default = voices[0]
-    neutral = EMOTIONS[NEUTRAL]
-    teacher = "teacher: {} {} (corpus rendering)".format(*teacher_of(CORPUS_VOICES[default], neutral))
+    teacher = f"teacher: {CORPUS_VOICES[default].teacher_name} (corpus rendering)"
     refs: dict[str, list[Future[tuple[Heard, np.ndarray]]]] = {}
     futures: dict[str, list[Future[Heard]]] = {}
     rate = audio.SAMPLE_RATE
     with process_pool(jobs) as pool:
         refs[teacher] = [pool.submit(rendered_heard, corpus_teacher, s, default) for s in sentences]
         for v in voices[1:]:
-            label = "teacher of {}: {} {}".format(v, *teacher_of(CORPUS_VOICES[v], neutral))
+            label = f"teacher of {v}: {CORPUS_VOICES[v].teacher_name}"
             refs[label] = [pool.submit(rendered_heard, corpus_teacher, s, v) for s in sentences]
         for v in FLITE_REFERENCES if references else ():
             refs[f"flite {v} (its own lexicon)"] = [pool.submit(rendered_heard, flite_plain, s, v) for s in sentences]

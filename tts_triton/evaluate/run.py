@@ -19,8 +19,18 @@ import numpy as np
 
 from tts_triton.core import audio, contract
 from tts_triton.core.paths import cache_dir
-from tts_triton.data import espeak, flite
-from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, ESPEAK_NG, FLITE, Emotion, Voice, render, teacher_of
+from tts_triton.data import espeak, festival, flite
+from tts_triton.data.prosody import (
+    CORPUS_VOICES,
+    EMOTIONS,
+    ESPEAK_NG,
+    FESTIVAL,
+    FLITE,
+    Emotion,
+    Voice,
+    hts_controls,
+    render,
+)
 from tts_triton.evaluate.asr import band_limit, teacher_band
 from tts_triton.evaluate.figures import write_plots, write_samples
 from tts_triton.evaluate.measures import (
@@ -91,8 +101,8 @@ class Reference:
                                    FEATURE_SETTINGS)
         if v.teacher != ESPEAK_NG:  # espeak-ng's keys predate the other teachers
             fields += (v.teacher, v.f0_hz, v.f0_sd_hz)
-        if (rendered_by := teacher_of(v, e)) != (v.teacher, v.speaker):  # slt's neutral: festival, not flite
-            fields += (("rendered by", *rendered_by),)
+        if v.teacher == FESTIVAL:  # the HTS engine's controls of the emotion
+            fields += (hts_controls(e),)
         if self.band is not None:
             fields += (("band", self.band),)
         return hashlib.sha256(repr(fields).encode()).hexdigest()[:32]
@@ -105,7 +115,7 @@ class Reference:
 
 def teacher_versions(teachers: Collection[str]) -> dict[str, str]:
     """The version string of each of ``teachers`` (espeak-ng, flite), for the cache keys."""
-    readers = {ESPEAK_NG: espeak.espeak_version, FLITE: flite.flite_version}
+    readers = {ESPEAK_NG: espeak.espeak_version, FLITE: flite.flite_version, FESTIVAL: festival.festival_version}
     return {t: readers[t]() for t in teachers}
 
 

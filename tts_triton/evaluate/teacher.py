@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, ESPEAK_NG, NEUTRAL, rendering, teacher_of
+from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, ESPEAK_NG, NEUTRAL, rendering
 from tts_triton.evaluate.asr import transcribe, wer
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 from tts_triton.evaluate.measures import process_pool
@@ -81,7 +81,7 @@ def markdown(result: dict, command: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    cmu_voices = [name for name, v in CORPUS_VOICES.items() if teacher_of(v, EMOTIONS[NEUTRAL])[0] != ESPEAK_NG]
+    cmu_voices = [name for name, v in CORPUS_VOICES.items() if v.teacher != ESPEAK_NG]
     parser = argparse.ArgumentParser(prog="python -m tts_triton.evaluate.teacher", description=__doc__.split("\n")[0])
     parser.add_argument("--voices", default=",".join(cmu_voices),
                         help="comma-separated corpus voices taught by flite or festival")
