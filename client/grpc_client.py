@@ -69,8 +69,8 @@ _CAUSE_WAIT = 5.0
 #: Seconds a stopped stream may take to end after its in-band stop before it is cancelled (the server stops at its
 #: next decoder call: milliseconds on a GPU, up to a second or two on a loaded CPU host).
 STOP_WAIT_S = 10.0
-#: Default seconds without any response before a stream counts as stalled: above the slowest first chunk seen under
-#: overload (4-6 s at 64 streams on two CPU cores) by a wide margin.
+#: Default seconds without any response before a stream counts as stalled: far above the slowest first chunk of an
+#: overloaded server (seconds on a CPU host), yet a bound on a dead worker, which answers nothing.
 STALL_TIMEOUT_S = 60.0
 #: Default retries of a request that failed as unavailable before any audio, and the first backoff (doubling).
 RETRIES = 2

@@ -105,7 +105,7 @@ class RepositorySettings:
         ``networks`` may map a network's name to a mapping of :class:`NetworkSettings` fields instead of a whole
         one: those fields replace the target's defaults, e.g. ``networks={"vocoder": {"instances": 1}}``."""
         defaults: dict[str, Any] = {"networks": _default_networks()}
-        if target == GPU_TARGET:  # K=16: a third more throughput than 8 at the same first chunk (H200)
+        if target == GPU_TARGET:  # K=16: more throughput than 8 at the same first chunk (docs/records/bench/history.md)
             defaults = {"networks": _gpu_networks(), "bls_instances": 8, "steps_per_call": 16}
         networks = overrides.pop("networks", None)
         if networks is not None and not all(isinstance(n, NetworkSettings) for n in networks.values()):

@@ -53,8 +53,8 @@ __all__ = [
 ]
 
 PRECISIONS = ("fp32", "fp16")
-#: fp16 wherever it holds; the vocoder stage stays fp32: its mel match reaches only ~11 dB SNR in fp16
-#: (the HiFi-GAN generator alone 52.8 dB, measured on an H200).
+#: fp16 wherever it holds; the vocoder stage stays fp32: its mel match is not fp16-safe
+#: (:mod:`tts_triton.models.mel_match` says why).
 DEFAULT_PRECISION = {TEXT_ENCODER: "fp16", STYLE_ENCODER: "fp16", DECODER: "fp16", VOCODER: "fp32"}
 TIMING_CACHE = "timing.cache"
 WORKSPACE_MIB = 4096

@@ -49,8 +49,8 @@ STEADY = " ".join(["A steady stream of words goes on while a long text arrives."
 SEND_AFTER_S = 0.8
 #: The rate of the heavy reference audio: a common recording rate, which the server resamples.
 REFERENCE_RATE = 48_000
-#: Characters of the heavy ``tts_offline`` text: about 3 minutes of audio (15 MB) answered at once, synthesized in
-#: about 40 s on the 2-core dev host.
+#: Characters of the heavy ``tts_offline`` text: about 3 minutes of audio (15 MB) answered at once (its synthesis
+#: time on a CPU: docs/records/bench/heavy-request-cpu.md).
 OFFLINE_TEXT_CHARS = 3_000
 #: The short ``tts_offline`` requests of the offline load.
 SHORT = "Hello there."

@@ -43,7 +43,7 @@ class CacheSettings:
     max_text_chars: int = 1000
     #: Entries over this size are not stored: 4 MiB holds ~95 s of 22.05 kHz 16-bit audio.
     max_entry_bytes: int = 4 << 20
-    #: The most a lookup may add to a stream (connect, pool wait and GET together); a hit is ~1 ms.
+    #: The most a lookup may add to a stream (connect, pool wait and GET together); a hit takes a small part of it.
     timeout_s: float = 0.1
     #: The most a background write may take.
     write_timeout_s: float = 2.0

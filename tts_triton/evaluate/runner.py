@@ -111,8 +111,7 @@ def _subject(args: argparse.Namespace) -> tuple[Any, Any, str, list[str], list[s
 
 def _leave_cores_to_workers(jobs: int) -> None:
     """This process synthesizes while ``jobs`` worker processes render and decode: its torch pool gets the other
-    cores, at least one. Spinning intra-op threads on cores the workers hold made one sentence take 50 s instead
-    of 5 s on a loaded 2-core host."""
+    cores, at least one: intra-op threads spinning on cores the workers hold stall its synthesis."""
     import torch  # the model extra, which every evaluation needs
 
     torch.set_num_threads(max(1, (os.cpu_count() or 1) - jobs))

@@ -76,7 +76,7 @@ BUSY_BACKOFF_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 1.6)
 
 
 #: Characters of one message cut on the event loop; a longer message is cut on a worker thread, so that the
-#: sockets and requests the loop serves are not held up by it (a 16 KB message takes ~1 s to cut here).
+#: sockets and requests the loop serves are not held up by it.
 OFF_LOOP_CHARS = 1024
 #: Seconds an error message and close may take to reach a client that does not read.
 FAIL_SEND_S = 5.0

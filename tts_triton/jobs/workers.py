@@ -16,7 +16,7 @@ def single_threaded_blas() -> Iterator[None]:
     """Set the BLAS thread counts of this process's environment to 1 while the block runs, then restore them.
 
     Worker processes started inside the block inherit the setting: ``jobs`` processes with a BLAS pool each
-    oversubscribe the CPU (seen on a 16-core host: a tenth of the throughput).
+    oversubscribe the CPU (docs/corpus.md, "Measured build speed").
     """
     saved = {name: os.environ.get(name) for name in _BLAS_THREADS}
     os.environ.update(dict.fromkeys(_BLAS_THREADS, "1"))

@@ -1,13 +1,12 @@
 """Grapheme-to-phoneme conversion with the espeak-ng library, called in process through ctypes.
 
-Why the library rather than the ``espeak-ng`` program fed on stdin: measured on the 2-core dev host,
-the program costs 20-30 ms to start plus about 10 ms per clause, because it runs the synthesizer to
-print phonemes, and its output lines must be mapped back to input clauses. ``espeak_TextToPhonemes``
-only translates (about 1 ms for a 17-word sentence; the same IPA as the program in our checks, except that
-the program stresses a lone function word, "and" -> ˈænd) and is called once per clause, so nothing has
-to be matched up. The library keeps global state (current voice, translation buffers) and is not
+Why the library rather than the ``espeak-ng`` program fed on stdin: the program starts a process and runs the
+synthesizer for every clause to print its phonemes, and its output lines must be mapped back to input clauses.
+``espeak_TextToPhonemes`` only translates (the same IPA as the program in our checks, except that the program
+stresses a lone function word, "and" -> ˈænd) and is called once per clause, so nothing has to be matched up.
+The library keeps global state (current voice, translation buffers) and is not
 thread-safe, so each text holds one module lock while it is read (not the whole batch, so that a long batch
-holds back another thread's short one by one text at most); that costs little at a millisecond a sentence. The
+holds back another thread's short one by one text at most); that costs little beside a sentence's synthesis. The
 price is that a crash inside espeak-ng would take the serving process with it; its input is therefore
 reduced by normalization to letters, marks, digits, apostrophes and spaces.
 
