@@ -286,3 +286,60 @@ def test_triton_down_is_503_and_the_gateway_recovers(make_triton: Callable[..., 
                 assert e.status_code == 503 and time.monotonic() < deadline
                 time.sleep(0.5)
         assert httpx.get(f"{running.url}/readyz").status_code == 200
+
+
+def test_a_failure_after_the_status_line_ends_the_stream_visibly(server: TritonServer) -> None:
+    """Synthesis timing out mid-stream answered a 200 with truncated audio; now the body is cut short (no final
+    chunk: every client raises), SSE ends with an error event, each is counted as truncated, and no traceback."""
+    import json
+    import logging
+
+    config = GatewayConfig(triton_endpoints=(server.grpc_url,), request_timeout_s=1.5)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append  # type: ignore[method-assign]
+    loggers = [logging.getLogger(n) for n in ("uvicorn", "uvicorn.error", "tts_triton")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        with BackgroundGateway(config, port=free_port()) as limited:
+            body = {"model": "tts-1", "voice": "alloy", "input": LONG_TEXT, "response_format": "pcm"}
+            received = 0
+            with (pytest.raises(httpx.RemoteProtocolError, match="incomplete"),
+                  httpx.stream("POST", f"{limited.url}/v1/audio/speech", json=body, timeout=60) as response):
+                assert response.status_code == 200
+                for part in response.iter_bytes():
+                    received += len(part)
+            assert received > 0
+            api = openai.OpenAI(base_url=f"{limited.url}/v1", api_key="unused", max_retries=0, timeout=60)
+            with pytest.raises(openai.APIConnectionError):
+                api.audio.speech.create(model="tts-1", voice="alloy", input=LONG_TEXT, response_format="mp3")
+            with httpx.stream("POST", f"{limited.url}/v1/audio/speech", json={**body, "stream_format": "sse"},
+                              timeout=60) as response:
+                events = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: ")]
+            assert events[0]["type"] == "speech.audio.delta"
+            assert events[-1]["type"] == "error" and events[-1]["error"]["code"] == "timeout"
+            metrics = httpx.get(f"{limited.url}/metrics").text
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+    assert 'tts_gateway_requests_total{format="pcm",outcome="truncated"} 2.0' in metrics
+    assert 'tts_gateway_requests_total{format="mp3",outcome="truncated"} 1.0' in metrics
+    assert not [r for r in records if r.exc_info or r.levelno >= logging.ERROR], records
+    assert sum("failed after" in r.getMessage() for r in records) == 3
+
+
+def test_a_key_s_requests_per_minute_are_bounded_with_retry_after(server: TritonServer) -> None:
+    config = GatewayConfig(triton_endpoints=(server.grpc_url,), api_keys=frozenset({KEY, "other"}),
+                           requests_per_minute=2)
+    with BackgroundGateway(config, port=free_port()) as limited:
+        keyed = openai.OpenAI(base_url=f"{limited.url}/v1", api_key=KEY, max_retries=0, timeout=60)
+        for _ in range(2):
+            assert keyed.audio.speech.create(model="tts-1", voice="alloy", input="Hi.", response_format="pcm").content
+        with pytest.raises(openai.RateLimitError) as caught:
+            keyed.audio.speech.create(model="tts-1", voice="alloy", input="Hi.", response_format="pcm")
+        assert 20 <= int(caught.value.response.headers["retry-after"]) <= 30  # a token every 30 s
+        assert "2 requests per minute" in caught.value.message
+        other = openai.OpenAI(base_url=f"{limited.url}/v1", api_key="other", max_retries=0, timeout=60)
+        assert other.audio.speech.create(model="tts-1", voice="alloy", input="Hi.", response_format="pcm").content
+        assert 'tts_gateway_refusals_total{limit="key_rate"} 1.0' in httpx.get(f"{limited.url}/metrics").text

@@ -232,3 +232,41 @@ def test_malformed_socket_messages_are_session_errors(raw: str, phrase: str) -> 
         parse_message(raw)
     assert caught.value.code == 1008 and phrase in caught.value.message
     caught.value.message.encode()
+
+
+def test_key_quotas_bound_streams_and_requests_per_minute() -> None:
+    from tts_triton.gateway.limits import KeyQuotas
+
+    now = [0.0]
+    quotas = KeyQuotas(max_streams=2, per_minute=3, clock=lambda: now[0])
+    releases = [quotas.acquire("a"), quotas.acquire("a")]
+    with pytest.raises(ApiError) as caught:
+        quotas.acquire("a")
+    assert caught.value.status == 429 and caught.value.code == "key_too_many_streams"
+    quotas.acquire("b")  # another key is not held back
+    releases[0]()
+    quotas.acquire("a")
+    for _ in range(3):
+        quotas.start("a")
+    with pytest.raises(ApiError) as caught:
+        quotas.start("a")
+    assert caught.value.code == "key_rate_limited" and caught.value.headers == {"Retry-After": "20"}
+    quotas.start("b")
+    now[0] = 20.0  # a third of a minute: one more
+    quotas.start("a")
+    with pytest.raises(ApiError):
+        quotas.start("a")
+
+
+@pytest.mark.parametrize(("text", "speed", "low", "high"), [
+    ("The quick brown fox jumps over the lazy dog. " * 90, 1.0, 150, 250),  # ~4,000 characters: ~3-4 minutes
+    ("The quick brown fox jumps over the lazy dog. " * 90, 0.25, 600, 1000),
+    ("9" * 4096, 1.0, 1000, 1100),  # digit by digit: ~20,000 characters read
+    ("<speak>" + '<break time="10s"/>' * 180 + "</speak>", 0.25, 7000, 7300),
+    ('<speak>Hi <prosody rate="50%">there</prosody>.</speak>', 1.0, 0.4, 1.0),
+    ("<speak>Hello <s>world</speak>", 1.0, 0.0, 0.0),  # malformed: Triton says why
+])
+def test_audio_seconds_are_estimated_from_the_text_as_read(text: str, speed: float, low: float, high: float) -> None:
+    from tts_triton.gateway.estimate import audio_seconds
+
+    assert low <= audio_seconds(text, speed) <= high

@@ -38,13 +38,16 @@ def _run(args: argparse.Namespace) -> int:
         if path is not None and not path.is_file():
             return fail(f"{path}: no such file")
     tls = TlsFiles(args.ssl_certfile, args.ssl_keyfile) if args.ssl_certfile else None
+    origins = tuple(o.strip().rstrip("/") for o in ",".join(args.ws_allowed_origin or []).split(",") if o.strip())
     sessions = SessionLimits(max_sessions=args.max_sessions, max_sessions_per_key=args.max_sessions_per_key,
-                             max_session_s=args.max_session_seconds)
+                             max_session_s=args.max_session_seconds, max_session_chars=args.max_session_chars,
+                             allowed_origins=origins, allow_key_in_url=args.allow_key_in_url)
     config = GatewayConfig(triton_endpoints=endpoints, api_keys=keys, max_streams=args.max_streams,
                            max_input_chars=args.max_input_chars, request_timeout_s=args.timeout,
                            voice_map=voice_map, sessions=sessions, header_timeout_s=args.header_timeout,
                            body_timeout_s=args.body_timeout, keep_alive_s=args.keep_alive,
-                           max_connections=args.max_connections)
+                           max_connections=args.max_connections, max_streams_per_key=args.max_streams_per_key,
+                           requests_per_minute=args.requests_per_minute, max_audio_seconds=args.max_audio_seconds)
     scheme = "https" if tls else "http"
     print(f"gateway: {scheme}://{args.host}:{args.port}/v1/audio/speech and {'wss' if tls else 'ws'}://"
           f"{args.host}:{args.port}/v1/text-to-speech/{{voice_id}}/stream-input -> Triton {', '.join(endpoints)} "
@@ -74,6 +77,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="serve without API keys on a non-loopback --host (off by default)")
     g.add_argument("--max-streams", type=int, default=64,
                    help="concurrent streams; more get 429 with Retry-After (default %(default)s)")
+    g.add_argument("--max-streams-per-key", type=int,
+                   help="concurrent streams of one API key; more get 429 (default: a quarter of --max-streams)")
+    g.add_argument("--requests-per-minute", type=int, default=600,
+                   help="requests and sessions one API key may start per minute; more get 429 with Retry-After "
+                        "(default %(default)s; 0: no bound)")
+    g.add_argument("--max-audio-seconds", type=float, default=900.0,
+                   help="seconds of audio one request may ask for, estimated from its text (numbers read in words, "
+                        "SSML breaks, the speed) before synthesis; more is 413 (default %(default)s)")
     g.add_argument("--max-input-chars", type=int, default=4096,
                    help="longest `input`; longer is 413 (default %(default)s, OpenAI's limit)")
     g.add_argument("--timeout", type=float, default=300.0, help="seconds one synthesis may take (default %(default)s)")
@@ -98,6 +109,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="concurrent sessions of one API key (default %(default)s)")
     g.add_argument("--max-session-seconds", type=float, default=600.0,
                    help="longest session; longer is closed with code 1008 (default %(default)s)")
+    g.add_argument("--max-session-chars", type=int, default=50_000,
+                   help="characters of text one session may send; more closes it with code 1009 (default %(default)s)")
+    g.add_argument("--ws-allowed-origin", action="append", metavar="ORIGIN",
+                   help="an Origin (https://app.example.com; repeat or comma-separate; * for any) whose web pages may "
+                        "open sessions; a handshake with another Origin is answered 403 (default: none; clients that "
+                        "are not browsers send no Origin)")
+    g.add_argument("--allow-key-in-url", action="store_true",
+                   help="accept a session's API key in its URL (?xi_api_key=), which proxies and logs keep (off)")
     g.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                    help="uvicorn's log level (default %(default)s)")
     g.set_defaults(func=_run)

@@ -33,8 +33,9 @@ from tts_triton.core.endpoints import DEFAULT_GRPC_URL
 from .deadline import BodyDeadline
 from .encoders import available_formats
 from .errors import ApiError, error_body
+from .estimate import estimate_audio_seconds
 from .instructions import read_instructions
-from .limits import StreamLimiter, check_key
+from .limits import KeyQuotas, StreamLimiter, check_key
 from .metrics import GatewayMetrics
 from .openapi import openapi_document
 from .schema import FIELDS, MODELS, OPENAI_SPEED_RANGE, STREAM_FORMATS, SpeechRequest, parse_speech_request
@@ -79,6 +80,18 @@ class GatewayConfig:
     keep_alive_s: float = 5.0
     #: Connections open at once in this process; one more is answered 503 (:mod:`.protocol`).
     max_connections: int = 8192
+    #: Streams one API key may hold at once (None: a quarter of ``max_streams``, at least 1); with keys only.
+    max_streams_per_key: int | None = None
+    #: Requests (and sessions) one API key may start per minute (0: no bound); with keys only.
+    requests_per_minute: int = 600
+    #: Seconds of audio one request may ask for, estimated from its text before synthesis (:mod:`.estimate`); past
+    #: it, 413 with both numbers (4,096 characters of English at speed 0.25 read ~810 s).
+    max_audio_seconds: float = 900.0
+
+    @property
+    def streams_per_key(self) -> int:
+        """The per-key stream limit in force."""
+        return self.max_streams_per_key or max(1, self.max_streams // 4)
 
 
 class _State:
@@ -88,6 +101,7 @@ class _State:
         self.config = config
         self.client = AsyncTTSClient(config.triton_endpoints, timeout=config.request_timeout_s)
         self.limiter = StreamLimiter(config.max_streams, config.retry_after_s)
+        self.quotas = KeyQuotas(config.streams_per_key, config.requests_per_minute, config.retry_after_s)
         self.metrics = GatewayMetrics(self.client.balancer)
         self._bank: tuple[float, VoiceCatalog] | None = None
 
@@ -117,14 +131,18 @@ def create_app(config: GatewayConfig | None = None) -> Starlette:
         started = time.perf_counter()
         fmt = "unknown"
         try:
-            check_key(state.config.api_keys, request.headers.get("authorization"))
+            key = check_key(state.config.api_keys, request.headers.get("authorization"))
+            if key is not None:
+                state.quotas.start(key)
             body = await _read_body(request, state.config.max_body_bytes)
             speech_request = parse_speech_request(body, max_input_chars=state.config.max_input_chars)
             fmt = speech_request.response_format
             _log_ignored(speech_request.ignored, logged_fields)
-            return await _start(state, speech_request, started, request)
+            return await _start(state, speech_request, started, request, key)
         except ApiError as e:
             state.metrics.requests.labels(_OUTCOMES.get(e.status, "error"), fmt).inc()
+            if e.code in REFUSAL_LIMITS:
+                state.metrics.refusals.labels(REFUSAL_LIMITS[e.code]).inc()
             raise
         except ClientDisconnect:  # gone while its body was read or before the first audio: nothing to answer
             state.metrics.requests.labels("disconnected", fmt).inc()
@@ -187,10 +205,14 @@ def create_app(config: GatewayConfig | None = None) -> Starlette:
     middleware = [Middleware(BodyDeadline, seconds=state.config.body_timeout_s, metrics=state.metrics)]
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan, middleware=middleware)
     app.state.gateway = state
-    app.state.sessions = SessionHub(state.config.sessions, state.metrics.registry)
+    app.state.sessions = SessionHub(state.config.sessions, state.metrics.registry, state.metrics.refusals)
     return app
 
 
+#: The ``limit`` label of ``tts_gateway_refusals`` for each error code of a limit.
+REFUSAL_LIMITS = {"too_many_streams": "streams", "key_too_many_streams": "key_streams",
+                  "key_rate_limited": "key_rate", "audio_too_long": "audio_seconds", "input_too_long": "input_chars",
+                  "body_too_large": "body_bytes"}
 _OUTCOMES = {400: "bad_request", 401: "unauthorized", 408: "request_timeout", 413: "too_large", 429: "rejected",
              503: "unavailable", 504: "timeout"}
 #: Distinct ignored field names logged per process (a client sending random names cannot flood the log).
@@ -211,18 +233,33 @@ def _model_list() -> dict[str, object]:
                                        for m in MODELS]}
 
 
-async def _start(state: _State, request: SpeechRequest, started: float, http: Request) -> Response:
-    """Check what needs the voice bank, take a stream slot, open the Triton stream and await its first chunk."""
+async def _start(state: _State, request: SpeechRequest, started: float, http: Request, key: str | None) -> Response:
+    """Check what needs the voice bank and the audio's estimated length, take the key's and the gateway's stream
+    slots, open the Triton stream and await its first chunk."""
     bank = await state.bank()
     voice = state.config.voice_map.voice(request.voice, bank)
     directions = read_instructions(request.instructions, bank.emotions)
     low, high = OPENAI_SPEED_RANGE
-    model_speed, stretch = split_speed(min(max(request.speed * directions.speed, low), high))
-    state.limiter.acquire()
+    speed = min(max(request.speed * directions.speed, low), high)
+    model_speed, stretch = split_speed(speed)
+    seconds, bound = await estimate_audio_seconds(request.input, speed), state.config.max_audio_seconds
+    if seconds > bound:
+        raise ApiError(413, f"input: about {seconds:.0f} s of audio at speed {speed:g} (estimated from the text as it "
+                            f"is read, numbers in words and SSML breaks included); the limit is {bound:g} s",
+                       param="input", code="audio_too_long")
+    release_key = state.quotas.acquire(key) if key is not None else None
+    try:
+        state.limiter.acquire()
+    except ApiError:
+        if release_key is not None:
+            release_key()
+        raise
     state.metrics.in_flight.inc()
 
     def release() -> None:
         state.limiter.release()
+        if release_key is not None:
+            release_key()
         state.metrics.in_flight.dec()
 
     try:

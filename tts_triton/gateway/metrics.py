@@ -48,6 +48,9 @@ class GatewayMetrics:
         self.slow_clients = Counter("tts_gateway_slow_clients",
                                     "Requests cut because their head or body did not arrive in time.", ["part"],
                                     registry=self.registry)
+        self.refusals = Counter("tts_gateway_refusals", "Requests and sessions refused by a limit, by limit "
+                                "(streams, key_streams, key_rate, audio_seconds, input_chars, body_bytes, sessions, "
+                                "key_sessions, keyless_sockets).", ["limit"], registry=self.registry)
         if balancer is not None:
             self.registry.register(_EndpointCollector(balancer))
 

@@ -13,6 +13,10 @@ as connections. This subclass adds the two things uvicorn lacks, and nothing els
   head arrives, with a 503 in OpenAI's error shape, ``Retry-After`` and ``Connection: close``; it never reaches
   the app. The cap stays below the process's file-descriptor limit (:func:`raise_fd_limit`), so the kernel's
   accept never fails for want of descriptors.
+- **Cutting a response short**: the app finds :data:`CUT_EXTENSION` in each request's ``scope["extensions"]``, an
+  awaitable that closes the connection mid-body, so that a stream that fails after its status line ends without
+  its final chunk: the client reads an incomplete body (httpx, requests and OpenAI's SDK raise), not a short
+  success.
 
 The body's deadline is the app's (:class:`~.deadline.BodyDeadline`): it answers 408 itself.
 """
@@ -36,11 +40,15 @@ from uvicorn.server import ServerState
 from .errors import error_body
 from .metrics import GatewayMetrics
 
-__all__ = ["FD_HEADROOM", "FrontDoor", "GatewayProtocol", "raise_fd_limit"]
+__all__ = ["CUT_EXTENSION", "FD_HEADROOM", "FrontDoor", "GatewayProtocol", "raise_fd_limit"]
 
 log = logging.getLogger("tts_triton.gateway")
 #: File descriptors kept beside the connections: the listening socket, Triton's gRPC channel, logs, imports.
 FD_HEADROOM = 256
+#: The scope extension holding a request's ``cut()`` (module docstring).
+CUT_EXTENSION = "tts_triton.cut"
+#: Seconds the bytes sent before a cut may take to leave; then the connection is dropped.
+CUT_FLUSH_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,12 @@ class FrontDoor:
         return refuse
 
 
+async def _with_cut(app: Callable[..., Any], cut: Callable[[], Any], scope: dict[str, Any], receive: Any,
+                    send: Any) -> None:
+    scope.setdefault("extensions", {})[CUT_EXTENSION] = cut
+    await app(scope, receive, send)
+
+
 def _timeout_response(seconds: float) -> bytes:
     body = json.dumps(error_body(408, f"the request head did not arrive within {seconds:g} s",
                                  code="request_timeout")).encode()
@@ -82,6 +96,18 @@ class GatewayProtocol(H11Protocol):
         super().__init__(config, server_state, app_state, _loop)
         self.door = door
         self._head_timer: asyncio.TimerHandle | None = None
+        self._lost = asyncio.Event()
+        self.app = functools.partial(_with_cut, self.app, self.cut)
+
+    async def cut(self) -> None:
+        """End the connection in the middle of a response: what was sent leaves (within CUT_FLUSH_S), the final
+        chunk never does. Returns once the connection is gone, so that uvicorn sees a client that left."""
+        self.transport.close()
+        try:
+            await asyncio.wait_for(self._lost.wait(), CUT_FLUSH_S)
+        except TimeoutError:
+            self.transport.abort()
+            await self._lost.wait()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -92,6 +118,7 @@ class GatewayProtocol(H11Protocol):
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._lost.set()
         self._disarm()
         self.door.metrics.connections.dec()
         super().connection_lost(exc)

@@ -77,9 +77,10 @@ class SessionMetrics:
 class SessionHub:
     """Admission (sessions in all and per key) and metrics of one gateway's sessions."""
 
-    def __init__(self, limits: SessionLimits, registry: CollectorRegistry) -> None:
+    def __init__(self, limits: SessionLimits, registry: CollectorRegistry, refusals: Counter) -> None:
         self.limits = limits
         self.metrics = SessionMetrics(registry)
+        self.refusals = refusals  # the gateway's tts_gateway_refusals, by limit
         self.active = 0
         self._per_key: dict[str, int] = {}
         self._keyless: dict[str, int] = {}
@@ -89,6 +90,7 @@ class SessionHub:
         ``max_keyless_per_address`` of its sockets already wait."""
         cap = self.limits.max_keyless_per_address
         if self._keyless.get(address, 0) >= cap:
+            self.refusals.labels("keyless_sockets").inc()
             raise SessionError(CLOSE_LATER, "too_many_sessions",
                                f"{cap} sockets of this address are open without an API key; send the key with the "
                                "handshake (the xi-api-key header)")
@@ -107,9 +109,11 @@ class SessionHub:
         """Take a session slot (the release function) or raise a 1013 naming the limit."""
         limits = self.limits
         if self.active >= limits.max_sessions:
+            self.refusals.labels("sessions").inc()
             raise SessionError(CLOSE_LATER, "too_many_sessions",
                                f"this gateway is at its limit of {limits.max_sessions} sessions; retry shortly")
         if key is not None and self._per_key.get(key, 0) >= limits.max_sessions_per_key:
+            self.refusals.labels("key_sessions").inc()
             raise SessionError(CLOSE_LATER, "too_many_sessions",
                                f"this API key is at its limit of {limits.max_sessions_per_key} sessions")
         self.active += 1

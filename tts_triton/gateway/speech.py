@@ -5,6 +5,11 @@ unreachable) becomes a proper 4xx/5xx; a client leaving during that wait stops t
 (:func:`first_chunk`). From then on the body streams chunk by chunk. The body is an async generator: leaving it
 early (the client went away, see :class:`AudioStreamResponse`) closes the Triton stream through the client
 library, so the decoder stops. Speeds beyond the model's own range are finished here (:mod:`.stretch`).
+
+A failure after the status line (Triton failing or timing out mid-stream) cannot change the status any more; it
+ends the stream visibly: an SSE stream with an ``error`` event, an audio stream cut short (the connection closes
+without the body's final chunk, :data:`~.protocol.CUT_EXTENSION`, which every HTTP client reports as an incomplete
+body); either is counted as ``truncated`` and logged.
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ import asyncio
 import base64
 import contextlib
 import json
+import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import Any
 
 import numpy as np
 from starlette.requests import ClientDisconnect
@@ -35,11 +42,13 @@ from tts_triton.errors import BUSY, FAILED, INVALID_INPUT, KINDS, TIMED_OUT
 from .encoders import FORMATS, new_encoder
 from .errors import ApiError
 from .metrics import GatewayMetrics
+from .protocol import CUT_EXTENSION
 from .schema import SpeechRequest
 from .stretch import TimeStretch
 
 __all__ = ["AudioStreamResponse", "SpeechStream", "api_error_for", "first_chunk", "media_type"]
 
+log = logging.getLogger("tts_triton.gateway")
 #: Seconds a client is asked to wait when Triton refuses a stream for its own stream limit.
 BUSY_RETRY_AFTER_S = 1
 #: The OpenAI field a Triton input came from, for the ``param`` of a 400.
@@ -103,11 +112,12 @@ class SpeechStream:
         self.metrics, self.started, self._release = metrics, started, release
         self.stretch = stretch
         self.outcome = "disconnected"
+        self.failed = False  # a failure after the status line: the body must not end as if whole
         self._closed = False
 
     async def body(self) -> AsyncIterator[bytes]:
-        """The encoded audio (or SSE events). A Triton error mid-stream cannot change the status any more:
-        the audio ends there (SSE: an ``error`` event) and the request counts as ``error``."""
+        """The encoded audio (or SSE events). A Triton error mid-stream ends it (SSE: with an ``error`` event),
+        sets :attr:`failed` and counts the request as ``truncated`` (module docstring)."""
         request, metrics = self.request, self.metrics
         fmt, sse = request.response_format, request.stream_format == "sse"
         encoder = new_encoder(fmt, self.first.sample_rate)
@@ -133,7 +143,9 @@ class SpeechStream:
             async for chunk in self.chunks:
                 yield frame(encoder.encode(audio(chunk.audio)))
         except TTSError as e:
-            self.outcome = "error"
+            self.outcome, self.failed = "truncated", not sse
+            log.warning("a %s stream failed after %d bytes, its status line sent: %s; %s", fmt, sent, e,
+                        "an SSE error event ends it" if sse else "its body is cut short")
             if sse:
                 yield _event({"type": "error", **api_error_for(e).body()})
             return
@@ -176,8 +188,10 @@ class AudioStreamResponse(StreamingResponse):
     def __init__(self, stream: SpeechStream, media_type: str, headers: dict[str, str]) -> None:
         super().__init__(stream.body(), media_type=media_type, headers=headers)
         self.stream = stream
+        self.scope_extensions: dict[str, Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.scope_extensions = scope.get("extensions") or {}
         sending = asyncio.ensure_future(self._send(send))
         listening = asyncio.ensure_future(self.listen_for_disconnect(receive))
         try:
@@ -193,3 +207,13 @@ class AudioStreamResponse(StreamingResponse):
     async def _send(self, send: Send) -> None:
         with contextlib.suppress(OSError):  # the client went away while a chunk was being sent
             await self.stream_response(send)
+
+    async def stream_response(self, send: Send) -> None:
+        """Starlette's, but a failed stream's body never gets its end: the connection is cut instead."""
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        async for chunk in self.body_iterator:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if self.stream.failed and (cut := self.scope_extensions.get(CUT_EXTENSION)) is not None:
+            await cut()
+            return
+        await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -324,6 +324,8 @@ class _Session:
             self._handshake()
             if not self._authorized:
                 await self._await_key()
+            if self._key is not None:
+                self._start_quota(self._key)
             release = self.hub.admit(self._key)
             await self._resolve_voice()
             await self._loop()
@@ -345,6 +347,14 @@ class _Session:
                 self._record()
             else:
                 self.hub.metrics.sessions.labels(self.endpoint, self.outcome).inc()
+
+    def _start_quota(self, key: str) -> None:
+        """Count the session against its key's requests per minute (1013 over it)."""
+        try:
+            self.state.quotas.start(key)
+        except ApiError as e:
+            self.state.metrics.refusals.labels("key_rate").inc()
+            raise SessionError(CLOSE_LATER, e.code or "rate_limited", e.message) from None
 
     def _foreign_origin(self) -> str | None:
         """The handshake's ``Origin`` when it is not allowed (a web page's socket), else None. Clients that are

@@ -36,7 +36,7 @@ from tts_triton.errors import InvalidInput
 from tts_triton.text import readers, ssml_values
 from tts_triton.text.frontend import FrontendError, Spoken, Symbol, cut, phonemize_tracked, sentence, split_tracked
 from tts_triton.text.ipa import ipa_symbols
-from tts_triton.text.normalize import clean_tracked
+from tts_triton.text.normalize import clean, clean_tracked
 from tts_triton.text.plan import Sentence
 from tts_triton.text.tracked import Span, Tracked
 
@@ -332,3 +332,17 @@ def _symbols(group: list[_Text | _Phonemes]) -> list[list[Symbol]]:
             add([item.symbols])
     read_texts()
     return out
+
+
+def spoken_extent(markup: str) -> tuple[float, float]:
+    """What an estimate of SSML's audio length reads: characters of normalised text (and phoneme symbols), each
+    divided by its prosody rate, and seconds of breaks. Raises InvalidInput("TEXT", ...) as :func:`plan_ssml` does."""
+    characters, pauses = 0.0, 0.0
+    for item in _parse(markup):
+        if isinstance(item, _Text):
+            characters += len(clean(item.text.text)) / item.controls.rate
+        elif isinstance(item, _Phonemes):
+            characters += len(item.symbols) / item.controls.rate
+        elif isinstance(item, _Break):
+            pauses += item.seconds
+    return characters, pauses
