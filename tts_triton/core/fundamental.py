@@ -34,11 +34,11 @@ SCORE_MAX_HZ = 2000.0
 #: Bands more than this many nepers (~70 dB) under the frame's loudest one count as silent.
 FLOOR_NEPERS = 8.0
 #: Frames whose estimate falls below this (Hz) keep the vocoder's own phase: the harmonic model was measured to
-#: lose naturalness on low voices (docs/teacher.md, "Thirteenth candidate").
+#: lose naturalness on low voices (docs/records/teacher.md, "Thirteenth candidate").
 MIN_F0 = 140.0
 #: Frames whose best score, per unit of level in the scored bands, is not above this are unvoiced: it keeps the model
 #: off 0-9 % of the frames harvest calls unvoiced (without it: 63-74 %), and 77-84 % of the female voiced ones on
-#: (docs/teacher.md, "Thirteenth candidate").
+#: (docs/records/teacher.md, "Thirteenth candidate").
 MIN_CONTRAST = 0.01
 #: The two values per frame the vocoder takes: ``f0`` (Hz; 0 = keep the vocoder's phase) and phase (rad).
 FIELDS = 2

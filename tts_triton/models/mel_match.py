@@ -1,7 +1,7 @@
 """Mel match: rescale a vocoder's output, band by band and frame by frame, to the mel it was asked for.
 
 A GAN vocoder gets the fine structure right (harmonics, phase, noise) but not exactly the energy of
-each mel band, which is what a spectral-envelope measure like MCD sees (docs/model_card.md, "The mel
+each mel band, which is what a spectral-envelope measure like MCD sees (docs/records/model-card-runs.md, "The mel
 match", has the numbers). :class:`MelMatch` takes the generator's audio, computes its log-mel exactly
 as :func:`tts_triton.core.audio.mel_spectrogram` does, and scales its STFT by the ratio of the requested to
 the measured mel (per frame; per mel band, spread over the FFT bins through the filterbank's weights,

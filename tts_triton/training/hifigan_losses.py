@@ -12,10 +12,10 @@ discriminators trained together (:data:`DISCRIMINATORS`: the MPD with the MSD or
 (LSGAN adversarial terms, feature matching weighted 2, mel L1 weighted 45), plus ``STFT_WEIGHT x``
 :func:`stft_loss`, the multi-resolution STFT loss of Parallel WaveGAN (Yamamoto et al., 2020): its
 2048-point resolution resolves the harmonics that 128 mel bins blur above ~1 kHz (what adding it did
-to the default voice's vocoder: docs/model_card.md), and optionally ``phase_weight x`` :func:`phase_loss`, two of the
-anti-wrapping phase losses of APNet (Ai and Ling, 2023) on the generated audio's STFT: the judge of naturalness
-hears the vocoder's phase below 1 kHz more than its magnitudes (docs/teacher.md, "What of the vocoder's sound the
-judge hears"), and no other term constrains it.
+to the default voice's vocoder: docs/records/model-card-runs.md, "Session 4"), and optionally ``phase_weight x``
+:func:`phase_loss`, two of the anti-wrapping phase losses of APNet (Ai and Ling, 2023) on the generated audio's
+STFT: the judge of naturalness hears the vocoder's phase below 1 kHz more than its magnitudes
+(docs/records/teacher.md, "What of the vocoder's sound the judge hears"), and no other term constrains it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Triton Python (BLS) model behind ``tts`` (decoupled, streaming) and ``tts_offline`` (one response).
 
-Contract (see README "The tts contract"): inputs ``TEXT`` BYTES [1]; optional ``VOICE`` and
+Contract (see docs/contract.md): inputs ``TEXT`` BYTES [1]; optional ``VOICE`` and
 ``EMOTION`` BYTES [1], or ``REFERENCE_AUDIO`` FP32 [-1] with ``REFERENCE_SAMPLE_RATE`` INT32 [1].
 Outputs ``AUDIO`` FP32 [-1] and ``SAMPLE_RATE`` INT32 [1] per streamed chunk (``tts``) or once
 (``tts_offline``), at the optional ``OUTPUT_SAMPLE_RATE`` INT32 [1] (resampled as it streams); ``MEL`` FP32
