@@ -2,7 +2,7 @@
 chart's and the load test's READMEs...) or from a docs/ Markdown file that is itself linked; and every
 relative link of the reference pages (all but the dated records under docs/records/, which keep the links
 they were written with) leads to a file that exists. The paths and modules the reference pages cite in
-code spans exist too."""
+code spans exist too, and their links to a heading of a Markdown page find it."""
 
 from __future__ import annotations
 
@@ -112,3 +112,24 @@ def test_cited_paths_and_modules_exist() -> None:
                 missing.append(f"{page.relative_to(ROOT)}: {dotted}")
     assert PAGES[0].name == "README.md" and len(PAGES) > 3  # the pages are found
     assert not missing, "cited paths or modules that do not exist:\n" + "\n".join(missing)
+
+
+def headings(markdown: Path) -> set[str]:
+    """The anchors of a page's headings as GitHub makes them: lowercase, punctuation dropped, spaces as hyphens."""
+    return {re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+            for line in markdown.read_text(encoding="utf-8").splitlines() if line.startswith("#")}
+
+
+def test_links_to_a_heading_find_it() -> None:
+    lost, checked = [], 0
+    for page in PAGES:
+        for target in LINK.findall(page.read_text(encoding="utf-8")):
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / unquote(path)).resolve() if path else page
+            if not anchor or "://" in target or linked.suffix != ".md" or not linked.exists():
+                continue
+            checked += 1
+            if anchor not in headings(linked):
+                lost.append(f"{page.relative_to(ROOT)}: {target}")
+    assert checked > 5  # README.md and the pages link headings
+    assert not lost, "links to a heading the page lacks:\n" + "\n".join(lost)
