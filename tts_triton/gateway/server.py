@@ -90,8 +90,24 @@ def uvicorn_config(config: GatewayConfig, *, host: str = "127.0.0.1", port: int 
 
 def serve(config: GatewayConfig, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info",
           tls: TlsFiles | None = None) -> None:
-    """Serve until SIGINT/SIGTERM (uvicorn's handlers: streams in flight get 10 s to finish)."""
-    uvicorn.Server(uvicorn_config(config, host=host, port=port, log_level=log_level, tls=tls)).run()
+    """Serve until SIGINT/SIGTERM (uvicorn's handlers: streams in flight get 10 s to finish); the gateway's own
+    log lines (``tts_triton.*``: each session's summary among them) go to stderr at ``log_level``, as uvicorn's do."""
+    settings = uvicorn_config(config, host=host, port=port, log_level=log_level, tls=tls)
+    log_to_stderr(log_level)
+    uvicorn.Server(settings).run()
+
+
+def log_to_stderr(level: str) -> None:
+    """Send the ``tts_triton`` loggers' records at ``level`` and above to stderr, formatted as uvicorn's (whose
+    logging setup leaves every other logger without a handler: INFO lines were dropped)."""
+    from uvicorn.logging import DefaultFormatter
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s"))
+    root = logging.getLogger("tts_triton")
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    root.propagate = False
 
 
 class BackgroundGateway:
