@@ -22,21 +22,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from tts_triton.core.layout import VOICE_BANK_FILE
 from tts_triton.core.voices import VoiceBank
-from tts_triton.export.voice_bank import build_voice_bank, teacher_references, validation_texts, voice_names
+from tts_triton.export.voice_bank import (
+    build_voice_bank,
+    teacher_references,
+    validation_texts,
+    variant_references,
+    voice_names,
+)
 from tts_triton.models.checkpoint import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
 from tts_triton.training.runs import command_line
 
 MODULE = "tts_triton.export.release"
-
-
-def heldout_references(count: int, voices: Sequence[str]) -> dict[tuple[str, str], list[np.ndarray]]:
-    """Reference clips for every one of ``voices`` x emotion: the first ``count`` validation sentences of the
-    corpus generator (never trained on; the evaluation uses test sentences), rendered by each voice's teacher."""
-    return teacher_references(validation_texts(count), voices)
 
 
 def ship(ckpt: Checkpoint, out: Path, clips_per_preset: int, metrics: dict[str, Any] | None,
@@ -52,7 +50,9 @@ def ship(ckpt: Checkpoint, out: Path, clips_per_preset: int, metrics: dict[str, 
     voices = list(ckpt.voices if voices is None else voices)
     if default_voice is not None and default_voice not in voices:
         raise ValueError(f"default voice {default_voice!r} is not among the bank's voices {', '.join(voices)}")
-    bank = build_voice_bank(ckpt, heldout_references(clips_per_preset, voices), default_voice)
+    texts = validation_texts(clips_per_preset)
+    bank = build_voice_bank(ckpt, teacher_references(texts, voices), default_voice,
+                            variants=variant_references(texts, voices))
     bank.info["references"] = f"{clips_per_preset} validation sentences of the corpus generator per preset"
     info = {**ckpt.info, "name": "default", "commands": [*ckpt.info.get("commands", []), command]}
     info.pop("metrics", None)  # an earlier evaluation measured other weights

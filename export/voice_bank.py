@@ -1,7 +1,9 @@
-"""Build a voice bank: one style vector per (voice, emotion) preset, from reference clips.
+"""Build a voice bank: one style vector per (voice, emotion) preset, and pitch axes, from reference clips.
 
-Each preset's vector is the mean style-encoder output over its clips. The clips are rendered by each
-voice's own teacher (:func:`tts_triton.data.prosody.render`: espeak-ng, or flite for ``slt``) with the
+Each preset's vector is the mean style-encoder output over its clips. A voice with pitch variants
+(``prosody.Voice.pitch_variants``) also gets a pitch axis: the least-squares slope, per semitone, of the mean style
+of its neutral clips rendered at each variant's offset (and at 0). The clips are rendered by each
+voice's own teacher (:func:`tts_triton.data.prosody.render`: espeak-ng, flite, or festival's HTS engine) with the
 emotions of :mod:`tts_triton.data.prosody`, for a few fixed sentences that are not in the training corpus
 (or ``--clips N`` validation sentences of the corpus generator, as the release does). By default the voices
 are the ones the checkpoint learned (:attr:`~tts_triton.models.checkpoint.Checkpoint.voices`); ``--voices`` names
@@ -34,7 +36,7 @@ REFERENCE_TEXTS = (
 #: natural voice (flite's slt) becomes the default with the first checkpoint that learned it; f1 stays the
 #: default of checkpoints that know only espeak-ng's voices. Serving, the gateway and clients read the bank's.
 DEFAULT_VOICES = ("slt", "f1")
-DEFAULT_EMOTION = "neutral"
+DEFAULT_EMOTION = NEUTRAL = "neutral"
 
 
 def teacher_references(texts: Iterable[str] = REFERENCE_TEXTS, voices: Iterable[str] | None = None,
@@ -49,6 +51,20 @@ def teacher_references(texts: Iterable[str] = REFERENCE_TEXTS, voices: Iterable[
     texts = list(texts)
     return {(n, e.name): [prosody.render(t, prosody.CORPUS_VOICES[n], e) for t in texts]
             for n in names for e in prosody.EMOTIONS.values()}
+
+
+def variant_references(texts: Iterable[str] = REFERENCE_TEXTS, voices: Iterable[str] | None = None,
+                       ) -> dict[tuple[str, float], list[np.ndarray]]:
+    """Neutral reference clips of each of ``voices`` (as :func:`teacher_references`) that has pitch variants, at each
+    variant's offset: ``(voice, semitones) -> clips``."""
+    from tts_triton.data import prosody
+
+    names = list(prosody.VOICES if voices is None else voices)
+    check_voices(names)
+    texts = list(texts)
+    neutral = prosody.EMOTIONS[prosody.NEUTRAL]
+    return {(n, st): [prosody.render(t, prosody.CORPUS_VOICES[n], neutral, st) for t in texts]
+            for n in names for st in prosody.CORPUS_VOICES[n].pitch_variants}
 
 
 def validation_texts(count: int) -> list[str]:
@@ -89,18 +105,31 @@ def choose_default_voice(voices: Sequence[str], learned: Sequence[str]) -> str:
 
 
 def build_voice_bank(ckpt: Checkpoint, clips: dict[tuple[str, str], list[np.ndarray]],
-                     default_voice: str | None = None, default_emotion: str = DEFAULT_EMOTION) -> VoiceBank:
-    """Mean style vector of each preset's clips (float audio at SAMPLE_RATE); ``default_voice`` None picks
-    :func:`choose_default_voice` of the clips' voices and the checkpoint's."""
+                     default_voice: str | None = None, default_emotion: str = DEFAULT_EMOTION,
+                     variants: dict[tuple[str, float], list[np.ndarray]] | None = None) -> VoiceBank:
+    """Mean style vector of each preset's clips (float audio at SAMPLE_RATE), and a pitch axis for each voice of
+    ``variants`` (:func:`variant_references`; its neutral preset is the axis's point at 0 semitones);
+    ``default_voice`` None picks :func:`choose_default_voice` of the clips' voices and the checkpoint's."""
     encoder = ckpt.stages()[contract.STYLE_ENCODER]
-    styles = {}
-    with torch.inference_mode():
-        for key, samples in clips.items():
+
+    def mean_style(samples: list[np.ndarray]) -> np.ndarray:
+        with torch.inference_mode():
             vectors = [encoder(torch.from_numpy(audio.mel_spectrogram(x))[None])[0][0].numpy() for x in samples]
-            styles[key] = np.mean(vectors, axis=0)
+        return np.mean(vectors, axis=0)
+
+    styles = {key: mean_style(samples) for key, samples in clips.items()}
     info = {"checkpoint": ckpt.name, "trained": ckpt.trained, "clips_per_preset": len(next(iter(clips.values())))}
     voices = list(dict.fromkeys(v for v, _ in clips))
-    return from_styles(styles, default_voice or choose_default_voice(voices, ckpt.voices), default_emotion, info)
+    bank = from_styles(styles, default_voice or choose_default_voice(voices, ckpt.voices), default_emotion, info)
+    for voice in dict.fromkeys(v for v, _ in variants or {}):
+        points = {0.0: styles[voice, NEUTRAL]} | {st: mean_style(x) for (v, st), x in variants.items() if v == voice}
+        shifts = np.array(list(points), dtype=np.float64)
+        stacked = np.stack(list(points.values())).astype(np.float64)
+        centred = shifts - shifts.mean()
+        slope = centred @ (stacked - stacked.mean(axis=0)) / (centred @ centred)
+        bank.pitch_axes[voice] = [round(float(x), 6) for x in slope]
+        bank.pitch_span = max(bank.pitch_span, float(np.abs(shifts).max()))
+    return bank
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     ckpt = resolve(args.checkpoint)
     if not ckpt.trained:
         print(f"warning: {UNTRAINED_LABEL}", file=sys.stderr)
-    bank = build_voice_bank(ckpt, teacher_references(texts, names or ckpt.voices))
+    chosen = names or ckpt.voices
+    bank = build_voice_bank(ckpt, teacher_references(texts, chosen), variants=variant_references(texts, chosen))
     bank.info["references"] = ("the fixed reference sentences of export.voice_bank" if args.clips is None
                                else f"{args.clips} validation sentences of the corpus generator per preset")
     bank.save(args.out)

@@ -1,4 +1,10 @@
-"""The voice bank: named style presets (voice x emotion), each a style vector for the decoder.
+"""The voice bank: named style presets (voice x emotion), each a style vector for the decoder, and pitch axes.
+
+A pitch axis is the direction in style space along which a voice's speech rises by one semitone, learned from its
+teacher's own renderings a few semitones up and down (``prosody.Voice.pitch_variants``): the decoder then renders
+a pitch shift itself, with the timbre it learned at that pitch, where the mel warp of
+:func:`tts_triton.serving.controls.shift_pitch` moves harmonics under a fixed envelope. An axis holds over
+``pitch_span`` semitones either way (the variants' reach); a shift beyond it is the warp's.
 
 Stored as JSON next to the checkpoint and inside the ``tts`` model directory; the ``tts`` config
 also carries it as the ``voice_bank`` parameter so that clients can list voices remotely.
@@ -17,8 +23,17 @@ from tts_triton.errors import InvalidInput
 
 #: The corpus's natural male voice (flite's kal16): a preset of every bank whose checkpoint learned it.
 NATURAL_MALE = "kal16"
-#: The keys a voice bank's JSON object must have (``info``, free-form, is optional).
+#: The keys a voice bank's JSON object must have (``info``, free-form, and the pitch axes are optional).
 REQUIRED_KEYS = ("voices", "emotions", "default_voice", "default_emotion", "presets")
+
+
+@dataclass(frozen=True)
+class PitchStyle:
+    """How a pitch shift of ``semitones`` is rendered: ``offset`` added to the style (None: no axis), and the
+    ``warp`` semitones left to :func:`tts_triton.serving.controls.shift_pitch`."""
+
+    offset: np.ndarray | None
+    warp: float
 
 @dataclass
 class VoiceBank:
@@ -31,6 +46,25 @@ class VoiceBank:
     #: voice -> emotion -> style vector
     presets: dict[str, dict[str, list[float]]]
     info: dict[str, Any] = field(default_factory=dict)
+    #: voice -> style offset per semitone (see the module docstring); a style of reference audio uses the default
+    #: voice's, a voice without one the warp alone
+    pitch_axes: dict[str, list[float]] = field(default_factory=dict)
+    #: semitones either way over which the axes hold (0 without axes)
+    pitch_span: float = 0.0
+
+    def pitch_axis(self, voice: str | None = None) -> np.ndarray | None:
+        """``voice``'s pitch axis (None: the default voice's, for a style of reference audio); None when it has
+        none."""
+        axis = self.pitch_axes.get(voice or self.default_voice)
+        return None if axis is None else np.asarray(axis, dtype=np.float32)
+
+    def pitch_style(self, semitones: float, voice: str | None = None) -> PitchStyle:
+        """A shift of ``semitones`` for ``voice``: along its axis up to :attr:`pitch_span`, the rest by the warp."""
+        axis = self.pitch_axis(voice)
+        if axis is None or semitones == 0.0:
+            return PitchStyle(None, semitones)
+        along = min(max(semitones, -self.pitch_span), self.pitch_span)
+        return PitchStyle(along * axis, semitones - along)
 
     def __post_init__(self) -> None:
         if self.default_voice not in self.voices or self.default_emotion not in self.emotions:
@@ -52,8 +86,9 @@ class VoiceBank:
 
     def to_dict(self) -> dict[str, Any]:
         """The bank as its JSON object (:data:`REQUIRED_KEYS` and ``info``)."""
+        axes = {"pitch_axes": self.pitch_axes, "pitch_span": self.pitch_span} if self.pitch_axes else {}
         return {"voices": self.voices, "emotions": self.emotions, "default_voice": self.default_voice,
-                "default_emotion": self.default_emotion, "presets": self.presets, "info": self.info}
+                "default_emotion": self.default_emotion, "presets": self.presets, "info": self.info, **axes}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
@@ -67,7 +102,8 @@ class VoiceBank:
             raise ValueError(f"{source} lacks {missing}; expected an object with keys {list(REQUIRED_KEYS)}")
         try:
             return cls(list(data["voices"]), list(data["emotions"]), data["default_voice"], data["default_emotion"],
-                       data["presets"], dict(data.get("info") or {}))
+                       data["presets"], dict(data.get("info") or {}), dict(data.get("pitch_axes") or {}),
+                       float(data.get("pitch_span") or 0.0))
         except (AttributeError, TypeError, ValueError) as exc:
             raise ValueError(f"{source} is not a valid voice bank: {exc}") from None
 

@@ -11,14 +11,16 @@ Stop rule: a decoder call returns K gate logits; decoding stops after the first 
 Speech controls (:mod:`tts_triton.serving.controls`) act between the decoder and the vocoder: each
 sentence's mel is time-scaled and pitch-shifted as it grows, the chunk planner cuts the result, a shifted
 window's audio is held to its mel's level, and the gain is applied to each vocoded chunk; pauses are silent
-chunks. Word times (:mod:`tts_triton.serving.words`) come from the decoder's ``alignment`` output when asked for.
+chunks. A pitch shift goes first to the decoder itself where the voice has a pitch axis (an offset of its style:
+:meth:`tts_triton.core.voices.VoiceBank.pitch_style`), and only what lies beyond the axis's span to the mel.
+Word times (:mod:`tts_triton.serving.words`) come from the decoder's ``alignment`` output when asked for.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -26,6 +28,7 @@ import numpy as np
 from tts_triton.core import audio, contract
 from tts_triton.core.config import STREAMING, ModelConfig, StreamingConfig
 from tts_triton.core.fundamental import FundamentalTrack
+from tts_triton.core.voices import PitchStyle
 from tts_triton.errors import Cancelled
 from tts_triton.serving.controls import (
     AS_TRAINED,
@@ -38,6 +41,9 @@ from tts_triton.serving.controls import (
 )
 from tts_triton.serving.words import WordClock, WordTime
 from tts_triton.text import Sentence
+
+#: A shift of ``semitones`` for a sentence's voice (None: the request's) -> how it is rendered.
+PitchStyler = Callable[[float, "str | None"], PitchStyle]
 
 
 class InferBackend(Protocol):
@@ -173,12 +179,13 @@ class Pipeline:
         return {s.name: np.zeros((1, *(dims.get(d, d) for d in s.dims)), np.float32) for s in self.state_specs}
 
     async def decode(self, ids: list[int], stats: SentenceStats, cancelled: Callable[[], bool] = lambda: False,
-                     ref_mel: np.ndarray | None = None,
-                     style: np.ndarray | None = None) -> AsyncIterator[tuple[np.ndarray, np.ndarray | None]]:
+                     ref_mel: np.ndarray | None = None, style: np.ndarray | None = None,
+                     offset: np.ndarray | None = None) -> AsyncIterator[tuple[np.ndarray, np.ndarray | None]]:
         """Yield the decoder's mel frames ``[n, n_mels]`` call by call until the stop rule fires, each with
         the alignment rows of those steps ``[steps, len(ids)]`` (None when the backend does not return it).
 
-        Uses ``style``, else ``self.style``, or the style of ``ref_mel`` (which then becomes ``self.style``).
+        Uses ``style``, else ``self.style``, or the style of ``ref_mel`` (which then becomes ``self.style``),
+        plus ``offset`` (a pitch shift along the voice's axis) when given.
         The text encoder and the first decoder call are one ``first_decode`` request; with ``ref_mel``, the text
         and the reference are one ``encode`` request before the first decoder call.
         """
@@ -194,6 +201,8 @@ class Pipeline:
             encoded = await infer_ensemble(self.backend, self.cfg, contract.ENCODE, inputs)
             self.style = encoded[contract.STYLE][0]
         style = self.style if style is None else style
+        if offset is not None:
+            style = style + offset
         styled = {contract.STYLE: style[None].astype(np.float32)}
         out = None  # the decoder's outputs not yet taken
         if encoded is None:
@@ -246,13 +255,14 @@ class Pipeline:
                      cancelled: Callable[[], bool] = lambda: False,
                      ref_mel: np.ndarray | None = None, controls: Controls = AS_TRAINED,
                      voices: Callable[[str], np.ndarray] | None = None,
-                     words: bool = False) -> AsyncIterator[Chunk]:
+                     words: bool = False, pitch: PitchStyler | None = None) -> AsyncIterator[Chunk]:
         """Synthesize sentences (phoneme ids, or :class:`~tts_triton.text.Sentence` plans) in order,
         yielding audio as soon as each chunk is ready.
 
         ``controls`` apply to every sentence, combined with a plan's own markup; a plan's pauses are
         silent chunks and its ``voice`` is styled by ``voices(name)``. With ``words``, each chunk carries
-        the words it completes (the backend must return the decoder's ``alignment``).
+        the words it completes (the backend must return the decoder's ``alignment``). ``pitch`` says how a
+        sentence's pitch shift is rendered (None: all by the mel warp).
 
         Decoding runs ahead of vocoding: a vocoder call starts as soon as its window is decoded, while
         the decoder goes on (and the next sentence is encoded), so one stream keeps its decoder and
@@ -270,7 +280,8 @@ class Pipeline:
         self.style = style
         pending: asyncio.Queue[asyncio.Future[Chunk] | None] = asyncio.Queue()
         plans = [s if isinstance(s, Sentence) else Sentence(list(s), []) for s in sentences]
-        producer = asyncio.ensure_future(self._decode_all(plans, cancelled, ref_mel, pending, controls, voices, words))
+        producer = asyncio.ensure_future(self._decode_all(plans, cancelled, ref_mel, pending, controls, voices, words,
+                                                          pitch))
         try:
             while (chunk := await pending.get()) is not None:
                 yield await chunk
@@ -286,7 +297,8 @@ class Pipeline:
 
     async def _decode_all(self, sentences: list[Sentence], cancelled: Callable[[], bool],
                           ref_mel: np.ndarray | None, pending: asyncio.Queue, controls: Controls,
-                          voices: Callable[[str], np.ndarray] | None, words: bool) -> None:
+                          voices: Callable[[str], np.ndarray] | None, words: bool,
+                          pitch: PitchStyler | None) -> None:
         """Decode the sentences in order, putting each chunk's vocoder call on ``pending`` as it starts;
         None last, also on failure."""
         first_chunk_first = self.streaming.first_chunk_first
@@ -296,6 +308,8 @@ class Pipeline:
             for index, plan in enumerate(sentences):
                 offset += self._pause(pending, plan.pause_before, index)
                 ctl = controls.combine(plan.rate, plan.pitch, plan.volume)
+                shift = pitch(ctl.pitch, plan.voice) if pitch is not None else PitchStyle(None, ctl.pitch)
+                ctl = replace(ctl, pitch=shift.warp)  # what the decoder does not render, the mel warp does
                 style = voices(plan.voice) if plan.voice is not None and voices is not None else None
                 stats = SentenceStats()
                 self.stats.append(stats)
@@ -304,7 +318,8 @@ class Pipeline:
                 clock = WordClock(plan.words, self.cfg.decoder.frames_per_step, ctl.speed, offset) if words else None
                 source = mel = np.zeros((0, self.cfg.n_mels), np.float32)
                 track = FundamentalTrack() if self.cfg.vocoder.harmonic else None
-                decoded = self.decode(plan.ids, stats, cancelled, ref_mel if index == 0 else None, style)
+                decoded = self.decode(plan.ids, stats, cancelled, ref_mel if index == 0 else None, style,
+                                      shift.offset)
                 async for frames, alignment in decoded:
                     if clock is not None:
                         if alignment is None:
@@ -375,9 +390,10 @@ class Pipeline:
         return Chunk(samples, mel[window.start : window.end], sentence, words or [])
 
     async def synthesize(self, sentences: Sequence[list[int] | Sentence], style: np.ndarray,
-                         controls: Controls = AS_TRAINED) -> tuple[np.ndarray, np.ndarray]:
+                         controls: Controls = AS_TRAINED,
+                         pitch: PitchStyler | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The whole utterance at once: (audio ``[samples]``, decoder mel ``[frames, n_mels]``)."""
-        chunks = [c async for c in self.stream(sentences, style, controls=controls)]
+        chunks = [c async for c in self.stream(sentences, style, controls=controls, pitch=pitch)]
         if not chunks:
             return np.zeros(0, np.float32), np.zeros((0, self.cfg.n_mels), np.float32)
         return np.concatenate([c.audio for c in chunks]), np.concatenate([c.mel for c in chunks])

@@ -256,8 +256,10 @@ class TTSService:
             ready = await asyncio.get_running_loop().run_in_executor(self.preparer, self.prepare, request)
         styles = {s.voice: self.voice_bank.style(s.voice, request.emotion) for s in ready.sentences if s.voice}
         pipeline = Pipeline(backend, self.cfg, self.streaming)
+        own = None if request.reference_audio is not None else request.voice  # a reference: the default's axis
         chunks = pipeline.stream(ready.sentences, ready.style, cancelled, ready.ref_mel, request.controls,
-                                 styles.__getitem__, request.words)
+                                 styles.__getitem__, request.words,
+                                 lambda semitones, voice: self.voice_bank.pitch_style(semitones, voice or own))
         key = ready.key
         async with contextlib.aclosing(chunks):
             async for chunk in chunks:
