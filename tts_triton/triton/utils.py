@@ -34,7 +34,7 @@ class CallThreads:
     threads, at most 32). The server carries each instance's calls on a pool of its own
     (``--backend-config=python,thread-pool-size``, 32 by default) that also carries the instance's response sends
     and cancellation checks: keep ``threads`` below it, or those queue behind the calls (with 32 of 32, streams of
-    ``tests/test_cancel_stress.py`` ran to their end before their in-band stop was seen; 12 of 32 kept them)."""
+    ``tests/served/test_cancel_stress.py`` ran to their end before their in-band stop was seen; 12 of 32 kept them)."""
 
     def __init__(self, threads: int) -> None:
         self.executor = ThreadPoolExecutor(threads, thread_name_prefix="bls-call")

@@ -173,7 +173,7 @@ def test_cli_prints_trtexec_and_says_where_to_build(tmp_path: Path, capsys: pyte
     assert "TensorRT is not installed here" in capsys.readouterr().err
 
 
-START = Path(__file__).resolve().parents[1] / "deploy" / "docker" / "start.sh"
+START = Path(__file__).resolve().parents[2] / "deploy" / "docker" / "start.sh"
 
 
 def test_docker_start_script_prepares_the_build_and_stops_where_tensorrt_is_missing(

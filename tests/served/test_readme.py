@@ -23,7 +23,7 @@ import soundfile as sf
 from tts_triton.gateway.server import BackgroundGateway
 from tts_triton.ops.triton_server import TritonServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", ROOT / "deploy" / "k8s" / "README.md", ROOT / "loadtest" / "README.md",
              *sorted((ROOT / "docs").glob("**/*.md"))]
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```$", re.S | re.M)

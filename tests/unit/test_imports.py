@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: The package's folders: ``client/`` and ``export/`` install as ``tts_triton.client`` and ``tts_triton.export``.
 FOLDERS = {"tts_triton": ROOT / "tts_triton", "tts_triton.client": ROOT / "client",
            "tts_triton.export": ROOT / "export"}

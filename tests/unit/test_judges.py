@@ -90,7 +90,7 @@ def test_judge_clips_scores_saved_clips_and_pairs_them(tmp_path) -> None:  # typ
     np.savez_compressed(tmp_path / "clips.npz", clip.astype(np.float32))
     against = tmp_path / "before.json"
     against.write_text(json.dumps({"clips": {"a system": [{"distillmos": 1.0}]}}))
-    script = Path(__file__).resolve().parents[1] / "scripts" / "judge_clips.py"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "judge_clips.py"
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "clips.npz"), "--against", str(against),
                            "--label", "a system", "--jobs", "1"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

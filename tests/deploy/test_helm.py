@@ -21,7 +21,7 @@ import pytest
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is needed to parse the chart")
 
-CHART = Path(__file__).resolve().parents[1] / "deploy" / "k8s" / "tts-triton"
+CHART = Path(__file__).resolve().parents[2] / "deploy" / "k8s" / "tts-triton"
 TEMPLATES = sorted((CHART / "templates").iterdir())  # *.yaml, _helpers.tpl, NOTES.txt
 HELM = shutil.which("helm") or shutil.which("helm", path=str(Path(sys.executable).parent))
 needs_helm = pytest.mark.skipif(HELM is None and os.environ.get("CI") != "true",

@@ -6,21 +6,21 @@ path Triton 2.51's gRPC frontend can crash on) and ``in-band`` (the client libra
 ends each after a random number of chunks (0: before the first). A server that dies is counted (with its exit
 status) and started again. The test runs the project's path for a bounded time; the script compares both::
 
-    python tests/test_cancel_stress.py --repository <built repository> --mode grpc-cancel --seconds 120
-    python tests/test_cancel_stress.py --repository <built repository> --mode in-band --seconds 120
+    python tests/served/test_cancel_stress.py --repository <built repository> --mode grpc-cancel --seconds 120
+    python tests/served/test_cancel_stress.py --repository <built repository> --mode in-band --seconds 120
 
 ``--rejected N`` sends N 30-minute references (each rejected: the limit is 30 s) one after another and reports
 the memory before, after the first and after all (what a rejected request leaves behind); ``--allocator`` and
 ``--shm-region-mb`` change the server's memory guards (:mod:`tts_triton.ops.memory`) for comparison::
 
-    python tests/test_cancel_stress.py --repository <built repository> --rejected 20
-    python tests/test_cancel_stress.py --repository <built repository> --rejected 20 --allocator glibc \
+    python tests/served/test_cancel_stress.py --repository <built repository> --rejected 20
+    python tests/served/test_cancel_stress.py --repository <built repository> --rejected 20 --allocator glibc \
         --shm-region-mb 0 --triton-arg=--grpc-infer-allocation-pool-size=8    # without the guards
 
 As a script it needs neither pytest nor the nvidia-pytriton wheel where ``$TRITON_HOME`` names a Triton bundle (the
 GPU host after ``source scripts/gpu/host-env.sh``: the bundle's server, the repository ``bench.sh`` built)::
 
-    python3 tests/test_cancel_stress.py --mode grpc-cancel --seconds 45
+    python3 tests/served/test_cancel_stress.py --mode grpc-cancel --seconds 45
 
 ``--soak N`` instead sends N whole requests (``--stop-fraction`` of them ended early in-band) and samples the
 memory of the server's processes and of its shared memory every ``--sample-s`` seconds.

@@ -12,7 +12,7 @@ import pytest
 
 from tts_triton.core import contract
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: Names every reader takes from the contract: the public tensors, the request parameters, the metrics.
 PUBLIC = {spec.name for spec in contract.tts_spec(contract.ModelConfig()).inputs + contract.tts_spec(
     contract.ModelConfig()).outputs} | {contract.STOP_PARAMETER, contract.CACHE_PARAMETER} | {

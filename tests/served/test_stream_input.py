@@ -227,7 +227,7 @@ def test_tls_files_go_together(tmp_path: Path) -> None:
 @pytest.mark.filterwarnings(SDK_WARNING)
 def test_the_gateway_page_example_runs(secure: BackgroundGateway, tls: TlsFiles, monkeypatch: pytest.MonkeyPatch,
                                  capsys: pytest.CaptureFixture[str]) -> None:
-    page = (Path(__file__).resolve().parents[1] / "docs" / "gateway.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "gateway.md").read_text()
     section = page[page.index("## Voice agents"):]
     code = re.search(r"^```py\n(.*?)^```$", section, re.S | re.M)[1]
     code = code.replace("https://localhost:8443", secure.url).replace('api_key="none"', f'api_key="{KEY}"')

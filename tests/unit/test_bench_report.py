@@ -130,7 +130,7 @@ def test_render_markdown_warns_about_untrained_weights(trained: bool | None, phr
 
 
 #: /metrics of the embedded CPU server serving this project's repository (captured from a real tritonserver 2.51).
-CPU_METRICS = (Path(__file__).parent / "data" / "triton_metrics_cpu.txt").read_text()
+CPU_METRICS = (Path(__file__).parents[1] / "data" / "triton_metrics_cpu.txt").read_text()
 #: Triton's GPU memory gauges in its exposition format, as a server with two GPUs adds them to the page.
 GPU_LINES = """# HELP nv_gpu_memory_total_bytes GPU total memory, in bytes
 # TYPE nv_gpu_memory_total_bytes gauge
@@ -184,7 +184,7 @@ def test_baseline_ratios_pair_equal_concurrencies() -> None:
     assert baseline_pairs(SERVED[:1], EAGER[1:]) == []
 
 
-GOALS = Goals.load(Path(__file__).parents[1] / "docs" / "bench-goals.toml")
+GOALS = Goals.load(Path(__file__).parents[2] / "docs" / "bench-goals.toml")
 
 
 def test_goals_judge_this_runs_numbers() -> None:

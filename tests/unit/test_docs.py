@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from urllib.parse import unquote
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 RECORDS = DOCS / "records"
 #: A Markdown link or image: ``[text](target)`` or ``![alt](target "title")``.

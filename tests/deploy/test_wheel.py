@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: What the wheel is built from (what deploy/docker/Dockerfile copies too).
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "tts_triton", "client", "export")
 #: Modules that must be in the wheel: the BLS, the ONNX Runtime model of every network, the networks.

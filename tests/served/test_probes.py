@@ -14,14 +14,14 @@ from conftest import run_on_a_bare_host
 
 from tts_triton.core import audio
 
-PROBES = Path(__file__).parents[1] / "scripts" / "gpu" / "probe"
+PROBES = Path(__file__).parents[2] / "scripts" / "gpu" / "probe"
 # loaded from its file: the folder is not a package, and on sys.path its trace.py would shadow the stdlib's
 _spec = importlib.util.spec_from_file_location("probe_phases", PROBES / "phases.py")
 assert _spec is not None and _spec.loader is not None
 phases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(phases)
 
-CPU_METRICS = (Path(__file__).parent / "data" / "triton_metrics_cpu.txt").read_text()
+CPU_METRICS = (Path(__file__).parents[1] / "data" / "triton_metrics_cpu.txt").read_text()
 
 
 def _run(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -22,7 +22,7 @@ from conftest import TritonPorts, like_a_terminal, pick_ports
 
 from tts_triton.ops.triton_server import port_holders
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def clean_copy(dest: Path) -> Path:
