@@ -3,7 +3,8 @@
 Each simulated user posts one text at a time to ``/v1/audio/speech`` (the texts, repeats and exact
 per-request records of ``locustfile.py``, which this file imports) with an OpenAI voice name and reads the
 streamed body, reporting ``gateway first_byte`` (time to the first audio byte) and ``gateway stream`` (time
-to the end; failures typed by HTTP status). ``tts-triton loadtest --gateway URL`` runs it.
+to the end; failures typed by HTTP status); each record's audio seconds are read from the whole body
+(:func:`audio_seconds`), for the real-time factor. ``tts-triton loadtest --gateway URL`` runs it.
 
 Configuration: ``--host http://HOST:8080``, the environment variables of ``locustfile.py`` (TTS_TIMEOUT,
 TTS_WAIT_MIN/MAX, TTS_REPEAT_RATIO, TTS_RESULTS_DIR) and:
@@ -28,9 +29,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import locustfile as grpc_test  # noqa: E402 - its records, workload and reporting hooks are shared
 
 from tts_triton.bench.workload import RequestRecord  # noqa: E402
-from tts_triton.gateway.encoders import FORMATS  # noqa: E402
+from tts_triton.gateway.encoders import FORMATS, OUTPUT_RATE  # noqa: E402
 
 REQUEST_TYPE = "gateway"
+
+
+def audio_seconds(body: bytes, response_format: str) -> float:
+    """Seconds of audio in a whole response body: counted for pcm and wav (16-bit mono at OUTPUT_RATE after wav's
+    44-byte header), decoded with PyAV for the compressed formats."""
+    if response_format == "pcm":
+        return len(body) / 2 / OUTPUT_RATE
+    if response_format == "wav":
+        return max(0, len(body) - 44) / 2 / OUTPUT_RATE
+    import io
+
+    import av
+
+    with av.open(io.BytesIO(body)) as container:
+        return sum(frame.samples / frame.sample_rate for frame in container.decode(audio=0))
 
 
 class GatewayUser(User):
@@ -59,7 +75,7 @@ class GatewayUser(User):
         voice = grpc_test.STYLES.get(text, (random.choice(self.voices), None))[0]
         record = RequestRecord(index=index, start=time.time(), text=text, repeat=repeat, voice=voice)
         began = time.perf_counter()
-        size, error = 0, None
+        size, error, parts = 0, None, []
         body = {"model": "tts-1", "voice": voice, "input": text, "response_format": self.response_format}
         try:
             with self.session.post(f"{self.host.rstrip('/')}/v1/audio/speech", json=body, stream=True,
@@ -72,8 +88,10 @@ class GatewayUser(User):
                         record.first_chunk = record.start + elapsed
                         self._fire("first_byte", elapsed, len(part), None)
                     size += len(part)
+                    parts.append(part)
                     record.chunks += 1
-        except (requests.RequestException, RuntimeError) as e:
+            record.audio_seconds = audio_seconds(b"".join(parts), self.response_format)
+        except (requests.RequestException, RuntimeError, ValueError) as e:
             error = e
         total = time.perf_counter() - began
         self._fire("stream", total, size, error)

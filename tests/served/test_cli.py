@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import soundfile as sf
@@ -118,6 +119,23 @@ def test_loadtest_short_run_writes_its_report(server: TritonServer, tmp_path: Pa
     assert all(float(row["end"]) > float(row["first_chunk"]) > float(row["start"]) for row in rows)
     texts = [row["text"] for row in rows]  # a repeat speaks the text of another (earlier, completed) request
     assert all(row["repeat"] == "False" or texts.count(row["text"]) > 1 for row in rows)
+
+
+@pytest.mark.parametrize("response_format", ["pcm", "mp3"])
+def test_loadtest_of_the_gateway_reports_a_real_time_factor(gateway: Any, tmp_path: Path,
+                                                            response_format: str) -> None:
+    """Every row's audio_seconds was 0, so the real-time factor came out nan."""
+    out = tmp_path / "loadtest"
+    run = tts_triton("loadtest", "--users", "1", "--spawn-rate", "1", "--duration", "4s", "--stop-timeout", "60",
+                     "--gateway", gateway.url, "--out", str(out), timeout=180,
+                     env={**os.environ, "TTS_GATEWAY_FORMAT": response_format})
+    assert run.returncode == 0, run.stdout + run.stderr
+    with (out / "requests.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and all(not row["error"] and float(row["audio_seconds"]) > 0 for row in rows)
+    with (out / "latency_percentiles.csv").open(newline="") as f:
+        factor = next(row for row in csv.DictReader(f) if row["metric"] == "real_time_factor")
+    assert int(factor["count"]) == len(rows) and 0 < float(factor["p50"]) < 1000  # a number, not nan
 
 
 @pytest.mark.parametrize(

@@ -270,3 +270,13 @@ def test_audio_seconds_are_estimated_from_the_text_as_read(text: str, speed: flo
     from tts_triton.gateway.estimate import audio_seconds
 
     assert low <= audio_seconds(text, speed) <= high
+
+
+def test_bench_gateway_takes_url_as_bench_does() -> None:
+    """``--url HOST:PORT`` was a string where the bench's server helper wants a list: ``'l': expected host:port``."""
+    from tts_triton.bench.gateway import _triton, parser
+
+    with _triton(parser().parse_args(["--url", "localhost:8001", "--out", "unused"])) as url:
+        assert url == "localhost:8001"
+    with _triton(parser().parse_args(["--url", "a:1", "--url", "b:2", "--out", "unused"])) as url:
+        assert url == "a:1,b:2"

@@ -248,7 +248,9 @@ def _plot(result: dict, path: Path) -> None:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tts-triton bench-gateway", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--url", help="gRPC address of a running server (default: start the embedded server)")
+    p.add_argument("--url", action="append", metavar="ENDPOINT",
+                   help="gRPC address of a running server, as for `tts-triton bench` (repeat it for several; "
+                        "default: start the embedded server)")
     p.add_argument("--model-repository", type=Path, default=default_model_repository(),
                    help="repository the embedded server serves, built if needed (default %(default)s)")
     p.add_argument("--target", default=DEFAULT_TARGET, choices=[AUTO, *embedded_targets()],
