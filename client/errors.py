@@ -112,7 +112,7 @@ def refusal_error(error: InferenceServerException, model_ready: bool) -> TTSErro
     contract's dtypes (a wrong type is a bug), and inputs too large for the Python backend's shared-memory region
     are far beyond the server's own limits (:data:`~tts_triton.core.config.LIMITS`: ``max_text_chars``,
     ``max_reference_seconds``, which the model refuses first as marked bad input naming the input), or the region
-    is full of other open streams' inputs (:mod:`tts_triton.ops.memory`)."""
+    is full of other open streams' inputs (:mod:`tts_triton.processes.memory`)."""
     return (TTSError if model_ready else ServerUnavailableError)(error.message() or str(error))
 
 

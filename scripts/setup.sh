@@ -47,7 +47,7 @@ fi
 
 # 1. Debian packages.
 # redis-server: the cache tests start real ones; flite: the corpus teacher of the slt voice (tts_triton.data.flite) and
-# the natural-voice reference of evaluate --asr; libjemalloc2: tritonserver's allocator (tts_triton.ops.memory);
+# the natural-voice reference of evaluate --asr; libjemalloc2: tritonserver's allocator (tts_triton.processes.memory);
 # festival + festvox-us-slt-hts + htsengine: the teacher of the slt voice (festival writes the HTS labels, hts_engine
 # renders them under its prosody controls: tts_triton.data.festival)
 packages=(espeak-ng libsndfile1 redis-server flite libjemalloc2 festival festvox-us-slt-hts htsengine)

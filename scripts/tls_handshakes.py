@@ -24,7 +24,7 @@ from websockets.sync.client import connect
 
 from tts_triton.gateway import GatewayConfig
 from tts_triton.gateway.server import BackgroundGateway, self_signed
-from tts_triton.ops.triton_server import free_port
+from tts_triton.processes.triton_server import free_port
 
 
 def main() -> int:

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from tts_triton.core.config import DecoderConfig, ModelConfig, StyleEncoderConfig, TextEncoderConfig
-from tts_triton.ops.triton_install import TritonServerError
-from tts_triton.ops.triton_server import TritonServer, free_ports
+from tts_triton.processes.triton_install import TritonServerError
+from tts_triton.processes.triton_server import TritonServer, free_ports
 
 # --- Session guard: whatever a test starts is ended with the session, even when the test fails. ---
 
@@ -241,7 +241,7 @@ def gateway(server: TritonServer) -> Iterator[Any]:
     a :class:`~tts_triton.gateway.server.BackgroundGateway`."""
     from tts_triton.gateway import GatewayConfig
     from tts_triton.gateway.server import BackgroundGateway
-    from tts_triton.ops.triton_server import free_port
+    from tts_triton.processes.triton_server import free_port
 
     with BackgroundGateway(GatewayConfig(triton_endpoints=(server.grpc_url,)), port=free_port()) as running:
         yield running
@@ -496,8 +496,8 @@ def stub_pid(server: TritonServer, model: str) -> int:
 
 @contextlib.contextmanager
 def redis_asleep(redis: Any, seconds: float) -> Iterator[None]:
-    """``redis`` (a :class:`~tts_triton.ops.local_redis.LocalRedis`) held in ``DEBUG SLEEP``, answering nothing for
-    ``seconds``: entered once the sleep has begun (a PING on another connection goes unanswered for 0.2 s), not
+    """``redis`` (a :class:`~tts_triton.processes.local_redis.LocalRedis`) held in ``DEBUG SLEEP``, answering nothing
+    for ``seconds``: entered once the sleep has begun (a PING on another connection goes unanswered for 0.2 s), not
     after a guessed delay; left once it is over."""
     import redis as redis_lib
     from redis.backoff import NoBackoff

@@ -61,7 +61,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from tts_triton.ops.serve import serve
+    from tts_triton.processes.serve import serve
 
     return serve(args, parent_at_start=_PARENT_AT_START)
 

@@ -6,7 +6,7 @@
 # repository built from it on first start: the plans are built here, on this GPU with this TensorRT
 # (python -m tts_triton.export.tensorrt), into TTS_STATE (default /var/cache/tts-triton; mount a volume
 # there to keep them across restarts), and rebuilt only when the ONNX files, the spec, the TensorRT version
-# or the GPU changed. Any further arguments go to tritonserver, which runs through tts_triton.ops.memory (jemalloc,
+# or the GPU changed. Any further arguments go to tritonserver, which runs through tts_triton.processes.memory (jemalloc,
 # no gRPC request pool, shared-memory regions capped at TTS_TRITON_SHM_REGION_MB; deploy/k8s/README.md "Memory").
 set -euo pipefail
 
@@ -19,7 +19,7 @@ manifest=$source_repo/repository.json
 [[ -f $manifest ]] || { echo "start.sh: $manifest not found: MODEL_SOURCE must be a built repository" >&2; exit 1; }
 target=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["target"])' "$manifest")
 if [[ $runtime == onnxruntime || $target == tensorrt ]]; then
-  exec "$python" -m tts_triton.ops.memory tritonserver --model-repository="$source_repo" "$@"
+  exec "$python" -m tts_triton.processes.memory tritonserver --model-repository="$source_repo" "$@"
 fi
 [[ $runtime == tensorrt ]] || { echo "start.sh: TTS_RUNTIME must be tensorrt or onnxruntime, not $runtime" >&2; exit 1; }
 [[ $target == onnxruntime* ]] || { echo "start.sh: $source_repo is a $target repository, not an ONNX one" >&2; exit 1; }
@@ -44,4 +44,4 @@ echo "start.sh: TensorRT plans in $engines (built on first start, then checked)"
 "$python" -m tts_triton.export.repository --target tensorrt --onnx-dir "$onnx" --engines-dir "$engines" \
   --checkpoint "$checkpoint" --voice-bank "$source_repo/tts/voice_bank.json" \
   --model-config "$state/model_config.json" --out "$repo"
-exec "$python" -m tts_triton.ops.memory tritonserver --model-repository="$repo" "$@"
+exec "$python" -m tts_triton.processes.memory tritonserver --model-repository="$repo" "$@"

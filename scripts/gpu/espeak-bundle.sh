@@ -2,7 +2,7 @@
 # Download the corpus teachers, espeak-ng, flite, festival (with its HTS slt voice and the lexicons it reads) and
 # hts_engine (which renders festival's HTS labels under the engine's own prosody controls),
 # and every shared library they load as Debian packages, and
-# libjemalloc2 (tritonserver's allocator, tts_triton.ops.memory, found there on LD_LIBRARY_PATH), for a host that has
+# libjemalloc2 (tritonserver's allocator, tts_triton.processes.memory, found there on LD_LIBRARY_PATH), for a host that has
 # none of them and no network (the GPU host). scripts/gpu/espeak-env.sh unpacks them there.
 #
 # Usage, from the project root on a Debian/Ubuntu machine with espeak-ng, flite, festival and htsengine installed:

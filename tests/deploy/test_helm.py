@@ -138,25 +138,26 @@ def test_render_defaults():
     assert shm["emptyDir"]["sizeLimit"] == "8Gi"
 
     c = _container(docs)
-    assert c["command"] == ["python3", "-m", "tts_triton.ops.memory", "tritonserver"]
+    assert c["command"] == ["python3", "-m", "tts_triton.processes.memory", "tritonserver"]
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["TTS_TRITON_ALLOCATOR"] == "jemalloc" and env["TTS_TRITON_SHM_REGION_MB"] == "64"
     assert "--model-repository=/models" in c["args"]
     assert "--cache-config=local,size=268435456" in c["args"]  # an int, not 2.68435456e+08
     assert "--strict-readiness=true" in c["args"]
     assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
-    deep_check = ["python3", "-m", "tts_triton.ops.health", "--url=127.0.0.1:8001", "--timeout=10"]
+    deep_check = ["python3", "-m", "tts_triton.processes.health", "--url=127.0.0.1:8001", "--timeout=10"]
     assert c["livenessProbe"]["exec"]["command"] == [*deep_check, "--probe=liveness", "--quiet"]
     assert c["readinessProbe"]["exec"]["command"] == [*deep_check, "--probe=readiness", "--quiet"]
     assert "--model-control-mode=explicit" in c["args"] and "--load-model=*" in c["args"]
     restricted = "shared-memory,logging,trace,model-repository:tts-triton-admin-key=$(TTS_TRITON_ADMIN_KEY)"
     assert f"--http-restricted-api={restricted}" in c["args"]
     assert f"--grpc-restricted-protocol={restricted}" in c["args"]
-    warm_up = ["python3", "-m", "tts_triton.ops.health", "--url=127.0.0.1:8001", "--timeout=30", "--probe=startup"]
+    warm_up = ["python3", "-m", "tts_triton.processes.health", "--url=127.0.0.1:8001", "--timeout=30",
+               "--probe=startup"]
     assert c["startupProbe"]["exec"]["command"] == [*warm_up, "--quiet"]  # ready only once warmed up
     assert c["lifecycle"]["preStop"]["exec"]["command"] == [
-        "python3", "-m", "tts_triton.ops.model_control", "drain", "--http=127.0.0.1:8000", "--metrics=127.0.0.1:8002",
-        "--delay=15", "--grace=60"]
+        "python3", "-m", "tts_triton.processes.model_control", "drain", "--http=127.0.0.1:8000",
+        "--metrics=127.0.0.1:8002", "--delay=15", "--grace=60"]
     assert pod["terminationGracePeriodSeconds"] == 90
     assert c["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert {p["containerPort"] for p in c["ports"]} == {8000, 8001, 8002}
@@ -174,7 +175,7 @@ def test_render_defaults():
 def test_render_mps():
     c = _container(_render("mps.enabled=true"))
     assert c["command"][:2] == ["/bin/sh", "-c"]
-    assert "nvidia-cuda-mps-control -d && exec python3 -m tts_triton.ops.memory tritonserver" in c["command"][2]
+    assert "nvidia-cuda-mps-control -d && exec python3 -m tts_triton.processes.memory tritonserver" in c["command"][2]
     assert "--model-repository=/models" in c["args"]  # the script's "$@"
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["CUDA_MPS_PIPE_DIRECTORY"] == "/tmp/nvidia-mps" and "utility" in env["NVIDIA_DRIVER_CAPABILITIES"]

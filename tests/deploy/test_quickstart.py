@@ -20,7 +20,7 @@ import pytest
 import soundfile as sf
 from conftest import TritonPorts, like_a_terminal, pick_ports
 
-from tts_triton.ops.triton_server import port_holders
+from tts_triton.processes.triton_server import port_holders
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -32,9 +32,9 @@ from tts_triton.bench.stats import (
 )
 from tts_triton.bench.sweep import main
 from tts_triton.bench.workload import SENTENCES, Workload
-from tts_triton.ops import memory
-from tts_triton.ops.embedded import EmbeddedServer, bundle_install
-from tts_triton.ops.triton_install import TritonNotFoundError
+from tts_triton.processes import memory
+from tts_triton.processes.embedded import EmbeddedServer, bundle_install
+from tts_triton.processes.triton_install import TritonNotFoundError
 
 
 @pytest.mark.parametrize("q", [0, 10, 50, 90, 99, 100])

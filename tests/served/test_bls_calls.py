@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import tritonclient.http as httpclient
 
-from tts_triton.ops.triton_server import TritonServer
+from tts_triton.processes.triton_server import TritonServer
 
 CALLS = 40  # above Python's default executor on any host (at most 32 threads)
 

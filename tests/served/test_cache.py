@@ -21,7 +21,7 @@ from tts_triton.cache import CacheSettings, CacheUnavailable, RedisStore, Uttera
 from tts_triton.cache.deployment import cache_wanted
 from tts_triton.cache.key import FORMAT_VERSION, canonical, digest, redis_key
 from tts_triton.errors import Cancelled, InvalidInput
-from tts_triton.ops.local_redis import LocalRedis
+from tts_triton.processes.local_redis import LocalRedis
 from tts_triton.serving.pipeline import Chunk
 from tts_triton.serving.service import SynthesisRequest
 

@@ -24,9 +24,9 @@ from tts_triton.cache import BYTES_METRIC, LOOKUPS_METRIC, WRITES_METRIC, CacheS
 from tts_triton.cache.entry import from_pcm16, to_pcm16
 from tts_triton.client import HttpTTSClient, TTSClient
 from tts_triton.core.contract import TEXT
-from tts_triton.ops.embedded import EmbeddedServer
-from tts_triton.ops.local_redis import LocalRedis
-from tts_triton.ops.triton_server import TritonServer
+from tts_triton.processes.embedded import EmbeddedServer
+from tts_triton.processes.local_redis import LocalRedis
+from tts_triton.processes.triton_server import TritonServer
 
 NAMESPACE = "serving-test"
 LONG_TEXT = " ".join(["This sentence is one of many in a long announcement."] * 6)

@@ -11,7 +11,7 @@ status) and started again. The test runs the project's path for a bounded time; 
 
 ``--rejected N`` sends N 30-minute references (each rejected: the limit is 30 s) one after another and reports
 the memory before, after the first and after all (what a rejected request leaves behind); ``--allocator`` and
-``--shm-region-mb`` change the server's memory guards (:mod:`tts_triton.ops.memory`) for comparison::
+``--shm-region-mb`` change the server's memory guards (:mod:`tts_triton.processes.memory`) for comparison::
 
     python tests/served/test_cancel_stress.py --repository <built repository> --rejected 20
     python tests/served/test_cancel_stress.py --repository <built repository> --rejected 20 --allocator glibc \
@@ -46,9 +46,9 @@ import tritonclient.grpc as grpcclient
 from tts_triton.client import TTSClient, TTSError
 from tts_triton.core import contract
 from tts_triton.core.paths import default_model_repository
-from tts_triton.ops import memory
-from tts_triton.ops.embedded import embedded_server, triton_home
-from tts_triton.ops.triton_server import SHM_DIR, TritonServer
+from tts_triton.processes import memory
+from tts_triton.processes.embedded import embedded_server, triton_home
+from tts_triton.processes.triton_server import SHM_DIR, TritonServer
 
 try:
     import pytest
@@ -274,7 +274,7 @@ def rejected_references(server: TritonServer, count: int, minutes: float = 30.0)
             if i == 0:
                 samples.append(("after 1", memory_mib(server)))
     seconds = round(time.monotonic() - start, 1)
-    time.sleep(2)  # the allocator hands freed pages back within a second (tts_triton.ops.memory.ALLOCATORS)
+    time.sleep(2)  # the allocator hands freed pages back within a second (tts_triton.processes.memory.ALLOCATORS)
     samples.append((f"after {count}", memory_mib(server)))
     return {"reference_mb": round(reference.nbytes / 1e6, 1), "seconds": seconds, "memory_mib": samples,
             "messages": sorted(messages)}
@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     server: TritonServer | None = None
     try:  # whatever happens, the result is printed: a run on a remote host may bring nothing else back
         # an embedded server: with a bundle, its LD_LIBRARY_PATH leaves out the interpreter's LIBDIR, whose system
-        # cuDNN would shadow PyTorch's on the GPU host (tts_triton.ops.embedded)
+        # cuDNN would shadow PyTorch's on the GPU host (tts_triton.processes.embedded)
         server = embedded_server(args.repository, triton_home(), extra_args=args.triton_arg,
                                  allocator=args.allocator, shm_region_limit_mb=args.shm_region_mb)
         server.start()

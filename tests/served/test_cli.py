@@ -20,7 +20,7 @@ from conftest import like_a_terminal
 
 from tts_triton import cli
 from tts_triton.export.targets import AUTO, RUNTIME_TARGETS, embedded_targets
-from tts_triton.ops.triton_server import TritonServer, free_port
+from tts_triton.processes.triton_server import TritonServer, free_port
 
 TTS_TRITON = str(Path(sys.executable).with_name("tts-triton"))
 
@@ -164,7 +164,7 @@ def test_serve_refuses_an_impossible_port_at_once() -> None:
 def servers_of(repository: Path, ports: Sequence[str]) -> list[tuple[int, str]]:
     """The processes of ``repository``'s server (serve, tritonserver) listening on ``ports``: a port free_port gave
     may be taken meanwhile by another test worker's server, which is no concern of the test."""
-    from tts_triton.ops.triton_server import port_holders
+    from tts_triton.processes.triton_server import port_holders
 
     return [h for port in ports for h in port_holders(int(port)) if str(repository) in h[1]]
 

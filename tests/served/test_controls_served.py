@@ -14,7 +14,7 @@ from tts_triton.client import HttpTTSClient, TTSClient
 from tts_triton.core import audio, contract
 from tts_triton.core.voices import VoiceBank
 from tts_triton.models.checkpoint import Checkpoint
-from tts_triton.ops.triton_server import TritonServer
+from tts_triton.processes.triton_server import TritonServer
 from tts_triton.serving.backends import TorchBackend
 from tts_triton.serving.controls import Controls
 from tts_triton.serving.service import SynthesisRequest, TTSService

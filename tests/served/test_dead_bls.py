@@ -18,7 +18,7 @@ from conftest import stub_pid
 
 from tts_triton.client import ServerUnavailableError, TTSClient, TTSError, TTSTimeoutError
 from tts_triton.core import contract
-from tts_triton.ops.triton_server import TritonServer
+from tts_triton.processes.triton_server import TritonServer
 
 LONG_TEXT = " ".join(["This sentence keeps the decoder busy for quite a while."] * 40)
 #: The client's stall timeout in this test; the stream must fail within it plus the in-band stop's wait.

@@ -20,7 +20,7 @@ from tritonclient.utils import InferenceServerException
 
 from tts_triton.client import HttpTTSClient, InvalidInputError, TTSClient
 from tts_triton.core.contract import OUTPUT_SAMPLE_RATE, TEXT, TTS_OFFLINE
-from tts_triton.ops.triton_server import TritonServer
+from tts_triton.processes.triton_server import TritonServer
 
 TTS_TRITON = str(Path(sys.executable).with_name("tts-triton"))
 TEXT_OF_THREE = "Turn left at the corner. Then walk two blocks. The shop is on your right."

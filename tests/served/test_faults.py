@@ -27,9 +27,9 @@ from waiting import wait_until
 
 from tts_triton.client import TTSClient
 from tts_triton.core import contract
-from tts_triton.ops.health import check_health
-from tts_triton.ops.supervisor import Supervisor
-from tts_triton.ops.triton_server import SHM_DIR, TritonServer
+from tts_triton.processes.health import check_health
+from tts_triton.processes.supervisor import Supervisor
+from tts_triton.processes.triton_server import SHM_DIR, TritonServer
 
 #: Seconds from the kill until a real request succeeds again (detection 2 x 1 s + checks + the reload).
 RECOVERY_BOUND_S = 60.0

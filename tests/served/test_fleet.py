@@ -40,8 +40,8 @@ from tts_triton.core.contract import TTS
 from tts_triton.gateway import GatewayConfig
 from tts_triton.gateway.metrics import ENDPOINT_METRICS
 from tts_triton.gateway.server import BackgroundGateway
-from tts_triton.ops.local_redis import LocalRedis
-from tts_triton.ops.triton_server import TritonServer, free_port
+from tts_triton.processes.local_redis import LocalRedis
+from tts_triton.processes.triton_server import TritonServer, free_port
 
 TEXT = "Hello there."
 FIRST_TEXT, HIT_TEXT = "Is it ready yet?", "Good morning!"

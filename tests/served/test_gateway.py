@@ -24,7 +24,7 @@ from tts_triton.gateway import GatewayConfig
 from tts_triton.gateway.encoders import FORMATS, OUTPUT_RATE
 from tts_triton.gateway.server import BackgroundGateway
 from tts_triton.gateway.voice_map import VoiceMap
-from tts_triton.ops.triton_server import TritonServer, free_port
+from tts_triton.processes.triton_server import TritonServer, free_port
 
 #: One sentence the test model speaks in about 0.25 s (its seeded stop gate fires early on it).
 SENTENCE = "The quick brown fox jumps over the lazy dog while the cat watches from the old wooden fence."

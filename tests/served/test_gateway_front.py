@@ -24,7 +24,7 @@ from websockets.sync.client import connect as ws_connect
 
 from tts_triton.gateway import GatewayConfig
 from tts_triton.gateway.server import BackgroundGateway
-from tts_triton.ops.triton_server import TritonServer, free_port
+from tts_triton.processes.triton_server import TritonServer, free_port
 
 #: The bounds the module's gateway is held to: small, so that the cuts are quick to see.
 HEAD_S, BODY_S = 1.0, 1.0

@@ -23,8 +23,8 @@ from tts_triton.client.grpc_client import STOP_WAIT_S
 from tts_triton.core import contract
 from tts_triton.core.config import ModelConfig
 from tts_triton.core.shapes import axis_values
-from tts_triton.ops.health import smallest_inputs
-from tts_triton.ops.triton_server import TritonServer
+from tts_triton.processes.health import smallest_inputs
+from tts_triton.processes.triton_server import TritonServer
 from tts_triton.text.numbers import expand_numbers
 
 DIGIT_FLOODS = ["$" + "9" * 5000, "9" * 5000 + "th", "9" * 5000 + "." + "9" * 5000, "-" + "9" * 6000,

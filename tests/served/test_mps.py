@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tts_triton.ops.mps import CONTROL, MpsDaemon, MpsError
-from tts_triton.ops.triton_install import TritonServerError
-from tts_triton.ops.triton_server import TritonServer, free_ports
+from tts_triton.processes.mps import CONTROL, MpsDaemon, MpsError
+from tts_triton.processes.triton_install import TritonServerError
+from tts_triton.processes.triton_server import TritonServer, free_ports
 
 FAKE = """#!/bin/sh
 echo "args=$* pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY stdin=$( [ "$1" = -d ] || cat )" >> "{record}"

@@ -25,11 +25,11 @@ from waiting import wait_until
 
 from tts_triton.client import ServerBusyError, TTSClient
 from tts_triton.core import contract
-from tts_triton.ops import health
-from tts_triton.ops.health import DEAD, OK, SLOW, check_health, classify_error
-from tts_triton.ops.mps import CONTROL, default_mps
-from tts_triton.ops.supervisor import Supervisor
-from tts_triton.ops.triton_server import SHM_DIR
+from tts_triton.processes import health
+from tts_triton.processes.health import DEAD, OK, SLOW, check_health, classify_error
+from tts_triton.processes.mps import CONTROL, default_mps
+from tts_triton.processes.supervisor import Supervisor
+from tts_triton.processes.triton_server import SHM_DIR
 
 #: Long enough to stream through a stub kill and a reload (tens of seconds on 2 shared cores).
 STREAM_TEXT = " ".join(["This sentence keeps the decoder busy for a while."] * 30)

@@ -21,7 +21,7 @@ import pytest
 import soundfile as sf
 
 from tts_triton.gateway.server import BackgroundGateway
-from tts_triton.ops.triton_server import TritonServer
+from tts_triton.processes.triton_server import TritonServer
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", ROOT / "deploy" / "k8s" / "README.md", ROOT / "loadtest" / "README.md",

@@ -54,7 +54,7 @@ from tts_triton.export.repository import (
     repository_is_current,
 )
 from tts_triton.models.checkpoint import FORMAT
-from tts_triton.ops.triton_server import TritonServer
+from tts_triton.processes.triton_server import TritonServer
 from tts_triton.triton import onnx_model
 from tts_triton.triton.onnx_model import batch_groups, run_batch
 

@@ -18,9 +18,9 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from tts_triton.ops import triton_server as server_module
-from tts_triton.ops.triton_install import TritonNotFoundError, TritonServerError, find_triton, prepare_backends
-from tts_triton.ops.triton_server import (
+from tts_triton.processes import triton_server as server_module
+from tts_triton.processes.triton_install import TritonNotFoundError, TritonServerError, find_triton, prepare_backends
+from tts_triton.processes.triton_server import (
     PortInUseError,
     TritonServer,
     free_port,
@@ -343,7 +343,7 @@ def test_same_port_twice_is_refused(tmp_path: Path, make_triton: Callable[..., T
 OWNER = """\
 import sys, time
 from pathlib import Path
-from tts_triton.ops.triton_server import TritonServer
+from tts_triton.processes.triton_server import TritonServer
 server = TritonServer(Path(sys.argv[1]), http_port=int(sys.argv[2]), grpc_port=int(sys.argv[3]),
                       metrics_port=int(sys.argv[4]), log_file=Path(sys.argv[5]), extra_args=["--exit-timeout-secs=2"])
 server.start()

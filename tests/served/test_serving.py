@@ -25,7 +25,7 @@ from tts_triton.core.audio import snr_db
 from tts_triton.core.config import LIMITS
 from tts_triton.core.voices import VoiceBank
 from tts_triton.models.checkpoint import Checkpoint
-from tts_triton.ops.triton_server import TritonServer
+from tts_triton.processes.triton_server import TritonServer
 from tts_triton.serving.backends import TorchBackend
 from tts_triton.serving.pipeline import Pipeline
 from tts_triton.text import text_to_sequences

@@ -27,7 +27,7 @@ from tts_triton.gateway import GatewayConfig
 from tts_triton.gateway.server import BackgroundGateway, TlsFiles, self_signed
 from tts_triton.gateway.sessions import SessionLimits
 from tts_triton.gateway.voice_map import VoiceMap
-from tts_triton.ops.triton_server import TritonServer, free_port
+from tts_triton.processes.triton_server import TritonServer, free_port
 
 KEY = "xi-test-key"
 #: a handshake's deadline: websockets' 10 s default ran out once on a clean-clone CI run (2 cores, the other

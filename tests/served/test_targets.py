@@ -22,8 +22,8 @@ from tts_triton.export.build import ensure_repository
 from tts_triton.export.pbtxt import parse
 from tts_triton.export.repository import read_manifest
 from tts_triton.export.targets import AUTO, CPU_TARGET, GPU_TARGET, KIND_GPU, resolve_target
-from tts_triton.ops.serve import serve_target
-from tts_triton.ops.triton_server import free_port
+from tts_triton.processes.serve import serve_target
+from tts_triton.processes.triton_server import free_port
 
 TTS_TRITON = str(Path(sys.executable).with_name("tts-triton"))
 KIND_NAMES = dict((v, k) for k, v in model_config_pb2.ModelInstanceGroup.Kind.items())

@@ -21,8 +21,8 @@ PUBLIC = {spec.name for spec in contract.tts_spec(contract.ModelConfig()).inputs
 #: The networks' tensor names, for the code that calls the networks.
 NETWORK = {t.name for spec in contract.network_specs(contract.ModelConfig()).values()
            for t in spec.inputs + spec.outputs}
-ADAPTERS_AND_CLIENTS = ["tts_triton/triton", "client", "tts_triton/gateway", "tts_triton/ops/health.py",
-                        "tts_triton/ops/model_control.py", "tts_triton/bench", "tts_triton/cache", "loadtest"]
+ADAPTERS_AND_CLIENTS = ["tts_triton/triton", "client", "tts_triton/gateway", "tts_triton/processes/health.py",
+                        "tts_triton/processes/model_control.py", "tts_triton/bench", "tts_triton/cache", "loadtest"]
 NETWORK_CALLERS = ["tts_triton/triton", "tts_triton/serving", "tts_triton/engine", "tts_triton/backend",
                    "tts_triton/models/stages.py", "export", "scripts/gpu/probe"]
 

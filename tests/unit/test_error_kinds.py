@@ -24,7 +24,7 @@ from tts_triton.errors import (
     read_mark,
 )
 from tts_triton.gateway.speech import api_error_for
-from tts_triton.ops.health import classify_error as health_of
+from tts_triton.processes.health import classify_error as health_of
 
 #: One exception the server ends a request with, of each kind.
 ENDINGS = (Stopped(), Cancelled(), TimedOut("synthesis stopped at its time limit of 1 s"),

@@ -1,4 +1,5 @@
-"""The server's memory guards (tts_triton.ops.memory): allocator preload, file-size cap, launcher; no server started.
+"""The server's memory guards (tts_triton.processes.memory): allocator preload, file-size cap, launcher; no server
+started.
 
 The real-server check (rejected 30-minute references leave no memory behind) is in test_cancel_stress.py.
 """
@@ -19,8 +20,8 @@ from waiting import wait_until
 from tts_triton.client.errors import TTSError, classify_error, final_follows, refusal_error, refused
 from tts_triton.core.contract import REFERENCE_AUDIO
 from tts_triton.errors import INVALID_INPUT, mark
-from tts_triton.ops import memory
-from tts_triton.ops.triton_server import TritonServer
+from tts_triton.processes import memory
+from tts_triton.processes.triton_server import TritonServer
 
 JEMALLOC = memory.find_library(memory.ALLOCATORS["jemalloc"][0])
 needs_jemalloc = pytest.mark.skipif(JEMALLOC is None, reason="libjemalloc2 is not installed (scripts/setup.sh)")
@@ -80,7 +81,7 @@ def test_an_allocator_unpacked_outside_the_system_folders_is_found_on_ld_library
 def test_a_missing_allocator_falls_back_to_glibc_and_says_so(monkeypatch: pytest.MonkeyPatch,
                                                               caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(memory, "find_library", lambda name, library_path="": None)
-    with caplog.at_level(logging.WARNING, logger="tts_triton.ops.memory"):
+    with caplog.at_level(logging.WARNING, logger="tts_triton.processes.memory"):
         assert memory.allocator_environment("jemalloc", {}) == {}
     assert "libjemalloc2" in caplog.text and "glibc" in caplog.text
 
@@ -92,7 +93,7 @@ def _child(code: str) -> subprocess.CompletedProcess[str]:
 def test_capped_files_fail_to_grow_without_killing_the_process_and_a_child_may_lift_the_cap(tmp_path: Path) -> None:
     code = f"""
 import os, signal, sys
-from tts_triton.ops import memory
+from tts_triton.processes import memory
 signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # as subprocess leaves it in a server it starts
 memory.limit_file_size(1)
 with open({str(tmp_path / "f")!r}, "wb") as f:
@@ -127,11 +128,11 @@ def test_the_launcher_execs_the_server_with_the_guards(tmp_path: Path) -> None:
                       "print(resource.getrlimit(resource.RLIMIT_FSIZE)[0])'\n")
     server.chmod(0o755)
     env = {**os.environ, memory.SHM_LIMIT_ENV: "2", memory.ALLOCATOR_ENV: memory.GLIBC}
-    out = subprocess.run([sys.executable, "-m", "tts_triton.ops.memory", str(server), "--mine"], env=env,
+    out = subprocess.run([sys.executable, "-m", "tts_triton.processes.memory", str(server), "--mine"], env=env,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [memory.SERVER_ARGS[0], str(2 << 20)]  # the guards' options before the caller's
-    bad = subprocess.run([sys.executable, "-m", "tts_triton.ops.memory", "true"], capture_output=True, text=True,
+    bad = subprocess.run([sys.executable, "-m", "tts_triton.processes.memory", "true"], capture_output=True, text=True,
                          env={**env, memory.ALLOCATOR_ENV: "hoard"}, timeout=60)
     assert bad.returncode != 0 and "TTS_TRITON_ALLOCATOR" in bad.stderr and "Traceback" not in bad.stderr
 
@@ -147,7 +148,7 @@ def test_the_server_command_and_environment_carry_the_guards(tmp_path: Path) -> 
 
 
 def test_the_parent_death_hook_applies_the_cap() -> None:
-    out = _child("import os, resource\nfrom tts_triton.ops.triton_server import set_parent_death_signal\n"
+    out = _child("import os, resource\nfrom tts_triton.processes.triton_server import set_parent_death_signal\n"
                  "set_parent_death_signal(15, os.getppid(), 3)\nprint(resource.getrlimit(resource.RLIMIT_FSIZE)[0])")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(3 << 20)

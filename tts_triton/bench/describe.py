@@ -19,7 +19,7 @@ from tts_triton.core import audio
 from tts_triton.core.config import ModelConfig
 from tts_triton.core.contract import TTS
 from tts_triton.core.layout import MANIFEST_FILE
-from tts_triton.ops.memory import allocator_of
+from tts_triton.processes.memory import allocator_of
 
 __all__ = ["ServerInfo", "describe_gpus", "describe_machine", "describe_server", "sentence_rows"]
 

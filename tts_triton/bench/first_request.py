@@ -88,8 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     from tts_triton.core.paths import default_model_repository
     from tts_triton.export.build import ensure_repository
     from tts_triton.jobs.tables import text_table
-    from tts_triton.ops.embedded import embedded_server
-    from tts_triton.ops.local_redis import LocalRedis
+    from tts_triton.processes.embedded import embedded_server
+    from tts_triton.processes.local_redis import LocalRedis
 
     repository = args.model_repository or ensure_repository(default_model_repository())
     args.out.mkdir(parents=True, exist_ok=True)

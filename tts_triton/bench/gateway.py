@@ -38,8 +38,8 @@ from tts_triton.core.paths import default_model_repository
 from tts_triton.export.targets import AUTO, DEFAULT_TARGET, embedded_targets
 from tts_triton.gateway.encoders import OUTPUT_RATE, available_formats
 from tts_triton.jobs.progress import ProgressLine
-from tts_triton.ops.embedded import triton_home
-from tts_triton.ops.triton_server import free_port, set_parent_death_signal
+from tts_triton.processes.embedded import triton_home
+from tts_triton.processes.triton_server import free_port, set_parent_death_signal
 
 #: The texts of ``tts-triton bench``'s request mix, cycled in the same order.
 SENTENCES = tuple(text for _, text in WORKLOAD_SENTENCES)

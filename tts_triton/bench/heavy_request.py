@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     from tts_triton.core.paths import default_model_repository
     from tts_triton.export.build import ensure_repository
     from tts_triton.jobs.tables import text_table
-    from tts_triton.ops.embedded import embedded_server
+    from tts_triton.processes.embedded import embedded_server
 
     results: dict[bool, list[tuple[list[float], float | None]]] = {False: [], True: []}
     with contextlib.ExitStack() as stack:

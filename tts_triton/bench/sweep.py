@@ -74,8 +74,8 @@ from tts_triton.bench.workload import Workload
 from tts_triton.core.contract import CONTROLS
 from tts_triton.core.paths import default_model_repository
 from tts_triton.jobs.tables import text_table
-from tts_triton.ops.embedded import embedded_server, triton_home
-from tts_triton.ops.triton_install import TritonServerError
+from tts_triton.processes.embedded import embedded_server, triton_home
+from tts_triton.processes.triton_install import TritonServerError
 
 __all__ = ["QUICK", "STANDARD", "main", "parser"]
 
@@ -117,7 +117,7 @@ def parser() -> argparse.ArgumentParser:
                    help="repository the embedded server serves, built if needed (default %(default)s)")
     p.add_argument("--triton-home", type=Path, default=triton_home(),
                    help="an unpacked Triton bundle (bin/, backends/python/, stub/, libs/, caches/; see "
-                        "tts_triton/ops/embedded.py) to run instead of the nvidia-pytriton wheel's server "
+                        "tts_triton/processes/embedded.py) to run instead of the nvidia-pytriton wheel's server "
                         "(default: $TRITON_HOME if set)")
     p.add_argument("--repository-setting", type=_assignment, action="append", default=[], metavar="NAME=VALUE",
                    help="a field of the repository's settings (RepositorySettings in export/repository.py) for the "
@@ -254,7 +254,7 @@ def _server(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator[Se
     with contextlib.ExitStack() as stack:
         if args.cache:
             from tts_triton.cache.settings import ENV_PREFIX
-            from tts_triton.ops.local_redis import LocalRedis
+            from tts_triton.processes.local_redis import LocalRedis
 
             try:
                 redis = stack.enter_context(LocalRedis(args.out))

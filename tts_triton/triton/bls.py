@@ -85,7 +85,7 @@ from tts_triton.core.layout import (
 )
 from tts_triton.core.voices import VoiceBank
 from tts_triton.errors import Cancelled, Stopped, TimedOut
-from tts_triton.ops.memory import lift_file_size_limit
+from tts_triton.processes.memory import lift_file_size_limit
 from tts_triton.serving.coalesce import Coalescer
 from tts_triton.serving.gate import ProgressGate
 from tts_triton.serving.pipeline import Chunk

@@ -28,7 +28,7 @@ from tts_triton.backend.request_shapes import RequestShapes
 from tts_triton.core.layout import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE
 from tts_triton.core.onnx_io import io_mismatches
 from tts_triton.engine.batching import Feed, batch_groups, merge, split
-from tts_triton.ops.memory import lift_file_size_limit
+from tts_triton.processes.memory import lift_file_size_limit
 from tts_triton.triton.utils import error_response, read_inputs
 
 try:

@@ -26,7 +26,7 @@ from tts_triton.bench.workload import SENTENCES
 from tts_triton.client import AsyncTTSClient
 from tts_triton.core.config import STREAMING
 from tts_triton.export.build import ensure_repository
-from tts_triton.ops.embedded import embedded_server, triton_home
+from tts_triton.processes.embedded import embedded_server, triton_home
 from tts_triton.text import text_to_sequences
 
 NETWORKS = ("text_encoder", "decoder", "vocoder")

@@ -18,13 +18,13 @@ Liveness and self-healing act on ``dead`` only; readiness wants every model ``ok
 
 :func:`warm_up` runs the same requests, several side by side, until every model answered ok: a fresh server's
 first calls (the BLS's first network calls, its cache connection, each network's first run) are paid by it, not
-by the first users. ``tts-triton serve`` (:class:`~tts_triton.ops.triton_server.TritonServer` with ``warm_up``)
+by the first users. ``tts-triton serve`` (:class:`~tts_triton.processes.triton_server.TritonServer` with ``warm_up``)
 reports ready only after it, and the Helm chart's startup probe is ``--probe startup`` (a warm-up).
-Used by ``tts-triton serve`` (:mod:`tts_triton.ops.supervisor` reloads a dead model) and by the Helm chart's
+Used by ``tts-triton serve`` (:mod:`tts_triton.processes.supervisor` reloads a dead model) and by the Helm chart's
 probes::
 
-    python -m tts_triton.ops.health --url localhost:8001 --probe liveness   # exit 1 only when a model is dead
-    python -m tts_triton.ops.health --url localhost:8001 --probe readiness  # exit 1 unless all ok, not draining
+    python -m tts_triton.processes.health --url localhost:8001 --probe liveness   # exit 1 only when a model is dead
+    python -m tts_triton.processes.health --url localhost:8001 --probe readiness  # exit 1 unless all ok, not draining
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ from tts_triton.core.config import ModelConfig
 from tts_triton.core.endpoints import DEFAULT_GRPC_URL
 from tts_triton.core.shapes import axis_values
 from tts_triton.errors import read_mark
-from tts_triton.ops.ports import port_holders
-from tts_triton.ops.triton_install import STUB
+from tts_triton.processes.ports import port_holders
+from tts_triton.processes.triton_install import STUB
 
 __all__ = ["DEAD", "DRAIN_MARK_ENV", "HEALTH_TEXT", "OK", "SLOW", "HealthReport", "ModelHealth", "check_health",
            "classify_error", "draining", "main", "missing_stubs", "smallest_inputs", "warm_up"]
@@ -316,8 +316,8 @@ def warm_up(url: str, *, timeout: float = 60.0, models: Sequence[str] = CHECKED_
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tts_triton.ops.health``: exit status 0 when the probe passes, 1 otherwise."""
-    parser = argparse.ArgumentParser(prog="python -m tts_triton.ops.health", description=__doc__.split("\n\n")[0])
+    """``python -m tts_triton.processes.health``: exit status 0 when the probe passes, 1 otherwise."""
+    parser = argparse.ArgumentParser(prog="python -m tts_triton.processes.health", description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default=DEFAULT_GRPC_URL, help="gRPC endpoint, host:port")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds each model may take")
     parser.add_argument("--probe", choices=("full", "liveness", "readiness", "startup"), default="full",

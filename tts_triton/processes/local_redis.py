@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tts_triton.ops.ports import free_port
+from tts_triton.processes.ports import free_port
 
 
 class LocalRedis:

@@ -1,7 +1,7 @@
 """What a request leaves in the server's memory once it has ended, rejected requests included.
 
-Three guards, applied by :class:`tts_triton.ops.triton_server.TritonServer` and, in the serving image and the Helm
-chart, by ``python -m tts_triton.ops.memory tritonserver ARGS...`` (applies them, then execs the server):
+Three guards, applied by :class:`tts_triton.processes.triton_server.TritonServer` and, in the serving image and the Helm
+chart, by ``python -m tts_triton.processes.memory tritonserver ARGS...`` (applies them, then execs the server):
 
 - **Allocator**: tritonserver (and the stubs it starts) run with jemalloc through ``LD_PRELOAD``, set to hand
   freed pages back within a second (:data:`ALLOCATORS`); glibc's malloc kept most of each large request.
@@ -62,7 +62,7 @@ DEFAULT_ALLOCATOR = "jemalloc"
 SHM_REGION_LIMIT_MB = 64
 #: tritonserver options of the guards (later options on the command line override them).
 SERVER_ARGS = ("--grpc-infer-allocation-pool-size=0",)
-#: Environment variables read by ``python -m tts_triton.ops.memory``: the allocator and the region cap in MiB.
+#: Environment variables read by ``python -m tts_triton.processes.memory``: the allocator and the region cap in MiB.
 ALLOCATOR_ENV, SHM_LIMIT_ENV = "TTS_TRITON_ALLOCATOR", "TTS_TRITON_SHM_REGION_MB"
 
 
@@ -140,18 +140,18 @@ def rotate_log(path: Path, limit_mb: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
-    """``python -m tts_triton.ops.memory SERVER [ARGS...]``: exec ``SERVER`` with :data:`SERVER_ARGS` before
+    """``python -m tts_triton.processes.memory SERVER [ARGS...]``: exec ``SERVER`` with :data:`SERVER_ARGS` before
     ``ARGS``, with the allocator and the region cap the environment asks for (:func:`configured`)."""
-    logging.basicConfig(format="tts_triton.ops.memory: %(message)s")
+    logging.basicConfig(format="tts_triton.processes.memory: %(message)s")
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
-        sys.exit("usage: python -m tts_triton.ops.memory tritonserver [ARGS...]")
+        sys.exit("usage: python -m tts_triton.processes.memory tritonserver [ARGS...]")
     env = dict(os.environ)
     try:
         allocator, limit_mb = configured(env)
         env |= allocator_environment(allocator, env)
     except ValueError as err:
-        sys.exit(f"tts_triton.ops.memory: {err}")
+        sys.exit(f"tts_triton.processes.memory: {err}")
     limit_file_size(limit_mb)
     os.execvpe(args[0], [args[0], *SERVER_ARGS, *args[1:]], env)
 

@@ -3,10 +3,10 @@
 Triton 2.51 does not restart a Python backend stub that died (``kill -9``, out-of-memory): every request
 to that model fails (``Stub process '<model>_0_0' is not healthy``; a dead BLS stub never answers) while
 Triton's own health endpoints still answer 200. :class:`Supervisor` runs the deep check of
-:mod:`tts_triton.ops.health` every ``interval`` seconds and acts on *dead* models only: a model that is merely
+:mod:`tts_triton.processes.health` every ``interval`` seconds and acts on *dead* models only: a model that is merely
 slow (a loaded server: no answer within ``check_timeout``, or refused by admission control) is logged
 and left alone. After ``failures`` checks in a row that find a model dead it reloads that model alone
-(:func:`~tts_triton.ops.model_control.reload_model`: new stubs, swapped in while the other models keep serving
+(:func:`~tts_triton.processes.model_control.reload_model`: new stubs, swapped in while the other models keep serving
 their streams) and checks it again; only when the reload fails or the model is still dead does it restart
 the whole server (stop, start: every stub new). A server process that exited is restarted at once.
 
@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from tts_triton.ops.health import HealthReport, check_health
-from tts_triton.ops.model_control import PUBLIC_MODELS, reload_model
-from tts_triton.ops.triton_install import TritonServerError
-from tts_triton.ops.triton_server import TritonServer
+from tts_triton.processes.health import HealthReport, check_health
+from tts_triton.processes.model_control import PUBLIC_MODELS, reload_model
+from tts_triton.processes.triton_install import TritonServerError
+from tts_triton.processes.triton_server import TritonServer
 
 __all__ = ["Action", "Supervisor"]
 
@@ -42,7 +42,7 @@ class Action:
 
 
 class Supervisor:
-    """Keeps a started :class:`~tts_triton.ops.triton_server.TritonServer` serving (see the module docstring)."""
+    """Keeps a started :class:`~tts_triton.processes.triton_server.TritonServer` serving (see the module docstring)."""
 
     def __init__(
         self,
@@ -83,7 +83,7 @@ class Supervisor:
 
         Call it on a thread that outlives the server (normally the main thread): a server is stopped when
         the thread that started it ends, and restarts start it on this thread. Raises
-        :class:`~tts_triton.ops.triton_install.TritonServerError` when a restart fails.
+        :class:`~tts_triton.processes.triton_install.TritonServerError` when a restart fails.
         """
         stop = stop or threading.Event()
         failed = 0

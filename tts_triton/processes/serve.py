@@ -10,11 +10,11 @@ import signal
 from tts_triton.cache.settings import env_from_arguments
 from tts_triton.console import fail
 from tts_triton.export.targets import AUTO, DEFAULT_TARGET, RUNTIME_TARGETS, resolve_target
-from tts_triton.ops.embedded import EmbeddedServer, home_install, triton_home
-from tts_triton.ops.model_control import refuse_new_requests, wait_idle
-from tts_triton.ops.mps import default_mps
-from tts_triton.ops.supervisor import Supervisor
-from tts_triton.ops.triton_server import (
+from tts_triton.processes.embedded import EmbeddedServer, home_install, triton_home
+from tts_triton.processes.model_control import refuse_new_requests, wait_idle
+from tts_triton.processes.mps import default_mps
+from tts_triton.processes.supervisor import Supervisor
+from tts_triton.processes.triton_server import (
     PortInUseError,
     TritonServer,
     TritonServerError,

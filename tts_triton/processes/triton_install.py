@@ -3,7 +3,7 @@
 The wheel carries the server binary, the Python backend and one backend stub per Python version, but not in the
 layout ``tritonserver`` expects: :func:`find_triton` locates those files and :func:`prepare_backends` assembles
 (and caches) a ``--backend-directory`` holding ``python/`` for the running interpreter.
-:mod:`tts_triton.ops.triton_server` runs the server from them.
+:mod:`tts_triton.processes.triton_server` runs the server from them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Per-model control of a running :class:`~tts_triton.ops.triton_server.TritonServer` (explicit model control mode).
+"""Per-model control of a running :class:`~tts_triton.processes.triton_server.TritonServer` (explicit model control
+mode).
 
 Two operations the server as a whole cannot give:
 - :func:`reload_model` heals one model whose Python stub died: Triton's ``load`` of a loaded model whose
@@ -12,10 +13,10 @@ Two operations the server as a whole cannot give:
   (its two steps: :func:`refuse_new_requests`, :func:`wait_idle`).
 
 Every call goes to the server's HTTP endpoint with the admin header (model control is a restricted API);
-the functions take a :class:`~tts_triton.ops.triton_server.TritonServer` or an :class:`Endpoint` (a server this process
-did not start, e.g. in the chart's preStop hook)::
+the functions take a :class:`~tts_triton.processes.triton_server.TritonServer` or an :class:`Endpoint` (a server this
+process did not start, e.g. in the chart's preStop hook)::
 
-    python -m tts_triton.ops.model_control drain --http 127.0.0.1:8000 --metrics 127.0.0.1:8002 --grace 60
+    python -m tts_triton.processes.model_control drain --http 127.0.0.1:8000 --metrics 127.0.0.1:8002 --grace 60
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ from typing import Any, Protocol
 
 from tts_triton.core import contract
 from tts_triton.core.contract import ACTIVE_METRIC
-from tts_triton.ops.health import DEFAULT_DRAIN_MARK, DRAIN_MARK_ENV
-from tts_triton.ops.triton_install import TritonServerError
-from tts_triton.ops.triton_server import ADMIN_HEADER
+from tts_triton.processes.health import DEFAULT_DRAIN_MARK, DRAIN_MARK_ENV
+from tts_triton.processes.triton_install import TritonServerError
+from tts_triton.processes.triton_server import ADMIN_HEADER
 
 __all__ = ["ACTIVE_METRIC", "PUBLIC_MODELS", "RELOAD_PARAMETER", "Endpoint", "active_requests", "drain", "main",
            "model_states", "refuse_new_requests", "reload_model", "unload_model", "wait_idle"]
@@ -51,7 +52,7 @@ ADMIN_KEY_ENV = "TTS_TRITON_ADMIN_KEY"
 
 
 class Server(Protocol):
-    """What the functions here need of a server: a :class:`~tts_triton.ops.triton_server.TritonServer` has it."""
+    """What the functions here need of a server: a :class:`~tts_triton.processes.triton_server.TritonServer` has it."""
 
     @property
     def http_url(self) -> str: ...
@@ -156,8 +157,8 @@ def drain(server: Server, grace: float, *, models: Sequence[str] = PUBLIC_MODELS
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tts_triton.ops.model_control drain|reload``: the preStop hook's drain, an operator's reload."""
-    parser = argparse.ArgumentParser(prog="python -m tts_triton.ops.model_control",
+    """``python -m tts_triton.processes.model_control drain|reload``: the preStop hook's drain, an operator's reload."""
+    parser = argparse.ArgumentParser(prog="python -m tts_triton.processes.model_control",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("drain", "reload"))
     parser.add_argument("models", nargs="*", help="reload: the models to reload")

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tts_triton.ops.triton_install import TritonInstall, TritonNotFoundError
-from tts_triton.ops.triton_server import TritonServer, free_ports
+from tts_triton.processes.triton_install import TritonInstall, TritonNotFoundError
+from tts_triton.processes.triton_server import TritonServer, free_ports
 
 __all__ = ["BUNDLE_VERSION", "TRITON_HOME_ENV", "EmbeddedServer", "bundle_install", "embedded_server",
            "home_install", "triton_home"]
@@ -40,7 +40,7 @@ def triton_home(explicit: Path | None = None) -> Path | None:
 
 
 def bundle_install(home: Path) -> TritonInstall:
-    """The :class:`~tts_triton.ops.triton_install.TritonInstall` of a Triton bundle unpacked at ``home``; raises
+    """The :class:`~tts_triton.processes.triton_install.TritonInstall` of a Triton bundle unpacked at ``home``; raises
     ``TritonNotFoundError`` naming what is missing."""
     install = TritonInstall(version=BUNDLE_VERSION, server=home / "bin" / "tritonserver",
                             python_backend=home / "backends" / "python",
@@ -58,7 +58,7 @@ def home_install(home: Path | None) -> TritonInstall | None:
 
 
 class EmbeddedServer(TritonServer):
-    """A :class:`~tts_triton.ops.triton_server.TritonServer` whose environment also holds ``environment`` (e.g.
+    """A :class:`~tts_triton.processes.triton_server.TritonServer` whose environment also holds ``environment`` (e.g.
     settings the models read), and which runs a bundle's server with the bundle's library path (see the module
     docstring)."""
 

@@ -1,6 +1,6 @@
 """Run the Triton 2.51 ``tritonserver`` shipped in the ``nvidia-pytriton`` wheel as a child process.
 
-``TritonServer`` starts the server from the files :mod:`tts_triton.ops.triton_install` finds, with the running
+``TritonServer`` starts the server from the files :mod:`tts_triton.processes.triton_install` finds, with the running
 environment's ``bin`` first on ``PATH`` so that Python models import this environment's packages (numpy < 2,
 onnxruntime, ...).
 
@@ -39,10 +39,10 @@ from typing import Any
 
 from tts_triton.core.endpoints import GRPC_PORT, HTTP_PORT, METRICS_PORT
 from tts_triton.core.paths import cache_dir
-from tts_triton.ops import memory
-from tts_triton.ops.mps import MpsDaemon, MpsError
-from tts_triton.ops.ports import bindable, free_port, free_ports, listening_inodes, port_holders, socket_inodes
-from tts_triton.ops.triton_install import TritonInstall, TritonServerError, find_triton, prepare_backends
+from tts_triton.processes import memory
+from tts_triton.processes.mps import MpsDaemon, MpsError
+from tts_triton.processes.ports import bindable, free_port, free_ports, listening_inodes, port_holders, socket_inodes
+from tts_triton.processes.triton_install import TritonInstall, TritonServerError, find_triton, prepare_backends
 
 __all__ = ["PortInUseError", "TritonServer", "check_ports", "free_port", "free_ports", "port_holders",
            "set_parent_death_signal"]
@@ -125,7 +125,7 @@ _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded at import: a preexec_fn shou
 def set_parent_death_signal(sig: int, parent: int, file_size_mb: int = 0) -> None:
     """Have the kernel send this process ``sig`` when the thread that forked it dies (``PR_SET_PDEATHSIG``,
     kept across exec); exit at once if ``parent`` is already gone (this process was re-parented). With
-    ``file_size_mb``, also cap the files it grows (:func:`tts_triton.ops.memory.limit_file_size`)."""
+    ``file_size_mb``, also cap the files it grows (:func:`tts_triton.processes.memory.limit_file_size`)."""
     memory.limit_file_size(file_size_mb)
     _LIBC.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
     if os.getppid() != parent:
@@ -210,14 +210,14 @@ class TritonServer:
       loading) answer only requests carrying the header ``ADMIN_HEADER: admin_key`` (default: a random key).
     - The Python backend's shared-memory regions are named ``shm_prefix`` + a UUID; ``stop`` removes
       those left behind (a stub that died leaves its region in ``/dev/shm``).
-    - Memory guards (:mod:`tts_triton.ops.memory`): ``allocator`` (``LD_PRELOAD``, glibc's when the library is
+    - Memory guards (:mod:`tts_triton.processes.memory`): ``allocator`` (``LD_PRELOAD``, glibc's when the library is
       missing: a warning says so), no gRPC request pool, and Python-backend regions capped at
       ``shm_region_limit_mb`` MiB (0: no cap; a request whose inputs do not fit is refused before it is copied);
-      both default to what the environment asks for (:func:`tts_triton.ops.memory.configured`).
+      both default to what the environment asks for (:func:`tts_triton.processes.memory.configured`).
     - With ``mps``, ``start`` first starts a CUDA MPS control daemon of the server's own
-      (:class:`~tts_triton.ops.mps.MpsDaemon`; its absence is a ``TritonServerError``) and ``stop`` ends it.
+      (:class:`~tts_triton.processes.mps.MpsDaemon`; its absence is a ``TritonServerError``) and ``stop`` ends it.
     - With ``warm_up``, ``start`` returns only once every model answered a warm-up request through gRPC, the way
-      users' requests come (:func:`tts_triton.ops.health.warm_up`; a failure is a ``TritonServerError``): Triton's
+      users' requests come (:func:`tts_triton.processes.health.warm_up`; a failure is a ``TritonServerError``): Triton's
       own readiness comes before the first calls have been paid for.
     """
 
@@ -312,7 +312,7 @@ class TritonServer:
             f"--metrics-address={self.host}",
             f"--metrics-port={self.metrics_port}",
             # explicit: every model loaded at start, and one model can be reloaded or unloaded later
-            # (tts_triton.ops.model_control: per-model healing, drain)
+            # (tts_triton.processes.model_control: per-model healing, drain)
             "--model-control-mode=explicit",
             "--load-model=*",
             "--exit-on-error=true",
@@ -412,7 +412,7 @@ class TritonServer:
             time.sleep(0.1)
 
     def _warm_up(self, timeout: float) -> None:
-        from tts_triton.ops.health import warm_up  # tritonclient and numpy: only a warm-up needs them
+        from tts_triton.processes.health import warm_up  # tritonclient and numpy: only a warm-up needs them
 
         report = warm_up(self.grpc_url, timeout=timeout)
         if not report.ok:
