@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from tts_triton import __version__
-from tts_triton.backend.params import input_axes_parameter
 from tts_triton.core.config import ModelConfig
 from tts_triton.core.contract import (
     ENSEMBLES,
@@ -68,6 +67,7 @@ from tts_triton.core.layout import (
 from tts_triton.core.onnx_io import io_mismatches
 from tts_triton.core.voices import VoiceBank
 from tts_triton.export.digest import file_sha256
+from tts_triton.model_instance.params import input_axes_parameter
 
 from .pbtxt import EnumValue, render, string_parameters, tensor
 from .settings import NetworkSettings, RepositorySettings, tuned

@@ -17,13 +17,13 @@ import pytest
 import soundfile as sf
 import tritonclient.grpc as grpcclient
 
-from tts_triton.backend.lifecycle import OUTCOMES
 from tts_triton.bench import heavy_request
 from tts_triton.client import HttpTTSClient, InvalidInputError, TTSClient
 from tts_triton.core import audio, contract
 from tts_triton.core.audio import snr_db
 from tts_triton.core.config import LIMITS
 from tts_triton.core.voices import VoiceBank
+from tts_triton.model_instance.lifecycle import OUTCOMES
 from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.processes.triton_server import TritonServer
 from tts_triton.serving.backends import TorchBackend

@@ -20,8 +20,6 @@ import pytest
 from conftest import TINY
 from google.protobuf import json_format
 
-from tts_triton.backend import lifecycle
-from tts_triton.backend.lifecycle import STOP_PARAMETER, CancelPoll, StopBoard
 from tts_triton.core import contract
 from tts_triton.core.config import ModelConfig
 from tts_triton.core.layout import CHECKPOINT_FILE, MAX_STREAMS
@@ -29,6 +27,8 @@ from tts_triton.core.shapes import axis_values
 from tts_triton.core.voices import from_styles
 from tts_triton.export import repository as repo_mod
 from tts_triton.export.pbtxt import parse, render
+from tts_triton.model_instance import lifecycle
+from tts_triton.model_instance.lifecycle import STOP_PARAMETER, CancelPoll, StopBoard
 from tts_triton.models.checkpoint import Checkpoint, init_checkpoint
 from tts_triton.triton.utils import CallThreads
 
@@ -448,7 +448,7 @@ class PoisonedSession:
 
 
 def test_onnx_model_retries_a_failed_batch_request_by_request(pb: Any, checkpoint: Any) -> None:
-    from tts_triton.backend.request_shapes import RequestShapes
+    from tts_triton.model_instance.request_shapes import RequestShapes
     from tts_triton.triton import onnx_model
 
     model = onnx_model.TritonPythonModel()

@@ -23,7 +23,7 @@ NETWORK = {t.name for spec in contract.network_specs(contract.ModelConfig()).val
            for t in spec.inputs + spec.outputs}
 ADAPTERS_AND_CLIENTS = ["tts_triton/triton", "client", "tts_triton/gateway", "tts_triton/processes/health.py",
                         "tts_triton/processes/model_control.py", "tts_triton/bench", "tts_triton/cache", "loadtest"]
-NETWORK_CALLERS = ["tts_triton/triton", "tts_triton/serving", "tts_triton/engine", "tts_triton/backend",
+NETWORK_CALLERS = ["tts_triton/triton", "tts_triton/serving", "tts_triton/engine", "tts_triton/model_instance",
                    "tts_triton/models/stages.py", "export", "scripts/gpu/probe"]
 
 

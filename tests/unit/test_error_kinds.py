@@ -8,7 +8,6 @@ import grpc
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from tts_triton.backend.lifecycle import OUTCOMES, error_status, kind_of, outcome_of
 from tts_triton.client.errors import KIND_ERRORS, TTSError, translate_error
 from tts_triton.core.contract import TEXT
 from tts_triton.errors import (
@@ -24,6 +23,7 @@ from tts_triton.errors import (
     read_mark,
 )
 from tts_triton.gateway.speech import api_error_for
+from tts_triton.model_instance.lifecycle import OUTCOMES, error_status, kind_of, outcome_of
 from tts_triton.processes.health import classify_error as health_of
 
 #: One exception the server ends a request with, of each kind.

@@ -29,7 +29,7 @@ CHECKPOINT_NAME = "checkpoint_name"
 #: ``tts``: ``"true"`` sets ``StreamingConfig.first_chunk_first`` (``tts_offline`` ignores it).
 FIRST_CHUNK_FIRST = "first_chunk_first"
 #: ``tts`` / ``tts_offline``: the admission bound, the most requests in flight in the model over all its instances
-#: (each instance takes an equal share, :class:`~tts_triton.backend.lifecycle.Admission`); ``"0"``: no bound.
+#: (each instance takes an equal share, :class:`~tts_triton.model_instance.lifecycle.Admission`); ``"0"``: no bound.
 MAX_STREAMS = "max_streams"
 #: ``tts`` / ``tts_offline``: threads that carry one process's network calls (its loop's default executor,
 #: :class:`~tts_triton.triton.utils.CallThreads`); ``"0"``: the stub's default (``tts``) or

@@ -44,12 +44,12 @@ from typing import Any, Literal
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from tts_triton.backend.request_shapes import RequestShapes
 from tts_triton.core import contract
 from tts_triton.core.config import ModelConfig
 from tts_triton.core.endpoints import DEFAULT_GRPC_URL
 from tts_triton.core.shapes import axis_values
 from tts_triton.errors import read_mark
+from tts_triton.model_instance.request_shapes import RequestShapes
 from tts_triton.processes.ports import port_holders
 from tts_triton.processes.triton_install import STUB
 

@@ -19,21 +19,21 @@ queued behind a long one. In both models a request with a long text or reference
 loop (:class:`~tts_triton.serving.service.TTSService`), so that it does not hold back the other requests' chunks.
 
 A request stops early when the client stops it in-band (a second ``tts`` request whose ``tts_stop``
-parameter names its request id: :class:`~tts_triton.backend.lifecycle.StopBoard`; the stream then ends
+parameter names its request id: :class:`~tts_triton.model_instance.lifecycle.StopBoard`; the stream then ends
 with a normal FINAL and the stop request gets a FINAL of its own), when the client cancels it
-(``is_cancelled()``, asked every :data:`~tts_triton.backend.lifecycle.CANCEL_POLL_S` at most: a gRPC cancel,
+(``is_cancelled()``, asked every :data:`~tts_triton.model_instance.lifecycle.CANCEL_POLL_S` at most: a gRPC cancel,
 deadline or closed connection) or at its time limit:
 ``RequestLimits.max_request_seconds``, shortened by the request's own ``timeout`` parameter. Triton 2.51
 does not tell a model that an HTTP client disconnected; the time limit bounds that case. A stop at the
 time limit is an UNAVAILABLE error.
 
 Admission: at most ``max_streams`` requests in flight per model over all its instances
-(:class:`~tts_triton.backend.lifecycle.Admission`); past it a request is refused at once with UNAVAILABLE
+(:class:`~tts_triton.model_instance.lifecycle.Admission`); past it a request is refused at once with UNAVAILABLE
 ("server busy: ... limit of N ...") and FINAL.
 
 Metrics: ``tts_active_requests`` (gauge, by ``model`` and ``instance``: a restarted stub resets its own
 series to 0) and ``tts_requests_total`` (counter, by ``model`` and ``outcome``:
-:data:`~tts_triton.backend.lifecycle.OUTCOMES`), beside Triton's own.
+:data:`~tts_triton.model_instance.lifecycle.OUTCOMES`), beside Triton's own.
 
 Utterance cache: when the server's environment sets ``TTS_CACHE_REDIS_URL`` (:mod:`tts_triton.cache`),
 both models answer repeats from Redis and count ``tts_cache_*`` metrics; the request parameter ``cache``
@@ -62,16 +62,6 @@ from typing import Any
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from tts_triton.backend.lifecycle import (
-    OUTCOMES,
-    Admission,
-    CancelPoll,
-    Deadline,
-    StopBoard,
-    outcome_of,
-    stop_target,
-)
-from tts_triton.backend.params import int_parameter, parameters
 from tts_triton.cache.deployment import cache_wanted, open_cache
 from tts_triton.core import audio, contract
 from tts_triton.core.config import STREAMING, ModelConfig
@@ -85,6 +75,16 @@ from tts_triton.core.layout import (
 )
 from tts_triton.core.voices import VoiceBank
 from tts_triton.errors import Cancelled, Stopped, TimedOut
+from tts_triton.model_instance.lifecycle import (
+    OUTCOMES,
+    Admission,
+    CancelPoll,
+    Deadline,
+    StopBoard,
+    outcome_of,
+    stop_target,
+)
+from tts_triton.model_instance.params import int_parameter, parameters
 from tts_triton.processes.memory import lift_file_size_limit
 from tts_triton.serving.coalesce import Coalescer
 from tts_triton.serving.gate import ProgressGate

@@ -5,7 +5,8 @@ graph when the model loads. The requests of one dynamic batch whose dtypes and n
 are concatenated along axis 0 and run as one ONNX Runtime call; the outputs are split back by each
 request's batch size. A failed batch is retried request by request, so one bad request gets an error
 response and the others still get their results. Input shapes other than those the BLS sends
-(:class:`~tts_triton.backend.request_shapes.RequestShapes`) are rejected with INVALID_ARG before any input is read.
+(:class:`~tts_triton.model_instance.request_shapes.RequestShapes`) are rejected with INVALID_ARG before any input is
+read.
 
 Config parameters (string values; ONNX Runtime's defaults when absent), named as in Triton's
 ``onnxruntime`` backend: ``intra_op_thread_count``, ``inter_op_thread_count``.
@@ -23,11 +24,11 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from tts_triton.backend.params import config_tensors, int_parameter
-from tts_triton.backend.request_shapes import RequestShapes
 from tts_triton.core.layout import INTER_OP_THREADS, INTRA_OP_THREADS, ONNX_FILE
 from tts_triton.core.onnx_io import io_mismatches
 from tts_triton.engine.batching import Feed, batch_groups, merge, split
+from tts_triton.model_instance.params import config_tensors, int_parameter
+from tts_triton.model_instance.request_shapes import RequestShapes
 from tts_triton.processes.memory import lift_file_size_limit
 from tts_triton.triton.utils import error_response, read_inputs
 

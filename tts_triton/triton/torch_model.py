@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from tts_triton.backend.params import config_tensors, int_parameter, parameters
-from tts_triton.backend.request_shapes import RequestShapes
 from tts_triton.core.config import ModelConfig
 from tts_triton.core.contract import PHASE_METRIC, network_specs
 from tts_triton.core.layout import BATCH_BUDGET, CHECKPOINT_FILE, CUDA_GRAPHS, FP16, INTRA_OP_THREADS, MODEL_CONFIG
 from tts_triton.engine.graphs import StageRunner
+from tts_triton.model_instance.params import config_tensors, int_parameter, parameters
+from tts_triton.model_instance.request_shapes import RequestShapes
 from tts_triton.models.checkpoint import load_checkpoint
 from tts_triton.processes.memory import lift_file_size_limit
 from tts_triton.triton.utils import error_response, read_inputs

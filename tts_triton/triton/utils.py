@@ -1,7 +1,7 @@
 """Request reading and error responses shared by the Python-backend models (the BLS and the network models).
 
-The decisions behind them are Triton-free (:mod:`tts_triton.backend.lifecycle`,
-:mod:`tts_triton.backend.request_shapes`); here they meet ``triton_python_backend_utils``.
+The decisions behind them are Triton-free (:mod:`tts_triton.model_instance.lifecycle`,
+:mod:`tts_triton.model_instance.request_shapes`); here they meet ``triton_python_backend_utils``.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from tts_triton.backend.lifecycle import error_status
-from tts_triton.backend.request_shapes import RequestShapes
 from tts_triton.errors import InvalidInput
+from tts_triton.model_instance.lifecycle import error_status
+from tts_triton.model_instance.request_shapes import RequestShapes
 
 try:
     import triton_python_backend_utils as pb_utils
@@ -67,7 +67,7 @@ def read_inputs(request: Any, names: Iterable[str], *, model: str, required: Seq
 
 
 def error_response(err: BaseException, failed: str) -> Any:
-    """The error response for ``err`` (status and message: :func:`~tts_triton.backend.lifecycle.error_status`);
+    """The error response for ``err`` (status and message: :func:`~tts_triton.model_instance.lifecycle.error_status`);
     an INTERNAL one is logged too."""
     status, message = error_status(err, failed)
     if status == "INTERNAL":

@@ -7,10 +7,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tts_triton.backend.params import config_tensors, parameters
 from tts_triton.core.contract import TensorSpec
 from tts_triton.core.layout import INPUT_AXES
 from tts_triton.core.shapes import AxisValues, axis_values, shape_problems
+from tts_triton.model_instance.params import config_tensors, parameters
 
 __all__ = ["RequestShapes"]
 
