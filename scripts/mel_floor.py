@@ -53,7 +53,7 @@ from tts_triton.jobs.tables import markdown_table
 from tts_triton.models.acoustic import AcousticModel
 from tts_triton.models.checkpoint import resolve
 from tts_triton.models.decoder import Prenet
-from tts_triton.serving.backends import TorchBackend
+from tts_triton.serving.in_process import TorchBackend
 from tts_triton.text import text_to_sequences
 
 COLUMNS = ("system", "GL on synthesized mels", "GL on teacher-forced mels", "... below 1 kHz only",

@@ -36,7 +36,7 @@ from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 from tts_triton.evaluate.synthesis import voice_bank_for
 from tts_triton.jobs.tables import markdown_table
 from tts_triton.models.checkpoint import resolve
-from tts_triton.serving.backends import TorchBackend
+from tts_triton.serving.in_process import TorchBackend
 from tts_triton.serving.pipeline import ChunkPlanner, Pipeline
 from tts_triton.text import text_to_sequences
 

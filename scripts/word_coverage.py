@@ -19,7 +19,7 @@ from tts_triton.core import audio
 from tts_triton.core.voices import VoiceBank
 from tts_triton.evaluate.measures import select_items
 from tts_triton.models.checkpoint import DEFAULT_VOICE_BANK, load_default
-from tts_triton.serving.backends import TorchBackend
+from tts_triton.serving.in_process import TorchBackend
 from tts_triton.serving.service import SynthesisRequest, TTSService
 
 

@@ -15,8 +15,8 @@ from tts_triton.core import audio, contract
 from tts_triton.core.voices import VoiceBank
 from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.processes.triton_server import TritonServer
-from tts_triton.serving.backends import TorchBackend
 from tts_triton.serving.controls import Controls
+from tts_triton.serving.in_process import TorchBackend
 from tts_triton.serving.service import SynthesisRequest, TTSService
 
 TEXT = '<speak>Turn left here. <break time="300ms"/> Then stop at <say-as interpret-as="cardinal">12</say-as>.</speak>'

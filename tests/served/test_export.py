@@ -16,7 +16,7 @@ from conftest import SENTENCE_IDS
 from tts_triton.core import contract
 from tts_triton.export.onnx_export import example_inputs
 from tts_triton.models.checkpoint import Checkpoint
-from tts_triton.serving.backends import OnnxBackend, TorchBackend
+from tts_triton.serving.in_process import OnnxBackend, TorchBackend
 from tts_triton.serving.pipeline import Pipeline
 
 # Operators of the TensorRT 10 ONNX parser's support matrix (onnx-tensorrt, docs/operators.md, release

@@ -26,7 +26,7 @@ from tts_triton.core.voices import VoiceBank
 from tts_triton.model_instance.lifecycle import OUTCOMES
 from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.processes.triton_server import TritonServer
-from tts_triton.serving.backends import TorchBackend
+from tts_triton.serving.in_process import TorchBackend
 from tts_triton.serving.pipeline import Pipeline
 from tts_triton.text import text_to_sequences
 

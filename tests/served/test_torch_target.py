@@ -30,7 +30,7 @@ from tts_triton.export.pbtxt import parse
 from tts_triton.export.repository import RepositorySettings, build_repository
 from tts_triton.models.checkpoint import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
 from tts_triton.models.stages import half_precision
-from tts_triton.serving.backends import TorchBackend
+from tts_triton.serving.in_process import TorchBackend
 from tts_triton.serving.pipeline import Pipeline, first_stop, pad_tokens
 from tts_triton.text import text_to_sequences
 from tts_triton.triton.torch_model import PHASE_METRIC, PHASES, instance_device

@@ -23,8 +23,8 @@ from tts_triton.errors import InvalidInput
 from tts_triton.evaluate.pitch import level_db, median_f0, passes
 from tts_triton.export.voice_bank import DEFAULT_VOICES
 from tts_triton.models.checkpoint import ASSETS, load_default
-from tts_triton.serving.backends import TorchBackend
 from tts_triton.serving.controls import AS_TRAINED, LEVEL_FRAMES, Controls, TimeScaler, apply_gain, keep_level
+from tts_triton.serving.in_process import TorchBackend
 from tts_triton.serving.pipeline import Chunk, Pipeline
 from tts_triton.serving.service import SynthesisRequest, TTSService, parse_request
 from tts_triton.text import plan_text

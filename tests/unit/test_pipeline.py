@@ -19,7 +19,7 @@ from tts_triton.core.voices import from_styles
 from tts_triton.errors import Cancelled, InvalidInput
 from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.serving import service
-from tts_triton.serving.backends import TorchBackend
+from tts_triton.serving.in_process import TorchBackend
 from tts_triton.serving.pipeline import ChunkPlanner, Pipeline, first_stop
 from tts_triton.serving.service import StyleCache, SynthesisRequest, TTSService, parse_request
 

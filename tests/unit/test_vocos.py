@@ -23,7 +23,7 @@ from tts_triton.models.checkpoint import init_checkpoint, load_checkpoint
 from tts_triton.models.stages import half_precision
 from tts_triton.models.stft import FrameIstft, FrameStft
 from tts_triton.models.vocos import VocosGenerator
-from tts_triton.serving.backends import TorchBackend
+from tts_triton.serving.in_process import TorchBackend
 from tts_triton.serving.pipeline import ChunkPlanner, ChunkWindow, Pipeline
 from tts_triton.training import merge
 from tts_triton.training.runs import start_run

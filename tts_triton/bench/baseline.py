@@ -65,7 +65,7 @@ def measure_baseline(plan: BaselinePlan) -> list[LevelResult]:
     # the model stack (torch): heavy, and not needed to benchmark a server
     from tts_triton.core.voices import VoiceBank
     from tts_triton.models.checkpoint import DEFAULT_VOICE_BANK, load_default
-    from tts_triton.serving.backends import TorchBackend
+    from tts_triton.serving.in_process import TorchBackend
     from tts_triton.serving.service import TTSService
 
     ckpt = load_default()

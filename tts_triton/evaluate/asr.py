@@ -250,7 +250,7 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
     from tts_triton.core import audio, contract
     from tts_triton.evaluate.measures import mcd, process_pool
     from tts_triton.evaluate.synthesis import RecordingBackend, copy_synthesis, synthesize
-    from tts_triton.serving.backends import TorchBackend
+    from tts_triton.serving.in_process import TorchBackend
 
     if count > len(HELDOUT_SENTENCES):
         raise ValueError(f"--asr-sentences {count}: the held-out set has {len(HELDOUT_SENTENCES)}")

@@ -54,7 +54,7 @@ def emotion_check(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs:
     ``bank``); F0 of those clips and of the teacher's renderings in ``jobs`` worker processes."""
     from tts_triton.evaluate.measures import process_pool
     from tts_triton.evaluate.synthesis import RecordingBackend, synthesize
-    from tts_triton.serving.backends import TorchBackend
+    from tts_triton.serving.in_process import TorchBackend
 
     if not 1 <= count <= len(HELDOUT_SENTENCES):
         raise ValueError(f"emotion sentences {count}: must be in 1..{len(HELDOUT_SENTENCES)}")

@@ -93,7 +93,7 @@ def measure(checkpoint: Path | None, voices: Sequence[str], count: int, jobs: in
     from tts_triton.data.prosody import CORPUS_VOICES
     from tts_triton.evaluate.synthesis import RecordingBackend, synthesize, voice_bank_for
     from tts_triton.models.checkpoint import resolve
-    from tts_triton.serving.backends import TorchBackend
+    from tts_triton.serving.in_process import TorchBackend
 
     sentences = list(HELDOUT_SENTENCES[:count])
     ckpt = resolve(checkpoint)

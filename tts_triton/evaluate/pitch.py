@@ -128,7 +128,7 @@ def measure(ckpt: Any, bank: Any, voices: Sequence[str], sentences: int,
     from tts_triton.core import contract
     from tts_triton.core.config import STREAMING
     from tts_triton.evaluate.measures import features
-    from tts_triton.serving.backends import TorchBackend
+    from tts_triton.serving.in_process import TorchBackend
     from tts_triton.serving.pipeline import Pipeline
     from tts_triton.text import text_to_sequences
 

@@ -328,7 +328,7 @@ def evaluate(args: argparse.Namespace, command: str, ckpt: Any, bank: Any, bank_
     Identity is decided among the voices the checkpoint learned and ``voices``."""
     # torch (the model extra): an optional heavy dependency, kept out of the spawned feature workers.
     from tts_triton.models.checkpoint import UNTRAINED_LABEL, fingerprint
-    from tts_triton.serving.backends import TorchBackend
+    from tts_triton.serving.in_process import TorchBackend
 
     timings: dict[str, float] = {}
     identity_voices = [v for v in CORPUS_VOICES if v in ckpt.voices or v in voices]

@@ -48,7 +48,7 @@ def write_samples(ckpt: Any, bank: Any, voice: str, emotions: Sequence[str], sen
     ``voice`` (in process, as the evaluation does) and write them as ``LABEL-VOICE-EMOTION-K.wav`` into ``out``,
     after removing ``label``'s earlier WAVs there. An unknown voice or emotion raises InvalidInput first."""
     from tts_triton.evaluate.synthesis import RecordingBackend, synthesize
-    from tts_triton.serving.backends import TorchBackend
+    from tts_triton.serving.in_process import TorchBackend
 
     if not 1 <= sentences <= len(HELDOUT_SENTENCES):
         raise ValueError(f"sentences must be in 1..{len(HELDOUT_SENTENCES)}")

@@ -55,7 +55,7 @@ def measure(ckpt: Any, bank: Any, voice: str, sentences: int) -> list[list[str]]
 
     from tts_triton.core import contract
     from tts_triton.core.config import STREAMING
-    from tts_triton.serving.backends import TorchBackend
+    from tts_triton.serving.in_process import TorchBackend
     from tts_triton.serving.pipeline import Pipeline
     from tts_triton.text import text_to_sequences
 

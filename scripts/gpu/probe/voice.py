@@ -31,7 +31,7 @@ from tts_triton.core.layout import VOICE_BANK_FILE
 from tts_triton.core.voices import VoiceBank
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 from tts_triton.models.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
-from tts_triton.serving.backends import TorchBackend
+from tts_triton.serving.in_process import TorchBackend
 from tts_triton.serving.pipeline import Pipeline
 from tts_triton.text import text_to_sequences
 
