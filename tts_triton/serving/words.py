@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from tts_triton.core import audio
-from tts_triton.text.plan import Word
+from tts_triton.text.sentence import Word
 
 
 @dataclass(frozen=True)

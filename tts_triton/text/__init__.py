@@ -9,8 +9,8 @@ from tts_triton.text.frontend import (
     split_sentences,
     text_to_sequences,
 )
-from tts_triton.text.plan import Sentence, Word
 from tts_triton.text.planner import plan_text
+from tts_triton.text.sentence import Sentence, Word
 
 __all__ = [
     "FrontendError",

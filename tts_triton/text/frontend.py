@@ -30,7 +30,7 @@ from tts_triton.errors import InvalidInput
 from tts_triton.text import lexicon
 from tts_triton.text.g2p import Span, phonemize_words
 from tts_triton.text.normalize import clean_tracked
-from tts_triton.text.plan import Sentence, Word
+from tts_triton.text.sentence import Sentence, Word
 from tts_triton.text.tracked import Tracked
 
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
@@ -186,7 +186,7 @@ def text_to_sequences(text: str, max_tokens: int | None = None) -> list[list[int
 
 
 def plan_plain(text: str, max_tokens: int | None = None) -> list[Sentence]:
-    """:func:`text_to_sequences` as :class:`~tts_triton.text.plan.Sentence` objects with their words."""
+    """:func:`text_to_sequences` as :class:`~tts_triton.text.sentence.Sentence` objects with their words."""
     sentences = plan_tracked(Tracked.of(check_text(text)), max_tokens)
     if not sentences:
         raise FrontendError("has nothing pronounceable: no letters of a supported script")

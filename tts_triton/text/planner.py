@@ -1,4 +1,4 @@
-"""Plain text or SSML to the text plan (:mod:`tts_triton.text.plan`).
+"""Plain text or SSML to the text plan (the sentences and words of :mod:`tts_triton.text.sentence`).
 
     plan_text("Hello there. It costs $5!")  # two Sentences; words "Hello", "there" | "It", "costs", "five", ...
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from tts_triton.text import frontend
-from tts_triton.text.plan import Sentence
+from tts_triton.text.sentence import Sentence
 
 _FIRST_ELEMENT = re.compile(r"\ufeff?\s*<(?:\?xml|!|speak[\s/>])")
 

@@ -37,7 +37,7 @@ from tts_triton.text import readers, ssml_values
 from tts_triton.text.frontend import FrontendError, Spoken, Symbol, cut, phonemize_tracked, sentence, split_tracked
 from tts_triton.text.ipa import ipa_symbols
 from tts_triton.text.normalize import clean, clean_tracked
-from tts_triton.text.plan import Sentence
+from tts_triton.text.sentence import Sentence
 from tts_triton.text.tracked import Span, Tracked
 
 #: Bounds on the markup (the service's own TEXT limit is lower; this one holds for any caller).

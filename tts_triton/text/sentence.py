@@ -1,5 +1,5 @@
-"""The text plan: what the decoder says, sentence by sentence, and which phonemes belong to which word
-(:func:`~tts_triton.text.planner.plan_text` makes it).
+"""The text plan's parts: what the decoder says, sentence by sentence (:class:`Sentence`), and which phonemes belong
+to which word (:class:`Word`); :func:`~tts_triton.text.planner.plan_text` makes the plan.
 
 A spoken word points back into the request's TEXT (``start``/``end``) and into its sentence's ids
 (``first``/``last``), so that word timings can be read off the decoder's alignment. Plain text and SSML
