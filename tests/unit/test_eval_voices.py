@@ -13,7 +13,7 @@ import pytest
 
 from tts_triton.core.voices import from_styles
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, PITCH_ORDER
-from tts_triton.evaluate import runner
+from tts_triton.evaluate import cli
 from tts_triton.evaluate.asr import COPY, MODEL, TEACHER, AsrResult, asr_json, asr_markdown
 from tts_triton.evaluate.emotion_order import EmotionCheck, emotion_markdown
 from tts_triton.export import voice_bank
@@ -75,13 +75,13 @@ def test_emotion_report_checks_the_order_per_source() -> None:
 
 def test_evaluate_refuses_an_unknown_voice_and_a_bank_without_it(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="unknown voice.*nope"):
-        runner.main(["--asr-only", "--asr-voices", "f1,nope", "--out", str(tmp_path / "asr.md")])
+        cli.main(["--asr-only", "--asr-voices", "f1,nope", "--out", str(tmp_path / "asr.md")])
     bank = tmp_path / "bank.json"
     from_styles({("f1", e): np.zeros(4) for e in EMOTIONS}, "f1", "neutral").save(bank)
     with pytest.raises(SystemExit, match="no presets for slt"):
-        runner.main(["--asr-only", "--asr-voices", "slt", "--voice-bank", str(bank), "--out", str(tmp_path / "asr.md")])
+        cli.main(["--asr-only", "--asr-voices", "slt", "--voice-bank", str(bank), "--out", str(tmp_path / "asr.md")])
     with pytest.raises(SystemExit, match="no presets for m1"):  # the full evaluation needs every voice of --voices
-        runner.main(["--voices", "f1,m1", "--voice-bank", str(bank), "--out", str(tmp_path / "eval.md")])
+        cli.main(["--voices", "f1,m1", "--voice-bank", str(bank), "--out", str(tmp_path / "eval.md")])
 
 
 def test_mcd_to_a_flite_voice_is_taken_in_its_band() -> None:
@@ -108,7 +108,7 @@ def test_round_trip_and_emotion_order_of_slt(tmp_path: Path) -> None:
     bank = tmp_path / "bank.json"
     voice_bank.build_voice_bank(resolve(None), voice_bank.teacher_references([TEXT], ["f1", "slt"])).save(bank)
     out = tmp_path / "asr.md"
-    assert runner.main(["--asr-only", "--asr-voices", "slt", "--asr-sentences", "1", "--asr-mcd", "--asr-emotions", "1",
+    assert cli.main(["--asr-only", "--asr-voices", "slt", "--asr-sentences", "1", "--asr-mcd", "--asr-emotions", "1",
                      "--asr-copy", "--no-flite", "--jobs", "1", "--voice-bank", str(bank), "--out", str(out)]) == 0
     data = json.loads(out.with_suffix(".json").read_text())
     assert list(data["transcripts"][TEACHER]) == ["slt"] and data["mean_wer"][TEACHER]["slt"] < 0.5

@@ -41,5 +41,6 @@ Modules: :mod:`~tts_triton.evaluate.measures` (features, distances, test sentenc
 :mod:`~tts_triton.evaluate.report` (report, figures, samples), :mod:`~tts_triton.evaluate.asr` and
 :mod:`~tts_triton.evaluate.heldout` (the ASR round trip), :mod:`~tts_triton.evaluate.emotion_order`,
 :mod:`~tts_triton.evaluate.quality_targets` (the targets and the before/after table),
-:mod:`~tts_triton.evaluate.samples` (before/after WAVs of the default voice) and :mod:`~tts_triton.evaluate.runner`.
+:mod:`~tts_triton.evaluate.samples` (before/after WAVs of the default voice) and :mod:`~tts_triton.evaluate.cli`
+(the command line).
 """
