@@ -6,7 +6,8 @@ the voice and emotion mapping, :mod:`.encoders` for the formats, :mod:`.limits` 
 Run it with ``tts-triton gateway`` (:func:`serve`).
 """
 
-from .app import GatewayConfig, create_app
+from .app import create_app
+from .config import GatewayConfig
 from .errors import ApiError
 from .server import serve
 

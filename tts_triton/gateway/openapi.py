@@ -8,16 +8,14 @@ WebSocket operations).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tts_triton import __version__
 
+from .config import GatewayConfig
 from .encoders import FORMATS, available_formats
 from .schema import MODELS, OPENAI_SPEED_RANGE, STREAM_FORMATS
 from .voice_map import OPENAI_VOICES
-
-if TYPE_CHECKING:
-    from .app import GatewayConfig
 
 __all__ = ["openapi_document"]
 

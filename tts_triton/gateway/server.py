@@ -17,7 +17,8 @@ from pathlib import Path
 
 import uvicorn
 
-from .app import GatewayConfig, create_app
+from .app import create_app
+from .config import GatewayConfig
 from .protocol import FrontDoor, GatewayProtocol, raise_fd_limit
 
 log = logging.getLogger("tts_triton.gateway")
