@@ -25,7 +25,7 @@ from waiting import wait_until
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from tts_triton.ops.triton_server import TritonServer, free_port
+from tts_triton.processes.triton_server import TritonServer, free_port
 
 KEYS = ("sk-exposed-a", "sk-exposed-b")
 MAX_STREAMS = 8
