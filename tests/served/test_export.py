@@ -14,6 +14,7 @@ import torch
 from conftest import SENTENCE_IDS
 
 from tts_triton.core import contract
+from tts_triton.core.config import ModelConfig
 from tts_triton.export.onnx_export import example_inputs
 from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.serving.in_process import OnnxBackend, TorchBackend
@@ -60,15 +61,18 @@ def test_onnx_matches_pytorch(model: str, checkpoint: Checkpoint, onnx_dir: Path
 
 
 def test_exported_ops_are_tensorrt_parsable(onnx_dir: Path) -> None:
-    for path in sorted(onnx_dir.glob("*.onnx")):
+    paths = sorted(onnx_dir.glob("*.onnx"))
+    assert {path.stem for path in paths} == set(contract.network_specs(ModelConfig()))
+    for path in paths:
         ops = {node.op_type for node in onnx.load(str(path)).graph.node}
         assert not ops & FORBIDDEN_OPS, f"{path.name}: {ops & FORBIDDEN_OPS}"
         assert ops <= TENSORRT_ONNX_OPS, f"{path.name} uses ops outside the TensorRT list: {ops - TENSORRT_ONNX_OPS}"
 
 
 def test_exported_graphs_have_contract_io(checkpoint: Checkpoint, onnx_dir: Path) -> None:
-    ckpt = checkpoint
-    for name, spec in contract.network_specs(ckpt.config).items():
+    specs = contract.network_specs(checkpoint.config)
+    assert {path.stem for path in onnx_dir.glob("*.onnx")} == set(specs)
+    for name, spec in specs.items():
         graph = onnx.load(str(onnx_dir / f"{name}.onnx")).graph
         assert [i.name for i in graph.input] == spec.input_names
         assert [o.name for o in graph.output] == spec.output_names

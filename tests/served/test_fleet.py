@@ -180,11 +180,16 @@ SCHEDULING_SLACK_S = 0.025
 def test_a_fresh_servers_first_request_is_within_twice_its_tenth(fleet: Fleet) -> None:
     """Against the tenth, or the median of the warm ones when the tenth was lucky; one sample each, so with the
     slack of a shared host (tts_triton.bench.first_request measures the ratio itself)."""
+    slow = {}
     for label, seconds in fleet.first_requests.items():
         warm = max(seconds[-1], float(np.median(seconds[1:])))
         print(f"fresh server, {label}: first chunk of request 1 {seconds[0] * 1000:.1f} ms, 10: "
               f"{seconds[-1] * 1000:.1f} ms, median of 2-10: {np.median(seconds[1:]) * 1000:.1f} ms")
-        assert seconds[0] <= 2 * warm + SCHEDULING_SLACK_S, (label, seconds)
+        if seconds[0] > 2 * warm + SCHEDULING_SLACK_S:
+            slow[label] = seconds
+    assert {label: len(seconds) for label, seconds in fleet.first_requests.items()} == {
+        "cache off": 10, "cache on, hits": 10}
+    assert slow == {}, slow
 
 
 #: The fewest streams of the 60 that each server must get. Least outstanding gives a faster server more (on a quiet
@@ -270,13 +275,14 @@ def test_a_killed_server_loses_no_request_started_a_second_later(fleet: Fleet, g
         time.sleep(4.0)
         for load in loads.values():
             load.stop()
+    late = {name: load.after(died + 1.0) for name, load in loads.items()}
     for name, load in loads.items():
-        late = load.after(died + 1.0)
         early_failures = [r for r in load.results if r[1] and r[0] < died + 1.0]
         print(f"SIGKILL, {name}: {len(load.results)} requests, {len(early_failures)} failed around the kill "
-              f"(started < 1 s after it: {[r[1] for r in early_failures]}), {len(late)} started >= 1 s after it, "
-              f"failed: {[r[1] for r in late if r[1]]}")
-        assert len(late) >= 3 and not [r for r in late if r[1]], late
+              f"(started < 1 s after it: {[r[1] for r in early_failures]}), {len(late[name])} started >= 1 s after "
+              f"it, failed: {[r[1] for r in late[name] if r[1]]}")
+    assert {name: len(results) >= 3 for name, results in late.items()} == {"gateway": True, "client": True}, late
+    assert {name: [r[1] for r in results if r[1]] for name, results in late.items()} == {"gateway": [], "client": []}
 
 
 def test_a_draining_server_loses_no_request_and_the_survivor_takes_the_rest(fleet: Fleet,

@@ -112,14 +112,24 @@ def test_oversized_direct_call_is_invalid_arg_without_memory_growth(
 
 
 def test_smallest_shapes_still_run(server: TritonServer) -> None:
+    """Each network answers the smallest request the BLS sends (batch 1, every axis at its low end) with every
+    output of the contract: of batch 1 where the network batches, and finite."""
+    specs = contract.network_specs(ModelConfig())
+    answered = {}
     with grpcclient.InferenceServerClient(server.grpc_url) as client:
-        for model in contract.network_specs(ModelConfig()):
+        for model, spec in specs.items():
+            config = network_config(server, model)
             tensors = []
-            for name, array in smallest_inputs(network_config(server, model)).items():
+            for name, array in smallest_inputs(config).items():
                 tensor = grpcclient.InferInput(name, list(array.shape), contract.WIRE_DTYPES[str(array.dtype)])
                 tensor.set_data_from_numpy(array)
                 tensors.append(tensor)
-            client.infer(model, tensors, client_timeout=60)
+            result = client.infer(model, tensors, client_timeout=60)
+            batched = config.get("max_batch_size", 0) > 0
+            outputs = {name: result.as_numpy(name) for name in spec.output_names}
+            answered[model] = {name: out is not None and out.size > 0 and (not batched or out.shape[0] == 1)
+                               and bool(np.isfinite(out).all()) for name, out in outputs.items()}
+    assert answered == {model: dict.fromkeys(spec.output_names, True) for model, spec in specs.items()}
 
 
 # --- Which stream errors end with a FINAL response (docs/contract.md, "Errors and the FINAL flag"). ---

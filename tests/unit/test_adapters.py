@@ -214,15 +214,16 @@ def test_call_threads_carry_more_calls_at_once_than_pythons_default_pool() -> No
     barrier = threading.Barrier(parties, timeout=20)  # broken unless every call runs at the same time
     calls = CallThreads(parties)
 
-    async def main() -> None:
+    async def main() -> list[int]:
         calls.install()
         loop = asyncio.get_running_loop()
-        await asyncio.gather(*(loop.run_in_executor(None, barrier.wait) for _ in range(parties)))
+        return await asyncio.gather(*(loop.run_in_executor(None, barrier.wait) for _ in range(parties)))
 
     try:
-        asyncio.run(main())
+        arrivals = asyncio.run(main())
     finally:
         calls.close()
+    assert sorted(arrivals) == list(range(parties))  # each call passed the barrier: all were waiting at once
 
 
 @pytest.mark.parametrize(("decoupled", "call_threads", "pool"), [

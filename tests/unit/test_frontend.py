@@ -244,6 +244,7 @@ MIXED = [
 @pytest.mark.parametrize("text", MIXED)
 def test_mixed_scripts_give_valid_sequences(text: str) -> None:
     sequences = text_to_sequences(text, MAX_TOKENS)
+    assert sequences
     for ids in sequences:
         assert ids[0] == BOS_ID and ids[-1] == EOS_ID
         assert 2 < len(ids) <= STREAMING.max_tokens

@@ -55,6 +55,7 @@ def test_every_corpus_and_heldout_word_maps() -> None:
         sentences = [s for t in texts for s in plan_plain(t)]
     except RuntimeError as exc:  # no libespeak-ng
         pytest.skip(str(exc))
+    assert len(sentences) >= len(texts)
     for s in sentences:
         for w in s.words:
             phones = cmu.to_cmu("".join(SYMBOLS[i] for i in s.ids[w.first : w.last]), w.text)
