@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tts_triton.core.config import DecoderConfig, ModelConfig, StyleEncoderConfig, TextEncoderConfig
+from tts_triton.processes.ports import PORTS_ENV, port_range
 from tts_triton.processes.triton_install import TritonServerError
 from tts_triton.processes.triton_server import TritonServer, free_ports
 
@@ -34,6 +35,36 @@ SESSION_MARK = "TTS_TRITON_TEST_SESSION"
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     os.environ[SESSION_MARK] = str(os.getpid())
+
+
+# --- Ports: the session's servers take theirs from one range (TTS_TRITON_PORTS), each under a lock. ---
+
+#: How many ports the suite takes its servers' from when not asked (a run uses a few hundred).
+DEFAULT_PORT_COUNT = 2000
+
+
+def default_test_ports(local_range: str | None = None) -> str:
+    """The ports the suite takes when :data:`PORTS_ENV` asks for none: the :data:`DEFAULT_PORT_COUNT` just below
+    the kernel's local port range (``local_range``, ``"LOW HIGH"``, read from /proc when None), or just above it
+    when too little lies below; the kernel hands out no port outside that range for port 0 or an outgoing
+    connection, so between its pick and a server's bind a port is taken only by someone asking for it by number."""
+    if local_range is None:
+        local_range = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+    low, high = map(int, local_range.split())
+    if low - DEFAULT_PORT_COUNT >= 1024:
+        return f"{low - DEFAULT_PORT_COUNT}-{low - 1}"
+    return f"{high + 1}-{min(high + DEFAULT_PORT_COUNT, 65535)}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every port the session and what it starts pick (:func:`~tts_triton.processes.ports.free_port`) comes from
+    the range :data:`PORTS_ENV` asks for, or :func:`default_test_ports`; a malformed one stops the run here."""
+    os.environ.setdefault(PORTS_ENV, default_test_ports())
+    port_range()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"ports: {PORTS_ENV}={os.environ[PORTS_ENV]}"
 
 
 def _marked_processes() -> list[int]:
@@ -136,7 +167,7 @@ class TritonPorts:
 
 
 def pick_ports() -> TritonPorts:
-    """Three distinct free loopback ports."""
+    """Three distinct free loopback ports of the session's range."""
     return TritonPorts(*free_ports(3))
 
 

@@ -30,6 +30,8 @@ from tts_triton.processes.triton_server import TritonServer, free_port
 HEAD_S, BODY_S = 1.0, 1.0
 #: ``input``'s limit for the fuzzer: its valid bodies synthesize a few words each, not 4,096 characters.
 FUZZ_INPUT_CHARS = 16
+#: Linux's socket option (Python 3.11 lacks the name): bind an address now, a port only at connect.
+IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)
 ERROR_KEYS = {"message", "type", "param", "code"}
 
 
@@ -41,9 +43,18 @@ def door(server: TritonServer) -> Iterator[BackgroundGateway]:
         yield running
 
 
-def _connect(gateway: BackgroundGateway) -> socket.socket:
+def _connect(gateway: BackgroundGateway, n: int | None = None) -> socket.socket:
+    """A connection to ``gateway``; the ``n``-th of a flood comes from a loopback address of its own (127.0.x.y), so
+    that a flood of thousands needs a free local port or two, however narrow the host's local port range."""
     host, port = gateway.url.removeprefix("http://").split(":")
-    return socket.create_connection((host, int(port)), timeout=10)
+    if n is None:
+        return socket.create_connection((host, int(port)), timeout=10)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    sock.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)  # the port is picked at connect, per address
+    sock.bind((f"127.0.{2 + n // 250 % 250}.{2 + n % 250}", 0))
+    sock.connect((host, int(port)))
+    return sock
 
 
 def _read_all(sock: socket.socket) -> bytes:
@@ -175,8 +186,8 @@ def test_4000_half_open_connections_leave_it_serving_and_connections_over_the_ca
         rss = _rss_mib()
         held = []
         try:
-            for _ in range(flood):  # each holds half a request head
-                sock = _connect(gateway)
+            for n in range(flood):  # each holds half a request head
+                sock = _connect(gateway, n)
                 sock.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: t\r\n")
                 held.append(sock)
             while _metric(gateway, "tts_gateway_connections") < flood:

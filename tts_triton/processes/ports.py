@@ -5,20 +5,74 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["TCP_LISTEN", "bindable", "command_line", "free_port", "free_ports", "listening_inodes", "port_holders",
-           "socket_inodes"]
+__all__ = ["PORTS_ENV", "TCP_LISTEN", "bindable", "command_line", "free_port", "free_ports", "listening_inodes",
+           "port_holders", "port_range", "socket_inodes"]
 
 #: Socket state "listening" in /proc/net/tcp.
 TCP_LISTEN = "0A"
 
 
+#: Environment variable ``LOW-HIGH`` (inclusive): the ports :func:`free_port` picks from, for every process that
+#: inherits it (``serve``, the test suite's servers). Unset: any port the kernel hands out for port 0.
+PORTS_ENV = "TTS_TRITON_PORTS"
+
+#: Lock sockets of the ports this process claimed from the range (abstract Unix sockets, named per port: freed by
+#: the kernel when the process ends, no file left behind).
+_claims: dict[int, socket.socket] = {}
+
+
+def port_range(environ: Mapping[str, str] = os.environ) -> range | None:
+    """The range :data:`PORTS_ENV` asks for, None when unset; a ValueError naming the variable when malformed."""
+    value = environ.get(PORTS_ENV, "").strip()
+    if not value:
+        return None
+    low, sep, high = value.partition("-")
+    try:
+        ports = range(int(low), int(high) + 1) if sep else range(0)
+    except ValueError:
+        ports = range(0)
+    if not ports or ports.start < 1 or ports.stop > 65536:
+        raise ValueError(f"{PORTS_ENV}={value!r}: expected LOW-HIGH, two ports with LOW <= HIGH, e.g. 20000-20999")
+    return ports
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that was free when asked (another process may take it before you bind it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    """A TCP port on ``host`` that was free when asked.
+
+    Without :data:`PORTS_ENV`, the kernel's pick for port 0 (another process may take it before you bind it). With
+    it, a port of that range that this process then holds a lock on until it ends: every process that picks ports
+    this way skips it, and the kernel hands out no port outside its local port range to anyone else, so a range
+    outside that one is yours between the pick and the bind. A port that a listener has bound since is released.
+    """
+    ports = port_range()
+    if ports is None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            return sock.getsockname()[1]
+    for port, lock in list(_claims.items()):  # bound by now: the listener holds it, the lock is no longer needed
+        if listening_inodes(port):
+            lock.close()
+            del _claims[port]
+    start = os.getpid() % len(ports)  # processes start their search apart
+    for port in (*ports[start:], *ports[:start]):
+        if port in _claims:
+            continue
+        lock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            lock.bind(f"\0tts-triton-port-{port}")
+        except OSError:  # another process holds it
+            lock.close()
+            continue
+        if not bindable(host, port):
+            lock.close()
+            continue
+        _claims[port] = lock
+        return port
+    raise OSError(f"no free port left in {PORTS_ENV}={ports.start}-{ports.stop - 1} ({len(_claims)} held by this "
+                  "process): ask for a wider range")
 
 
 def free_ports(count: int = 3, host: str = "127.0.0.1") -> list[int]:
