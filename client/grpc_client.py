@@ -281,7 +281,7 @@ class TTSClient(_Settings, Closing):
             try:
                 client.async_stream_infer(
                     self.model, request.infer_inputs(grpcclient), outputs=request.requested_outputs(grpcclient),
-                    request_id=request_id, enable_empty_final_response=True,
+                    request_id=request_id, enable_empty_final_response=True, parameters=request.parameters,
                 )
             except InferenceServerException as e:
                 # The stream broke before the request was queued (server unreachable); the stream

@@ -73,7 +73,8 @@ class HttpTTSClient(Closing):
                 start = time.perf_counter()
                 with translated_errors():
                     result = client.infer(
-                        self.model, request.infer_inputs(httpclient), outputs=request.requested_outputs(httpclient)
+                        self.model, request.infer_inputs(httpclient), outputs=request.requested_outputs(httpclient),
+                        parameters=request.parameters,
                     )
                 total = time.perf_counter() - start
                 chunk = request.chunk(result, index=0, elapsed=total)

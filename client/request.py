@@ -16,6 +16,7 @@ import numpy as np
 
 from tts_triton.core.contract import (
     AUDIO,
+    CACHE_SCOPE_PARAMETER,
     CONTROLS,
     EMOTION,
     MEL,
@@ -57,6 +58,7 @@ class RequestOptions(TypedDict, total=False):
     not start with it), or the SSML markup itself (``text`` then empty). ``return_words``: ask for WORDS,
     each chunk's word timestamps (:attr:`AudioChunk.words`). ``sample_rate``: the audio's rate in Hz, one of
     :data:`~tts_triton.core.contract.OUTPUT_SAMPLE_RATES` (OUTPUT_SAMPLE_RATE; None: the model's own, 22050).
+    ``cache_scope``: whose utterance-cache entries the request reads and writes (None: the shared ones).
     """
 
     voice: str | None
@@ -71,6 +73,7 @@ class RequestOptions(TypedDict, total=False):
     ssml: bool | str | None
     return_words: bool
     sample_rate: int | None
+    cache_scope: str | None
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,9 @@ def build_request(text: str, **options: Unpack[RequestOptions]) -> TTSRequest:
         tensors[OUTPUT_SAMPLE_RATE] = np.array([rate], dtype=np.int32)
     outputs = (AUDIO, SAMPLE_RATE, *((MEL,) if options.get("return_mel") else ()),
                *((WORDS,) if options.get("return_words") else ()))
-    return TTSRequest(tensors, outputs, options.get("timeout"))
+    scope = options.get("cache_scope")
+    return TTSRequest(tensors, outputs, options.get("timeout"),
+                      None if scope is None else {CACHE_SCOPE_PARAMETER: scope})
 
 
 def build_stop(request_id: str) -> TTSRequest:

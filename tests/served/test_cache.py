@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import os
 import time
 import types
 import typing
@@ -71,6 +72,33 @@ def test_key_covers_the_deployment_and_names_version_and_checkpoint() -> None:
     assert redis_key("staging", "ab" * 32, "x") != redis_key("prod", "ab" * 32, "x")
 
 
+def test_key_covers_the_scope_and_the_serving_lexicon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each scope (the gateway's API keys) has entries of its own; an edit of the lexicon never reads the entries
+    made before it (they were served for the cache's lifetime)."""
+    from tts_triton.text.lexicon import LEXICON_ENV
+
+    cache, _ = _cache("redis://unused")
+    request = SynthesisRequest(text="Say zorblax.")
+    assert cache.key(request) == cache.key(request, "") != cache.key(request, "a") != cache.key(request, "b")
+    lexicon = tmp_path / "lexicon.tsv"
+    monkeypatch.setenv(LEXICON_ENV, str(lexicon))
+    lexicon.write_text("zorblax\tcat\n", encoding="utf-8")
+    cat = cache.key(request)
+    lexicon.write_text("zorblax\tdog\n", encoding="utf-8")
+    os.utime(lexicon, ns=(time.time_ns() + 10**9,) * 2)  # a new modification time, as an edit gives
+    assert cache.key(request) != cat
+
+
+def test_cache_scope_parameter() -> None:
+    from tts_triton.cache.deployment import cache_scope
+    from tts_triton.core.contract import CACHE_SCOPE_PARAMETER as NAME
+
+    assert cache_scope(None) == "" and cache_scope({NAME: "k1"}) == "k1" and cache_scope(f'{{"{NAME}": "k"}}') == "k"
+    for bad in (5, "x" * 129):
+        with pytest.raises(InvalidInput, match=NAME):
+            cache_scope({NAME: bad})
+
+
 def test_canonical_arrays_by_content_and_unknown_types_refused() -> None:
     a = np.arange(6, dtype=np.float32)
     assert canonical(a) == canonical(a.copy()) != canonical(a.reshape(2, 3)) != canonical(a.astype(np.float64))
@@ -111,7 +139,8 @@ def test_entry_for_another_key_or_deployment_is_refused(change: dict) -> None:
 
 def test_damaged_entries_are_refused() -> None:
     data = entry.encode(_chunks(np.random.default_rng(2)), key="k", checkpoint_sha256="c", sample_rate=RATE)
-    for bad in (b"", b"GIF89a", data[:-2], data[:20], data.replace(b'"version":1', b'"version":9')):
+    other_version = data.replace(f'"version":{FORMAT_VERSION}'.encode(), b'"version":9')
+    for bad in (b"", b"GIF89a", data[:-2], data[:20], other_version):
         with pytest.raises(entry.EntryError):
             entry.decode(bad, key="k", checkpoint_sha256="c", sample_rate=RATE)
 

@@ -252,3 +252,28 @@ def test_a_second_server_hits_what_the_first_synthesized(server: TritonServer, g
         lookups = counters(second, LOOKUPS_METRIC)
     assert lookups[("tts", "hit")] == 1 and sum(lookups.values()) == 1, lookups
     np.testing.assert_array_equal(audio, from_pcm16(to_pcm16(first_audio)))
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["per-key", "shared"])
+def test_through_the_gateway_cached_audio_is_shared_only_within_a_key(server: TritonServer, shared: bool) -> None:
+    """A repeated one-time code answered in 15 ms against 277 ms fresh, whichever key had spoken it: a key could test
+    what another had said. Each key now hits only its own entries, unless the operator shares them."""
+    import openai
+
+    from tts_triton.gateway import GatewayConfig
+    from tts_triton.gateway.server import BackgroundGateway
+    from tts_triton.ops.triton_server import free_port
+
+    text = f"Your code is {'one' if shared else 'two'}."  # short: its entry is within MAX_ENTRY_BYTES
+    config = GatewayConfig(triton_endpoints=(server.grpc_url,), api_keys=frozenset({"key-a", "key-b"}),
+                           shared_cache=shared)
+    with BackgroundGateway(config, port=free_port()) as gateway:
+        def speak(key: str) -> dict:
+            before = counters(server, LOOKUPS_METRIC)
+            api = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0, timeout=60)
+            assert api.audio.speech.create(model="tts-1", voice="alloy", input=text, response_format="pcm").content
+            return delta(before, counters(server, LOOKUPS_METRIC))
+
+        assert speak("key-a") == {("tts", "miss"): 1}
+        wait_until(lambda: speak("key-a") == {("tts", "hit"): 1}, 30, "key-a's own entry")  # once it is written
+        assert speak("key-b") == {("tts", "hit" if shared else "miss"): 1}

@@ -15,7 +15,8 @@ from tts_triton.core import contract
 ROOT = Path(__file__).resolve().parents[2]
 #: Names every reader takes from the contract: the public tensors, the request parameters, the metrics.
 PUBLIC = {spec.name for spec in contract.tts_spec(contract.ModelConfig()).inputs + contract.tts_spec(
-    contract.ModelConfig()).outputs} | {contract.STOP_PARAMETER, contract.CACHE_PARAMETER} | {
+    contract.ModelConfig()).outputs} | {contract.STOP_PARAMETER, contract.CACHE_PARAMETER,
+                                                 contract.CACHE_SCOPE_PARAMETER} | {
     contract.ACTIVE_METRIC, contract.REQUESTS_METRIC, contract.PHASE_METRIC, contract.CACHE_LOOKUPS_METRIC,
     contract.CACHE_BYTES_METRIC, contract.CACHE_WRITES_METRIC}
 #: The networks' tensor names, for the code that calls the networks.

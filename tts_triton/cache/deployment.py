@@ -17,7 +17,7 @@ from typing import Any
 from tts_triton.cache.metrics import CounterMeter
 from tts_triton.cache.settings import CacheSettings
 from tts_triton.cache.utterance import UtteranceCache
-from tts_triton.core.contract import CACHE_PARAMETER
+from tts_triton.core.contract import CACHE_PARAMETER, CACHE_SCOPE_PARAMETER
 from tts_triton.errors import InvalidInput
 
 #: Build settings that change only speed, never the audio: left out so that differently tuned servers share.
@@ -67,4 +67,20 @@ def cache_wanted(parameters: str | Mapping[str, Any] | None) -> bool:
         value = value.lower() == "true"
     if not isinstance(value, bool):
         raise InvalidInput(CACHE_PARAMETER, f"request parameter must be true or false, got {value!r}")
+    return value
+
+
+#: Characters of a cache scope at most (the gateway's are 32).
+MAX_SCOPE_CHARS = 128
+
+
+def cache_scope(parameters: str | Mapping[str, Any] | None) -> str:
+    """The :data:`~tts_triton.core.contract.CACHE_SCOPE_PARAMETER` of a request's Triton parameters (JSON text or a
+    dict): whose entries it may read and write; "" when absent (the shared scope). Raises InvalidInput for a value
+    that is not a string of at most :data:`MAX_SCOPE_CHARS` characters."""
+    values = json.loads(parameters or "{}") if isinstance(parameters, str | None) else parameters
+    value = values.get(CACHE_SCOPE_PARAMETER, "")
+    if not isinstance(value, str) or len(value) > MAX_SCOPE_CHARS:
+        raise InvalidInput(CACHE_SCOPE_PARAMETER, f"request parameter must be a string of at most {MAX_SCOPE_CHARS} "
+                                                  f"characters, got {value!r:.40}")
     return value

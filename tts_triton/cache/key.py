@@ -15,8 +15,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-#: Bumped whenever the entry layout or the key derivation changes: old entries then simply miss.
-FORMAT_VERSION = 1
+#: Bumped whenever the entry layout or the key derivation changes: old entries then simply miss (2: the lexicon's
+#: digest and the request's scope joined the key).
+FORMAT_VERSION = 2
 
 
 def canonical(value: Any) -> Any:

@@ -1,5 +1,9 @@
 """The utterance cache around one request's synthesis: look up, stream a hit, or synthesize and store.
 
+The key covers the request, the deployment, the serving lexicon's digest (an edit of the lexicon never serves audio
+of the old one) and the request's scope (:data:`~tts_triton.core.contract.CACHE_SCOPE_PARAMETER`: the gateway sends
+one per API key, so that one key cannot tell from a hit's speed what another key had spoken).
+
 Contract of :meth:`UtteranceCache.stream`:
 - a hit streams the stored chunks in order, like a miss (stopping with :class:`Cancelled` once
   ``stopped()``); the audio is the miss's as 16-bit PCM;
@@ -23,6 +27,7 @@ from tts_triton.cache.settings import CacheSettings
 from tts_triton.cache.store import CacheUnavailable, RedisStore
 from tts_triton.errors import Cancelled
 from tts_triton.serving.pipeline import Chunk
+from tts_triton.text import lexicon
 
 
 class CacheMeter(Protocol):
@@ -52,25 +57,28 @@ class UtteranceCache:
         self.store = store or RedisStore(settings)
         self._writes: set[asyncio.Task] = set()
 
-    def key(self, request: Any) -> str:
-        """The Redis key of a parsed request in this deployment."""
-        return redis_key(self.settings.namespace, self.checkpoint_sha256, digest(request, self.deployment))
+    def key(self, request: Any, scope: str = "") -> str:
+        """The Redis key of a parsed request in this deployment, with the serving lexicon and ``scope``."""
+        current = lexicon.current()
+        context = {"lexicon": current.digest if current is not None else None, "scope": scope}
+        return redis_key(self.settings.namespace, self.checkpoint_sha256, digest(request, self.deployment, context))
 
     def cacheable(self, request: Any) -> bool:
         """Whether a request is within the bounds worth a lookup (its text length)."""
         return len(request.text) <= self.settings.max_text_chars
 
     async def stream(self, request: Any, synthesize: Callable[[], AsyncIterator[Chunk]], *,
-                     use: bool = True, stopped: Callable[[], bool] = lambda: False) -> AsyncIterator[Chunk]:
+                     use: bool = True, stopped: Callable[[], bool] = lambda: False,
+                     scope: str = "") -> AsyncIterator[Chunk]:
         """The request's chunks from Redis or from ``synthesize()`` (see the module docstring); ``use=False``
-        (the request opted out) skips the cache."""
+        (the request opted out) skips the cache; ``scope``: whose entries it reads and writes."""
         if not use or not self.cacheable(request):
             self.meter.lookup("skipped")
             async with contextlib.aclosing(synthesize()) as chunks:
                 async for chunk in chunks:
                     yield chunk
             return
-        key = self.key(request)
+        key = self.key(request, scope)
         hit = await self._lookup(key)
         if hit is not None:
             for chunk in hit:

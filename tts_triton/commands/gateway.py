@@ -47,7 +47,8 @@ def _run(args: argparse.Namespace) -> int:
                            voice_map=voice_map, sessions=sessions, header_timeout_s=args.header_timeout,
                            body_timeout_s=args.body_timeout, keep_alive_s=args.keep_alive,
                            max_connections=args.max_connections, max_streams_per_key=args.max_streams_per_key,
-                           requests_per_minute=args.requests_per_minute, max_audio_seconds=args.max_audio_seconds)
+                           requests_per_minute=args.requests_per_minute, max_audio_seconds=args.max_audio_seconds,
+                           shared_cache=args.shared_cache)
     scheme = "https" if tls else "http"
     print(f"gateway: {scheme}://{args.host}:{args.port}/v1/audio/speech and {'wss' if tls else 'ws'}://"
           f"{args.host}:{args.port}/v1/text-to-speech/{{voice_id}}/stream-input -> Triton {', '.join(endpoints)} "
@@ -85,6 +86,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--max-audio-seconds", type=float, default=900.0,
                    help="seconds of audio one request may ask for, estimated from its text (numbers read in words, "
                         "SSML breaks, the speed) before synthesis; more is 413 (default %(default)s)")
+    g.add_argument("--shared-cache", action="store_true",
+                   help="share the utterance cache's audio across API keys (off: each key hits only what its own "
+                        "requests synthesized, so that no key learns from a hit's speed what another had spoken)")
     g.add_argument("--max-input-chars", type=int, default=4096,
                    help="longest `input`; longer is 413 (default %(default)s, OpenAI's limit)")
     g.add_argument("--timeout", type=float, default=300.0, help="seconds one synthesis may take (default %(default)s)")

@@ -91,6 +91,9 @@ TTS_OFFLINE = "tts_offline"
 STOP_PARAMETER = "tts_stop"
 #: Request parameter (bool, or the string ``"false"``) that opts one request out of the utterance cache.
 CACHE_PARAMETER = "cache"
+#: Request parameter (a string of at most 128 characters) naming whose cache entries a request may read and write:
+#: part of the cache key (the gateway sends a digest of the request's API key; absent: the shared scope).
+CACHE_SCOPE_PARAMETER = "cache_tenant"
 
 # Metrics the models report beside Triton's own (Prometheus names).
 #: Gauge of synthesis requests in progress, by ``model`` and ``instance``.

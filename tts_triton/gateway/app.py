@@ -34,7 +34,7 @@ from .encoders import available_formats
 from .errors import ApiError, error_body
 from .estimate import estimate_audio_seconds
 from .instructions import read_instructions
-from .limits import KeyQuotas, StreamLimiter, check_key
+from .limits import KeyQuotas, StreamLimiter, cache_scope, check_key
 from .metrics import GatewayMetrics
 from .openapi import openapi_document
 from .schema import FIELDS, MODELS, OPENAI_SPEED_RANGE, STREAM_FORMATS, SpeechRequest, parse_speech_request
@@ -224,7 +224,8 @@ async def _start(state: _State, request: SpeechRequest, started: float, http: Re
         chunks = state.client.stream(request.input, voice=voice, emotion=directions.emotion,
                                      speed=_unless(model_speed, CONTROLS[SPEED].neutral),
                                      pitch=_unless(directions.pitch, CONTROLS[PITCH].neutral),
-                                     volume=_unless(directions.volume, CONTROLS[VOLUME].neutral))
+                                     volume=_unless(directions.volume, CONTROLS[VOLUME].neutral),
+                                     cache_scope=cache_scope(key, shared=state.config.shared_cache))
         first = await first_chunk(chunks, http.receive)
     except BaseException:
         release()

@@ -46,6 +46,9 @@ class GatewayConfig:
     #: Seconds of audio one request may ask for, estimated from its text before synthesis (:mod:`.estimate`); past
     #: it, 413 with both numbers (4,096 characters of English at speed 0.25 read ~810 s).
     max_audio_seconds: float = 900.0
+    #: Whether cached audio is shared across API keys (off: each key's requests read and write only their own
+    #: entries, so that no key can tell from a hit's speed what another key had spoken; :func:`.limits.cache_scope`).
+    shared_cache: bool = False
 
     @property
     def streams_per_key(self) -> int:

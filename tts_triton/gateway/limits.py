@@ -7,6 +7,7 @@ Keys: ``Authorization: Bearer <key>``, checked in constant time against keys rea
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import math
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from .errors import ApiError
 
-__all__ = ["API_KEYS_ENV", "KeyQuotas", "StreamLimiter", "auth_problem", "check_key", "key_allowed",
+__all__ = ["API_KEYS_ENV", "KeyQuotas", "StreamLimiter", "auth_problem", "cache_scope", "check_key", "key_allowed",
            "load_api_keys"]
 
 #: Environment variable holding comma-separated API keys.
@@ -63,6 +64,15 @@ def check_key(keys: frozenset[str], authorization: str | None) -> str | None:
     if not key_allowed(keys, token):
         raise ApiError(401, "incorrect API key", code="invalid_api_key")
     return token
+
+
+def cache_scope(key: str | None, *, shared: bool) -> str | None:
+    """The utterance-cache scope of a request made with ``key``: a digest of the key (Triton never sees the key), so
+    that cached audio is shared only among one key's requests; None (the shared scope) without keys or when the
+    operator shares the cache across keys (``shared``)."""
+    if key is None or shared:
+        return None
+    return hashlib.sha256(b"tts-triton cache scope\0" + key.encode()).hexdigest()[:32]
 
 
 def key_allowed(keys: frozenset[str], token: str) -> bool:

@@ -49,7 +49,7 @@ from tts_triton.text.incremental import Piece, TextCutter
 from .alignment import AlignedAudio, PieceAligner
 from .encoders import Encoder, OutputFormat
 from .errors import ApiError
-from .limits import key_allowed
+from .limits import cache_scope, key_allowed
 from .sessions import SessionHub
 from .stream_formats import DEFAULT_OUTPUT_FORMAT, new_stream_encoder, stream_format
 from .stream_messages import (
@@ -327,6 +327,8 @@ class _Session:
             if self._key is not None:
                 self._start_quota(self._key)
             release = self.hub.admit(self._key)
+            if (scope := cache_scope(self._key, shared=self.state.config.shared_cache)) is not None:
+                self.request_options["cache_scope"] = scope
             await self._resolve_voice()
             await self._loop()
         except SessionError as e:

@@ -24,6 +24,7 @@ line and the problem; while serving, a broken edit keeps the lexicon read before
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -57,10 +58,12 @@ class Pronunciation:
 
 
 class Lexicon:
-    """Entries by word as written in the file (see the module docstring for how case is matched)."""
+    """Entries by word as written in the file (see the module docstring for how case is matched); ``digest``: the
+    SHA-256 of the file's text (the utterance cache keys on it, so an edit never serves audio of the old one)."""
 
-    def __init__(self, entries: dict[str, Pronunciation]) -> None:
+    def __init__(self, entries: dict[str, Pronunciation], digest: str = "") -> None:
         self.entries = entries
+        self.digest = digest
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -90,7 +93,7 @@ class Lexicon:
             entries[word], lines[word] = _pronunciation(said, where), number
             if len(entries) > MAX_ENTRIES:
                 raise LexiconError(f"{where}: more than {MAX_ENTRIES} entries")
-        return cls(entries)
+        return cls(entries, hashlib.sha256(text.encode("utf-8")).hexdigest())
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Lexicon:

@@ -37,7 +37,7 @@ series to 0) and ``tts_requests_total`` (counter, by ``model`` and ``outcome``:
 
 Utterance cache: when the server's environment sets ``TTS_CACHE_REDIS_URL`` (:mod:`tts_triton.cache`),
 both models answer repeats from Redis and count ``tts_cache_*`` metrics; the request parameter ``cache``
-= false opts one request out.
+= false opts one request out, ``cache_tenant`` keeps its entries apart from other scopes' (the gateway's API keys).
 
 Config parameters: ``model_config`` (ModelConfig JSON), ``voice_bank`` (VoiceBank JSON), ``first_chunk_first``
 (``"true"``: :attr:`~tts_triton.core.config.StreamingConfig.first_chunk_first` for ``tts``; ``tts_offline`` ignores it),
@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from tts_triton.cache.deployment import cache_wanted, open_cache
+from tts_triton.cache.deployment import cache_scope, cache_wanted, open_cache
 from tts_triton.core import audio, contract
 from tts_triton.core.config import STREAMING, ModelConfig
 from tts_triton.core.layout import (
@@ -265,7 +265,8 @@ class TritonPythonModel:
             # the utterance cache wraps the synthesis from outside: a hit never reaches the service; the audio is
             # resampled after it (entries keep the model's rate)
             chunks = resampled(self.cache.stream(parsed, synthesize, use=cache_wanted(request.parameters()),
-                                                 stopped=cancelled) if self.cache is not None else synthesize(), rate)
+                                                 stopped=cancelled, scope=cache_scope(request.parameters()))
+                               if self.cache is not None else synthesize(), rate)
             try:
                 async with contextlib.aclosing(chunks):
                     async for chunk in chunks:
