@@ -109,3 +109,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{ include "tts-triton.fullname" . }}-lexicon
 {{- end -}}
 {{- end }}
+
+{{/* An egress rule to the cluster's DNS (any namespace's kube-dns/CoreDNS pods, port 53). */}}
+{{- define "tts-triton.dnsEgress" -}}
+- to:
+    - namespaceSelector: {}
+      podSelector:
+        matchLabels:
+          k8s-app: kube-dns
+  ports:
+    - port: 53
+      protocol: UDP
+    - port: 53
+      protocol: TCP
+{{- end }}
