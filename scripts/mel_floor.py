@@ -53,7 +53,7 @@ from tts_triton.jobs.tables import markdown_table
 from tts_triton.models.acoustic import AcousticModel
 from tts_triton.models.checkpoint import resolve
 from tts_triton.models.decoder import Prenet
-from tts_triton.serving.in_process import TorchBackend
+from tts_triton.serving.voice import Voice
 from tts_triton.text import text_to_sequences
 
 COLUMNS = ("system", "GL on synthesized mels", "GL on teacher-forced mels", "... below 1 kHz only",
@@ -121,13 +121,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(2)
     ckpt = resolve(args.checkpoint)
     bank, _ = voice_bank_for(args.checkpoint, None, ckpt)
-    stages = ckpt.stages()
+    networks = Voice(ckpt).backend
+    stages = networks.stages
     if args.prenet_dropout:
         torch.manual_seed(0)
         for module in stages[contract.DECODER].modules():
             if isinstance(module, Prenet):
                 module.train()
-    backend = RecordingBackend(TorchBackend(stages, ckpt.config))
+    backend = RecordingBackend(networks)
     vocoder = stages[contract.VOCODER]
     rows = []
     for i, item in enumerate(select_items(6 * args.sentences)[::6]):

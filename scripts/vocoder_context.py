@@ -36,8 +36,8 @@ from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 from tts_triton.evaluate.synthesis import voice_bank_for
 from tts_triton.jobs.tables import markdown_table
 from tts_triton.models.checkpoint import resolve
-from tts_triton.serving.in_process import TorchBackend
 from tts_triton.serving.pipeline import ChunkPlanner, Pipeline
+from tts_triton.serving.voice import Voice
 from tts_triton.text import text_to_sequences
 
 #: Frames of silence before the sentence in the one-shot reference: beyond the vocoder stage's reach.
@@ -107,8 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(2)
     ckpt = resolve(args.checkpoint)
     cfg = ckpt.config
-    stages = ckpt.stages()
-    pipeline = Pipeline(TorchBackend(stages, cfg), cfg)
+    synthesizer = Voice(ckpt)
+    stages, pipeline = synthesizer.backend.stages, synthesizer.pipeline()
     bank = voice_bank_for(args.checkpoint, None, ckpt, [v for v, _ in CASES])[0] if args.decoded else None
     heldout = [t for t in HELDOUT_SENTENCES if len(text_to_sequences(t, STREAMING.max_tokens)) == 1]
     texts = [*(args.text or ([] if args.heldout else [TEXT])), *heldout[: args.heldout]]

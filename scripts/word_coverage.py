@@ -11,16 +11,13 @@ word's span, and the share of words whose span is mostly (>= half of its frames)
 from __future__ import annotations
 
 import argparse
-import asyncio
 
 import numpy as np
 
 from tts_triton.core import audio
-from tts_triton.core.voices import VoiceBank
 from tts_triton.evaluate.measures import select_items
-from tts_triton.models.checkpoint import DEFAULT_VOICE_BANK, load_default
-from tts_triton.serving.in_process import TorchBackend
-from tts_triton.serving.service import SynthesisRequest, TTSService
+from tts_triton.models.checkpoint import DEFAULT_VOICE_BANK
+from tts_triton.serving.voice import Voice
 
 
 def coverage(samples: np.ndarray, words: list, floor_db: float) -> tuple[float, float, list[bool]]:
@@ -44,18 +41,12 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=20, help="evaluation test sentences (default %(default)s)")
     parser.add_argument("--floor-db", type=float, default=40.0, help="speech: within this of the loudest frame")
     args = parser.parse_args()
-    ckpt = load_default()
-    service = TTSService(ckpt.config, VoiceBank.load(DEFAULT_VOICE_BANK))
-    backend = TorchBackend(ckpt.stages(), ckpt.config)
+    voice = Voice.load(bank=DEFAULT_VOICE_BANK)
     total = covered = 0.0
     mostly: list[bool] = []
     for item in select_items(args.sentences):
-        async def run(item=item) -> list:
-            request = SynthesisRequest(item.text, item.voice, item.emotion, words=True)
-            return [c async for c in service.stream(request, backend)]
-        chunks = asyncio.run(run())
-        t, c, m = coverage(np.concatenate([c.audio for c in chunks]), [w for c in chunks for w in c.words],
-                           args.floor_db)
+        speech = voice.synthesize(item.text, item.voice, item.emotion, words=True)
+        t, c, m = coverage(speech.audio, speech.words, args.floor_db)
         total, covered, mostly = total + t, covered + c, mostly + m
     print(f"{args.sentences} sentences, {len(mostly)} words: {covered / total:.1%} of the speech energy inside word "
           f"spans; {sum(mostly)}/{len(mostly)} word spans mostly speech")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +14,7 @@ from tts_triton.core import audio, contract
 from tts_triton.core.voices import VoiceBank
 from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.processes.triton_server import TritonServer
-from tts_triton.serving.controls import Controls
-from tts_triton.serving.in_process import TorchBackend
-from tts_triton.serving.service import SynthesisRequest, TTSService
+from tts_triton.serving.voice import Voice
 
 TEXT = '<speak>Turn left here. <break time="300ms"/> Then stop at <say-as interpret-as="cardinal">12</say-as>.</speak>'
 OPTIONS = {"speed": 1.5, "pitch": 3.0, "volume": -6.0}
@@ -25,14 +22,8 @@ OPTIONS = {"speed": 1.5, "pitch": 3.0, "volume": -6.0}
 
 def in_process(checkpoint: Checkpoint, model_repository: Path) -> tuple[np.ndarray, list]:
     bank = VoiceBank.load(model_repository / contract.TTS / "voice_bank.json")
-    service = TTSService(checkpoint.config, bank)
-    backend = TorchBackend(checkpoint.stages(), checkpoint.config)
-    request = SynthesisRequest(TEXT, words=True, **Controls(**OPTIONS).__dict__)
-
-    async def run() -> list:
-        return [c async for c in service.stream(request, backend)]
-    chunks = asyncio.run(run())
-    return np.concatenate([c.audio for c in chunks]), [w for c in chunks for w in c.words]
+    speech = Voice(checkpoint, bank).synthesize(TEXT, words=True, **OPTIONS)
+    return speech.audio, speech.words
 
 
 def check_words(words: list, seconds: float) -> None:

@@ -17,8 +17,9 @@ from tts_triton.core import contract
 from tts_triton.core.config import ModelConfig
 from tts_triton.export.onnx_export import example_inputs
 from tts_triton.models.checkpoint import Checkpoint
-from tts_triton.serving.in_process import OnnxBackend, TorchBackend
+from tts_triton.serving.in_process import OnnxBackend
 from tts_triton.serving.pipeline import Pipeline
+from tts_triton.serving.voice import Voice
 
 # Operators of the TensorRT 10 ONNX parser's support matrix (onnx-tensorrt, docs/operators.md, release
 # 10.x), restricted to the ones a network of this kind can reasonably need. An op outside this list in
@@ -86,7 +87,7 @@ def test_exported_graphs_have_contract_io(checkpoint: Checkpoint, onnx_dir: Path
 def test_onnx_chain_equals_reference(checkpoint: Checkpoint, onnx_dir: Path, test_style: np.ndarray) -> None:
     ckpt, style = checkpoint, test_style
     sentences = SENTENCES
-    reference = Pipeline(TorchBackend(ckpt.stages(), ckpt.config), ckpt.config)
+    reference = Voice(ckpt).pipeline()
     chained = Pipeline(OnnxBackend(onnx_dir, ckpt.config), ckpt.config)
     ref_audio, ref_mel = asyncio.run(reference.synthesize(sentences, style))
     audio, mel = asyncio.run(chained.synthesize(sentences, style))

@@ -26,8 +26,7 @@ from tts_triton.core.voices import VoiceBank
 from tts_triton.model_instance.lifecycle import OUTCOMES
 from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.processes.triton_server import TritonServer
-from tts_triton.serving.in_process import TorchBackend
-from tts_triton.serving.pipeline import Pipeline
+from tts_triton.serving.voice import Voice
 from tts_triton.text import text_to_sequences
 
 TEXT = "The quick brown fox jumps over the lazy dog. It was a sunny day!"
@@ -64,7 +63,7 @@ def test_stream_matches_offline_and_reference(server: TritonServer, grpc: TTSCli
     np.testing.assert_allclose(offline.mel, streamed_mel, atol=1e-3)
 
     bank = VoiceBank.load(model_repository / contract.TTS / "voice_bank.json")
-    reference = Pipeline(TorchBackend(checkpoint.stages(), checkpoint.config), checkpoint.config)
+    reference = Voice(checkpoint).pipeline()
     ref_audio, ref_mel = asyncio.run(reference.synthesize(text_to_sequences(TEXT), bank.style("f2", "happy")))
     assert streamed_mel.shape == ref_mel.shape
     assert np.abs(streamed_mel - ref_mel).max() <= 1e-3

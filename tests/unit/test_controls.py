@@ -27,6 +27,7 @@ from tts_triton.serving.controls import AS_TRAINED, LEVEL_FRAMES, Controls, Time
 from tts_triton.serving.in_process import TorchBackend
 from tts_triton.serving.pipeline import Chunk, Pipeline
 from tts_triton.serving.service import SynthesisRequest, TTSService, parse_request
+from tts_triton.serving.voice import Voice
 from tts_triton.text import plan_text
 
 #: Several seams in a short sentence: chunks of 16 and 32 frames.
@@ -69,7 +70,7 @@ def voice():
     if not ckpt.trained:
         pytest.skip("no trained default voice ships")
     bank = VoiceBank.load(ASSETS / "voice_bank.json")
-    return ckpt, bank, Replay(TorchBackend(ckpt.stages(), ckpt.config))
+    return ckpt, bank, Replay(Voice(ckpt).backend)
 
 
 @pytest.fixture(scope="module")

@@ -28,19 +28,16 @@ class _AudioChunk:
 
 class InProcessClient:
     """The part of :class:`~tts_triton.client.AsyncTTSClient` that :class:`~tts_triton.bench.load.LoadLevel` uses
-    (``stream(text)``), served in this process by :class:`~tts_triton.serving.service.TTSService` over ``backend``.
-    After every chunk the stream yields to the event loop, so that concurrent streams take turns chunk by chunk."""
+    (``stream(text)``), served in this process by a :class:`~tts_triton.serving.voice.Voice` (the decode core over
+    the PyTorch stages). After every chunk the stream yields to the event loop, so that concurrent streams take turns
+    chunk by chunk."""
 
-    def __init__(self, service: Any, backend: Any) -> None:
-        self.service = service
-        self.backend = backend
+    def __init__(self, voice: Any) -> None:
+        self.voice = voice
 
     async def stream(self, text: str) -> AsyncIterator[_AudioChunk]:
         """The chunks of ``text`` with the default voice and emotion."""
-        # the serving stack (espeak-ng front end): only the in-process baseline needs it
-        from tts_triton.serving.service import SynthesisRequest
-
-        async for chunk in self.service.stream(SynthesisRequest(text), self.backend):
+        async for chunk in self.voice.stream(text):
             yield _AudioChunk(chunk.audio, audio.SAMPLE_RATE)
             await asyncio.sleep(0)
 
@@ -63,14 +60,10 @@ def measure_baseline(plan: BaselinePlan) -> list[LevelResult]:
     """The eager baseline (see :class:`InProcessClient`): the default checkpoint's PyTorch stages (fp32, batch 1) on
     ``plan.device`` through ``TTSService``, at each of ``plan.concurrency``."""
     # the model stack (torch): heavy, and not needed to benchmark a server
-    from tts_triton.core.voices import VoiceBank
-    from tts_triton.models.checkpoint import DEFAULT_VOICE_BANK, load_default
-    from tts_triton.serving.in_process import TorchBackend
-    from tts_triton.serving.service import TTSService
+    from tts_triton.models.checkpoint import DEFAULT_VOICE_BANK
+    from tts_triton.serving.voice import Voice
 
-    ckpt = load_default()
-    backend = TorchBackend(ckpt.stages(), ckpt.config, device=plan.device)
-    client = InProcessClient(TTSService(ckpt.config, VoiceBank.load(DEFAULT_VOICE_BANK)), backend)
+    client = InProcessClient(Voice.load(bank=DEFAULT_VOICE_BANK, device=plan.device))
     return asyncio.run(_baseline_levels(client, plan, f"eager {plan.device}"))
 
 

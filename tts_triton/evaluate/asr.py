@@ -250,7 +250,7 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
     from tts_triton.core import audio, contract
     from tts_triton.evaluate.measures import mcd, process_pool
     from tts_triton.evaluate.synthesis import RecordingBackend, copy_synthesis, synthesize
-    from tts_triton.serving.in_process import TorchBackend
+    from tts_triton.serving.voice import Voice
 
     if count > len(HELDOUT_SENTENCES):
         raise ValueError(f"--asr-sentences {count}: the held-out set has {len(HELDOUT_SENTENCES)}")
@@ -258,8 +258,9 @@ def round_trip(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs: in
     emotion = bank.default_emotion
     styles = {v: bank.style(v, emotion) for v in voices}  # an unknown voice fails here, before any work
     start = time.monotonic()
-    stages = ckpt.stages()
-    backend = RecordingBackend(TorchBackend(stages, ckpt.config))
+    networks = Voice(ckpt).backend
+    stages = networks.stages
+    backend = RecordingBackend(networks)
     futures: dict[str, dict[str, list[Future[Heard]]]] = {MODEL: {}, TEACHER: {}, **({COPY: {}} if copy else {})}
     with process_pool(jobs) as pool:
         for v in voices:

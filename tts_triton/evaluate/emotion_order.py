@@ -54,7 +54,7 @@ def emotion_check(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs:
     ``bank``); F0 of those clips and of the teacher's renderings in ``jobs`` worker processes."""
     from tts_triton.evaluate.measures import process_pool
     from tts_triton.evaluate.synthesis import RecordingBackend, synthesize
-    from tts_triton.serving.in_process import TorchBackend
+    from tts_triton.serving.voice import Voice
 
     if not 1 <= count <= len(HELDOUT_SENTENCES):
         raise ValueError(f"emotion sentences {count}: must be in 1..{len(HELDOUT_SENTENCES)}")
@@ -62,7 +62,7 @@ def emotion_check(ckpt: Any, bank: Any, voices: Sequence[str], count: int, jobs:
     items = [Item(f"heldout-{k}", s, v, e) for v in voices for e in PITCH_ORDER for k, s in enumerate(sentences)]
     styles = {(i.voice, i.emotion): bank.style(i.voice, i.emotion) for i in items}
     start = time.monotonic()
-    backend = RecordingBackend(TorchBackend(ckpt.stages(), ckpt.config))
+    backend = RecordingBackend(Voice(ckpt).backend)
     with process_pool(jobs) as pool:
         teacher: dict[Item, Future[np.ndarray]] = {i: pool.submit(teacher_f0, i.text, i.voice, i.emotion)
                                                    for i in items}

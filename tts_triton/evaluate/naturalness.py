@@ -93,14 +93,15 @@ def measure(checkpoint: Path | None, voices: Sequence[str], count: int, jobs: in
     from tts_triton.data.prosody import CORPUS_VOICES
     from tts_triton.evaluate.synthesis import RecordingBackend, synthesize, voice_bank_for
     from tts_triton.models.checkpoint import resolve
-    from tts_triton.serving.in_process import TorchBackend
+    from tts_triton.serving.voice import Voice
 
     sentences = list(HELDOUT_SENTENCES[:count])
     ckpt = resolve(checkpoint)
     bank, _ = voice_bank_for(checkpoint, None, ckpt, voices)
-    stages = ckpt.stages()
+    networks = Voice(ckpt).backend
+    stages = networks.stages
     vocoder = stages[contract.VOCODER]
-    backend = RecordingBackend(TorchBackend(stages, ckpt.config))
+    backend = RecordingBackend(networks)
     default = voices[0]
     teacher = f"teacher: {CORPUS_VOICES[default].teacher_name} (corpus rendering)"
     refs: dict[str, list[Future[tuple[Heard, np.ndarray]]]] = {}

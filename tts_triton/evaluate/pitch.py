@@ -128,13 +128,12 @@ def measure(ckpt: Any, bank: Any, voices: Sequence[str], sentences: int,
     from tts_triton.core import contract
     from tts_triton.core.config import STREAMING
     from tts_triton.evaluate.measures import features
-    from tts_triton.serving.in_process import TorchBackend
-    from tts_triton.serving.pipeline import Pipeline
+    from tts_triton.serving.voice import Voice
     from tts_triton.text import text_to_sequences
 
-    backend = TorchBackend(ckpt.stages(), ckpt.config)
-    pipeline = Pipeline(backend, ckpt.config, STREAMING)
-    vocoder = backend.stages[contract.VOCODER]
+    synthesizer = Voice(ckpt)
+    pipeline = synthesizer.pipeline()
+    vocoder = synthesizer.backend.stages[contract.VOCODER]
 
     def vocode(mel: np.ndarray) -> np.ndarray:
         with torch.inference_mode():

@@ -328,7 +328,7 @@ def evaluate(args: argparse.Namespace, command: str, ckpt: Any, bank: Any, bank_
     Identity is decided among the voices the checkpoint learned and ``voices``."""
     # torch (the model extra): an optional heavy dependency, kept out of the spawned feature workers.
     from tts_triton.models.checkpoint import UNTRAINED_LABEL, fingerprint
-    from tts_triton.serving.in_process import TorchBackend
+    from tts_triton.serving.voice import Voice
 
     timings: dict[str, float] = {}
     identity_voices = [v for v in CORPUS_VOICES if v in ckpt.voices or v in voices]
@@ -336,8 +336,9 @@ def evaluate(args: argparse.Namespace, command: str, ckpt: Any, bank: Any, bank_
         work = EvaluationPlan.select(args.sentences or min_sentences(voices), voices, identity_voices)
         if not ckpt.trained:
             print(f"warning: {UNTRAINED_LABEL}", file=sys.stderr)
-        stages = ckpt.stages()
-        backend = RecordingBackend(TorchBackend(stages, ckpt.config))
+        networks = Voice(ckpt).backend
+        stages = networks.stages
+        backend = RecordingBackend(networks)
     with timed(timings, "synthesis"):
         to_synthesize = list(dict.fromkeys([*work.items, *work.by_emotion]))
         progress = ProgressLine("synthesize", len(to_synthesize))

@@ -48,12 +48,12 @@ def write_samples(ckpt: Any, bank: Any, voice: str, emotions: Sequence[str], sen
     ``voice`` (in process, as the evaluation does) and write them as ``LABEL-VOICE-EMOTION-K.wav`` into ``out``,
     after removing ``label``'s earlier WAVs there. An unknown voice or emotion raises InvalidInput first."""
     from tts_triton.evaluate.synthesis import RecordingBackend, synthesize
-    from tts_triton.serving.in_process import TorchBackend
+    from tts_triton.serving.voice import Voice
 
     if not 1 <= sentences <= len(HELDOUT_SENTENCES):
         raise ValueError(f"sentences must be in 1..{len(HELDOUT_SENTENCES)}")
     styles = {e: bank.style(voice, e) for e in emotions}
-    backend = RecordingBackend(TorchBackend(ckpt.stages(), ckpt.config))
+    backend = RecordingBackend(Voice(ckpt).backend)
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob(f"{label}-*.wav"):
         old.unlink()

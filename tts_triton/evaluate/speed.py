@@ -55,13 +55,12 @@ def measure(ckpt: Any, bank: Any, voice: str, sentences: int) -> list[list[str]]
 
     from tts_triton.core import contract
     from tts_triton.core.config import STREAMING
-    from tts_triton.serving.in_process import TorchBackend
-    from tts_triton.serving.pipeline import Pipeline
+    from tts_triton.serving.voice import Voice
     from tts_triton.text import text_to_sequences
 
-    backend = TorchBackend(ckpt.stages(), ckpt.config)
-    pipeline = Pipeline(backend, ckpt.config, STREAMING)
-    vocoder = backend.stages[contract.VOCODER]
+    synthesizer = Voice(ckpt)
+    pipeline = synthesizer.pipeline()
+    vocoder = synthesizer.backend.stages[contract.VOCODER]
     style = bank.style(voice, "neutral")
     texts = HELDOUT_SENTENCES[:sentences]
     mels = [asyncio.run(pipeline.synthesize(text_to_sequences(t, STREAMING.max_tokens), style))[1] for t in texts]

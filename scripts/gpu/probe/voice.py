@@ -31,8 +31,7 @@ from tts_triton.core.layout import VOICE_BANK_FILE
 from tts_triton.core.voices import VoiceBank
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES
 from tts_triton.models.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
-from tts_triton.serving.in_process import TorchBackend
-from tts_triton.serving.pipeline import Pipeline
+from tts_triton.serving.voice import Voice
 from tts_triton.text import text_to_sequences
 
 
@@ -64,7 +63,7 @@ def match_lines(url: str, checkpoint: Path, bank_path: Path, count: int, voice: 
     bank = VoiceBank.load(bank_path)
     voice, emotion = voice or bank.default_voice, emotion or bank.default_emotion
     style = bank.style(voice, emotion)
-    reference = Pipeline(TorchBackend(ckpt.stages(), ckpt.config), ckpt.config)
+    reference = Voice(ckpt).pipeline()
     lines, matches, clips = [], [], []
     with TTSClient(url, timeout=300) as tts:
         for text in HELDOUT_SENTENCES[:count]:
