@@ -262,7 +262,7 @@ def test_through_the_gateway_cached_audio_is_shared_only_within_a_key(server: Tr
 
     from tts_triton.gateway import GatewayConfig
     from tts_triton.gateway.server import BackgroundGateway
-    from tts_triton.ops.triton_server import free_port
+    from tts_triton.processes.triton_server import free_port
 
     text = f"Your code is {'one' if shared else 'two'}."  # short: its entry is within MAX_ENTRY_BYTES
     config = GatewayConfig(triton_endpoints=(server.grpc_url,), api_keys=frozenset({"key-a", "key-b"}),

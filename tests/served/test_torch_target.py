@@ -32,6 +32,7 @@ from tts_triton.models.checkpoint import DEFAULT_CHECKPOINT, Checkpoint, load_ch
 from tts_triton.models.stages import half_precision
 from tts_triton.serving.in_process import TorchBackend
 from tts_triton.serving.pipeline import Pipeline, first_stop, pad_tokens
+from tts_triton.serving.voice import Voice
 from tts_triton.text import text_to_sequences
 from tts_triton.triton.torch_model import PHASE_METRIC, PHASES, instance_device
 
@@ -261,7 +262,7 @@ def test_served_torch_target_matches_the_reference(torch_repository: Path, start
     with TTSClient(server.grpc_url, timeout=120) as client:
         streamed = client.synthesize(text, voice="f2", return_mel=True)
     bank = VoiceBank.load(torch_repository / contract.TTS / VOICE_BANK_FILE)
-    reference = Pipeline(TorchBackend(checkpoint.stages(), checkpoint.config), checkpoint.config)
+    reference = Voice(checkpoint).pipeline()
     ref_audio, ref_mel = asyncio.run(reference.synthesize(text_to_sequences(text), bank.style("f2")))
     assert streamed.mel.shape == ref_mel.shape
     assert np.abs(streamed.mel - ref_mel).max() <= 1e-3
