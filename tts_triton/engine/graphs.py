@@ -6,8 +6,10 @@ stage's masked axes: zero-padded to the longest, see :class:`~tts_triton.engine.
 pads the batch to a :func:`~tts_triton.core.shapes.batch_buckets` size and runs the stage once per group. On CUDA, every
 combination of batch bucket and bucketed axis size that the decode loop sends (:mod:`tts_triton.core.shapes`)
 is captured once as a CUDA graph by :meth:`StageRunner.warm_up`; a call is then a copy into pinned host
-memory, one host-to-device copy per input, one graph replay and one copy back. A shape with no graph
-(the style encoder's reference mels, or any stage off CUDA) runs eagerly on its real batch.
+memory, one host-to-device copy per input, one graph replay and one copy back, which the calling thread waits for
+asleep on a blocking CUDA event: CUDA's default wait (a process of one context on a host of many cores) spins a core
+for the whole replay, CPU the serving host's other processes need. A shape with no graph (the style encoder's
+reference mels, or any stage off CUDA) runs eagerly on its real batch.
 
 Numerics: inputs and outputs are the contract's dtypes (fp32, int32). With ``half=True`` the stage's
 weights are fp16 (:func:`~tts_triton.models.stages.half_precision`; the mel match stays fp32) and the
@@ -73,6 +75,7 @@ class StageRunner:
         self.calls: dict[tuple, CapturedCall] = {}
         self.bucketed = set(self.graph_shapes())
         self._pool = torch.cuda.graph_pool_handle() if self.device.type == "cuda" else None
+        self._done = torch.cuda.Event(blocking=True) if self.device.type == "cuda" else None  # a replay's end
 
     def graph_shapes(self) -> list[tuple[tuple[int, ...], ...]]:
         """The non-batch shapes of the inputs, one tuple per captured combination of bucketed axis sizes;
@@ -169,7 +172,8 @@ class StageRunner:
             if name in names:
                 host.copy_(device, non_blocking=True)
                 copied.append((name, host))
-        torch.cuda.current_stream(self.device).synchronize()
+        self._done.record(torch.cuda.current_stream(self.device))
+        self._done.synchronize()  # asleep until the copies are done (blocking=True), not spinning
         return {name: host.numpy()[:n].copy() for name, host in copied}
 
     def _eager(self, feed: Feed) -> dict[str, np.ndarray]:
