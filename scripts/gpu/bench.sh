@@ -8,7 +8,8 @@
 # the eager baseline at 1 and 64 and a 2000-request soak (5-8 minutes; each level holds its load 12 s: >= 10 s of
 # measured load at every concurrency). The report, plot, JSON and server log are
 # written into $OUT as the run goes (each level rewrites them), so a run cut off keeps what it finished.
-# Environment: OUT (default bench-out), GPU_BUNDLE (.gpu-bundle; none: python3 on PATH is already the environment,
+# Environment: OUT (default bench-out), CEILING (probe/ceiling.py --json FILE of this machine: the report sets the
+# best level against it), GPU_BUNDLE (.gpu-bundle; none: python3 on PATH is already the environment,
 # e.g. to try the script on a CPU host with `-- --target onnxruntime-python`), ESPEAK_DEBS (.espeak-debs), BENCH_TIMEOUT
 # (seconds before the bench gets SIGINT and stops its server cleanly, default 520: the whole script then fits in
 # a 10-minute allowance).
@@ -28,8 +29,10 @@ full=(--concurrency 1 8 32 64 128 256 --seconds 12 --grace 20 --warmup 3 --basel
 [ $# -gt 0 ] && full=()
 mps=()
 command -v nvidia-cuda-mps-control >/dev/null 2>&1 && mps=(--mps)  # the GPU host's driver tools; a CPU host has none
+ceiling=()
+[ -n "${CEILING:-}" ] && ceiling=(--ceiling "$CEILING")  # the in-process ceiling of the same call (serving-check.sh)
 bench=(python3 -m tts_triton.cli bench --target torch-cuda "${mps[@]}" --baseline-device cuda
-       --goals docs/bench-goals.toml --out "$OUT" "${full[@]}" "$@")
+       --goals docs/bench-goals.toml --out "$OUT" "${full[@]}" "${ceiling[@]}" "$@")
 say "${bench[*]}"
 status=0
 PYTHONUNBUFFERED=1 timeout --signal=INT --kill-after=30 "${BENCH_TIMEOUT:-520}" "${bench[@]}" 2>&1 \

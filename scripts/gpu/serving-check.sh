@@ -1,53 +1,91 @@
 #!/usr/bin/env bash
-# Issue 33's GPU checks of one tree, from anywhere in the checkout on the GPU host:
-#     scripts/gpu/serving-check.sh [STEP...]        (STEPs: bench ceiling cancel; default all three)
-# bench:   the full benchmark, scripts/gpu/bench.sh without arguments, into $OUT/bench (its goals table: 10 ms at
-#          one stream, 2,000x at p99 <= 250 ms, 6 GB, no growth over the soak; about 4 minutes on the H200, M72);
-# ceiling: the in-process ceiling of the served networks (probe/ceiling.py), into $OUT/ceiling.md (under 2 minutes);
-# cancel:  streams cancelled over gRPC at random points for 45 s against the repository the bench built
-#          (tests/served/test_cancel_stress.py --mode grpc-cancel: crashes counted), into $OUT/cancel-stress.json (its
-#          console: cancel-stress.log).
-# All three fit one 10-minute device call (the bench is stopped cleanly after BENCH_TIMEOUT s); on a slower host run
-# `bench`, then `ceiling cancel` on the same warm machine (the repository stays in ~/.cache). Each step runs even
-# when one before it failed; the exit status is the first failure's. Only the files read afterwards stay in $OUT
-# (the device tool brings back 8): the bench's report, bench.json.gz, figure and server log (gzip), the ceiling
-# table and the stress result.
-# Environment: OUT (default bench-out), ESPEAK_DEBS and GPU_BUNDLE as for bench.sh; BENCH_TIMEOUT (default 380).
+# The serving checks of one tree on the GPU host, from anywhere in the checkout:
+#     scripts/gpu/serving-check.sh [STEP...]      (STEPs: ceiling bench ab cancel gateway; default: ceiling bench)
+# ceiling: the in-process ceiling of the served networks (probe/ceiling.py) into $OUT/latest/ceiling.md and
+#          ceiling.json (about a minute), before the server starts, so that the bench is judged against it;
+# bench:   the full benchmark (scripts/gpu/bench.sh without arguments: the sweep 1..256, the eager baseline, a
+#          2,000-request soak) into $OUT/latest: BENCHMARKS.md, concurrency.png, bench.json.gz, the layout of
+#          docs/records/bench/latest/. Its goals table (docs/bench-goals.toml) judges the ceiling of the same call
+#          (x_real_time_vs_ceiling), the first chunk at one stream, errors, the soak and GPU memory; the report names
+#          the host's CPU and kernel (about 4 minutes on an H100, M82);
+# ab:      the earlier tree in .ab-before against this one (ab-bench.sh, AB_ORDER "before after after before" unless
+#          set) at the levels AB_LEVELS (default "1 256"), AB_SECONDS (default 6) of measured starts each, into
+#          $OUT/ab (compare.md, compare-2.md; about a minute a tree);
+# cancel:  streams cancelled over gRPC at random points for 45 s (tests/served/test_cancel_stress.py --mode grpc-cancel)
+#          against the repository the bench built;
+# gateway: the OpenAI gateway against direct gRPC at GATEWAY_STREAMS (default "64 256") with one gateway process and
+#          GATEWAY_REPLICAS (default 4) (tts-triton bench-gateway --target torch-cuda), into $OUT/gateway-N.
+# Each step runs even when one before it failed; the exit status is the first failure's. The device tool brings back
+# 8 files: $OUT keeps latest/ (5 files) and ab/compare*.md; everything else (server logs, the A/B's reports, the
+# cancel stress, the gateway's report, this console) is packed into $OUT/more.tar.gz.
+# Time: ceiling + bench + ab fit one 10-minute call on an H100 (BENCH_TIMEOUT 250 s, AB_TIMEOUT 70 s a tree);
+# cancel and gateway take a second call on the same warm machine.
+# Environment: OUT (default bench-out), ESPEAK_DEBS and GPU_BUNDLE as for bench.sh; BENCH_TIMEOUT (default 250),
+# BENCH_ARGS (replaces the full bench's arguments, e.g. on a CPU host), AB_LEVELS, AB_SECONDS, AB_TIMEOUT, AB_ORDER,
+# AB_ARGS (replaces the A/B's bench arguments), CEILING_ARGS, GATEWAY_STREAMS, GATEWAY_REPLICAS, GATEWAY_ARGS.
 set -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-bench-out}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+mkdir -p "$OUT/more"
+exec > >(tee -a "$OUT/more/console.log") 2>&1
 say() { printf '==> [%4ds] %s\n' "$SECONDS" "$*"; }
 steps=("$@")
-((${#steps[@]})) || steps=(bench ceiling cancel)
+((${#steps[@]})) || steps=(ceiling bench)
 status=0
-step() { "$@" || { local s=$?; say "failed ($s): $*" >&2; ((status)) || status=$s; }; }  # stdout may be a result file
-# the host's environment for the steps run here (bench.sh sets it up itself), set up once: it unpacks the bundle
+step() { "$@" || { local s=$?; say "failed ($s): $*" >&2; ((status)) || status=$s; }; }
+# the host's environment for the steps run here (bench.sh and ab-bench.sh set it up themselves), set up once
 host_env() {
   # shellcheck source=host-env.sh
   ((host_ready)) || { source scripts/gpu/host-env.sh >/dev/null || exit 2; host_ready=1; }
 }
 host_ready=0
+latest=$OUT/latest
+mkdir -p "$latest"
 
 for name in "${steps[@]}"; do
   case $name in
-    bench)
-      say "full bench into $OUT/bench"
-      OUT=$OUT/bench BENCH_TIMEOUT=${BENCH_TIMEOUT:-380} step bash scripts/gpu/bench.sh
-      rm -f "$OUT/bench/nvidia-smi.txt" "$OUT/bench/bench.log"
-      gzip -f "$OUT/bench/bench.json" "$OUT/bench/tritonserver.log" 2>/dev/null ;;
     ceiling)
       host_env
-      say "in-process ceiling"
-      step timeout 120 python3 scripts/gpu/probe/ceiling.py --batches 8 16 32 64 128 --calls 30 --out "$OUT/ceiling.md" ;;
+      say "in-process ceiling into $latest/ceiling.md"
+      read -ra ceiling_args <<<"${CEILING_ARGS:---batches 8 16 32 64 128 --calls 30}"
+      step timeout 150 python3 scripts/gpu/probe/ceiling.py "${ceiling_args[@]}" --out "$latest/ceiling.md" \
+        --json "$latest/ceiling.json" ;;
+    bench)
+      say "full bench into $latest"
+      read -ra bench_args <<<"${BENCH_ARGS:-}"  # none: bench.sh's full measurement
+      ceiling=
+      [ -f "$latest/ceiling.json" ] && ceiling=$latest/ceiling.json
+      OUT=$latest CEILING=$ceiling BENCH_TIMEOUT=${BENCH_TIMEOUT:-250} step bash scripts/gpu/bench.sh -- "${bench_args[@]}"
+      mv -f "$latest/nvidia-smi.txt" "$latest/bench.log" "$latest/tritonserver.log" "$OUT/more/" 2>/dev/null
+      gzip -f "$latest/bench.json" ;;
+    ab)
+      say "A/B: .ab-before against this tree at levels ${AB_LEVELS:-1 256}"
+      read -ra ab_args <<<"${AB_ARGS:---concurrency ${AB_LEVELS:-1 256} --seconds ${AB_SECONDS:-6} --grace 15 --warmup 3 --baseline-device none}"
+      OUT=$OUT/ab AB_ORDER=${AB_ORDER:-before after after before} AB_TIMEOUT=${AB_TIMEOUT:-70} \
+        step bash scripts/gpu/ab-bench.sh .ab-before -- "${ab_args[@]}"
+      for run in "$OUT"/ab/*/; do  # each run's report and numbers, packed
+        [ -f "$run/bench.json" ] && gzip -f "$run/bench.json"
+        rm -f "$run"/{nvidia-smi.txt,concurrency.png,tritonserver.log}
+      done
+      mkdir -p "$OUT/more/ab" && for run in "$OUT"/ab/*/; do mv "$run" "$OUT/more/ab/"; done ;;
     cancel)
       host_env
       say "cancel stress (grpc-cancel, 45 s)"
       step timeout 150 python3 tests/served/test_cancel_stress.py --mode grpc-cancel --seconds 45 \
-        >"$OUT/cancel-stress.json" 2>"$OUT/cancel-stress.log" ;;
-    *) echo "serving-check.sh: unknown step '$name' (bench, ceiling, cancel)" >&2; exit 2 ;;
+        >"$OUT/more/cancel-stress.json" 2>"$OUT/more/cancel-stress.log" ;;
+    gateway)
+      host_env
+      say "gateway: 1 and ${GATEWAY_REPLICAS:-4} processes at ${GATEWAY_STREAMS:-64 256} streams"
+      read -ra gateway_args <<<"${GATEWAY_ARGS:---target torch-cuda --requests 20 --stream-requests 2048}"
+      # shellcheck disable=SC2086  # the levels are words
+      step timeout 420 python3 -m tts_triton.cli bench-gateway "${gateway_args[@]}" --gateways 1 ${GATEWAY_REPLICAS:-4} \
+        --streams ${GATEWAY_STREAMS:-64 256} --out "$OUT/more/gateway" ;;
+    *) echo "serving-check.sh: unknown step '$name' (ceiling, bench, ab, cancel, gateway)" >&2; exit 2 ;;
   esac
 done
-say "exit status $status; results: $(cd "$OUT" && find . -type f | sort | tr '\n' ' ')"
+say "exit status $status"
+(cd "$OUT" && tar -czf more.tar.gz more && rm -rf more)
+say "results: $(cd "$OUT" && find . -type f | sort | tr '\n' ' ')"
 exit "$status"

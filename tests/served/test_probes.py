@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from conftest import run_on_a_bare_host
 
+from tts_triton.bench.goals import Ceiling
 from tts_triton.core import audio
 
 PROBES = Path(__file__).parents[2] / "scripts" / "gpu" / "probe"
@@ -127,10 +128,13 @@ def test_voice_matches_the_checkpoint_on_the_cpu_server(server, checkpoint_file:
 def test_ceiling_times_the_served_decoder_and_vocoder_on_the_cpu_without_the_client_stack(tmp_path: Path) -> None:
     """The shipped voice's two networks at the served K and windows; x real time follows from the two times."""
     out = tmp_path / "ceiling.md"
-    done = run_on_a_bare_host(str(PROBES / "ceiling.py"), "--batches", "1", "2", "--calls", "1", "--out", str(out))
+    done = run_on_a_bare_host(str(PROBES / "ceiling.py"), "--batches", "1", "2", "--calls", "1", "--out", str(out),
+                              "--json", str(tmp_path / "ceiling.json"))
     assert done.returncode == 0, done.stderr[-3000:]
     text = out.read_text()
     assert "K=16 x r=3" in text and "windows of 96 frames" in text
+    assert "- CPU: " in text and ", kernel " in text  # the host named
+    assert Ceiling.load(tmp_path / "ceiling.json").streams in (1, 2)  # the bench's --ceiling reads it
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in text.splitlines()
             if line.startswith("| 1 |") or line.startswith("| 2 |")]
     assert len(rows) == 2

@@ -4,6 +4,7 @@ ratios, goals from a file, the plot and the JSON."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import gzip
 import json
@@ -14,7 +15,7 @@ import pytest
 from bench_data import level_result, model_stats
 
 from tts_triton.bench.compare import compare
-from tts_triton.bench.goals import Goals, GoalsError, RunNumbers
+from tts_triton.bench.goals import Ceiling, Goals, GoalsError, RunNumbers
 from tts_triton.bench.plot import plot
 from tts_triton.bench.prometheus import cache_lookups, gpu_memory_bytes
 from tts_triton.bench.report import (
@@ -189,9 +190,11 @@ GOALS = Goals.load(Path(__file__).parents[2] / "docs" / "bench-goals.toml")
 
 def test_goals_judge_this_runs_numbers() -> None:
     rows = GOALS.rows(RunNumbers(SERVED, EAGER, MemoryTrend(2e9, 5.5e9, 5e9, 9), MemoryTrend(5e9, 5.2e9, 5.1e9, 4),
-                                 2000))
-    # 1,500x is under the file's 2,000x; +95 MiB over the soak is growth
-    assert [r[2] for r in rows] == ["yes", "yes", "**no**", "yes", "yes", "yes", "**no**"]
+                                 2000, ceiling=Ceiling(2400.0, 128, "NVIDIA H100"), errors=1, streams=900))
+    # 1,500x is under the file's 2,000x and 62 % of the ceiling; +95 MiB over the soak is growth; one stream failed
+    assert [r[2] for r in rows] == ["yes", "yes", "**no**", "yes", "yes", "yes", "**no**", "**no**", "**no**", "yes"]
+    assert rows[7][1] == "62 %: 1,500x at concurrency 64 of 2,400x (128 streams, NVIDIA H100)"
+    assert rows[8][1:] == ["1 of 900", "**no**"] and rows[9][1:] == ["2000 requests", "yes"]
     assert rows[2][0] == ">= 2000x real time at the best concurrency with first chunk p99 <= 250 ms"
     assert rows[2][1] == "1,500x at concurrency 64 (p99 90 ms)"
     assert rows[4][1] == "5.4x"  # single-stream RTF 0.027 / 0.005
@@ -201,7 +204,8 @@ def test_goals_judge_this_runs_numbers() -> None:
 def test_goals_without_baseline_gpu_or_qualifyinglevel_result() -> None:
     rows = GOALS.rows(RunNumbers([_summary(1, 50.0, 300.0, 0.2, 5.0)], [], None, None, 10))
     assert [r[2] for r in rows] == ["**no**", "not measured", "**no**", "not measured", "not measured",
-                                    "not measured", "not measured"]
+                                    "not measured", "not measured", "not measured", "not measured", "**no**"]
+    assert rows[7][1] == "no ceiling (--ceiling FILE)"
     assert rows[2][1] == "no level had p99 <= 250 ms"
     assert rows[5][1] == rows[6][1] == "n/a (no GPU metrics)"
 
@@ -220,6 +224,24 @@ def test_goals_keep_the_files_order_and_subset_and_name_what_is_wrong(tmp_path: 
     (tmp_path / "bad.toml").write_text("[gpu_memory\n")
     with pytest.raises(GoalsError, match="bad.toml"):
         Goals.load(tmp_path / "bad.toml")
+
+
+def test_a_ceiling_file_gives_its_best_row_and_the_report_sets_the_best_level_against_it(tmp_path: Path) -> None:
+    path = tmp_path / "ceiling.json"
+    path.write_text(json.dumps({"device": "NVIDIA H100", "how": "fp16", "rows": [
+        {"streams": 64, "decoder_ms": 5.0, "vocoder_ms": 8.0, "x_real_time": 3383.0},
+        {"streams": 128, "decoder_ms": 8.1, "vocoder_ms": 15.7, "x_real_time": 3711.0}]}))
+    assert Ceiling.load(path) == Ceiling(3711.0, 128, "NVIDIA H100")
+    (tmp_path / "bad.json").write_text('{"rows": []}')
+    with pytest.raises(GoalsError, match="not a ceiling file"):
+        Ceiling.load(tmp_path / "bad.json")
+    report = _report(trained=True)
+    report.ceiling = Ceiling(2200.0, 128, "NVIDIA H100")
+    assert "No level had a first-chunk p99 <= 250 ms." in render_markdown(report)  # its p99 is 1.5 s
+    fast = RequestRecord(index=0, measured=True, start=0.0, first_chunk=0.05, end=1.0, audio_seconds=1100.0)
+    report.levels = [LevelResult(concurrency=64, records=[fast], loaded_seconds=1.0)]
+    assert "2,200x real time at 128 streams. The best level with a first-chunk p99 <= 250 ms, 1,100x at " \
+           "concurrency 64, is 50 % of it." in render_markdown(report)
 
 
 def test_reference_run_scales_the_best_aggregate() -> None:
@@ -300,3 +322,22 @@ tts_cache_lookups_total_created{model="tts",outcome="hit"} 1.7e9
 def test_cache_lookups_sum_models_by_outcome_and_are_empty_without_a_cache() -> None:
     assert cache_lookups(CPU_METRICS + CACHE_LINES) == {"hit": 9.0, "miss": 2.0, "error": 0.0}
     assert cache_lookups(CPU_METRICS) == {}
+
+
+def test_gateway_bench_sets_each_gateway_count_against_direct_grpc_at_each_level(tmp_path: Path) -> None:
+    from tts_triton.bench import gateway
+
+    args = argparse.Namespace(streams=[64, 256], gateways=[1, 4], soak_concurrency=8)
+    paths = {key: {"name": name, "first_byte_s": [0.010, 0.012, 0.011], "failures": 0}
+             for key, name in (("grpc", "direct gRPC (first chunk)"), ("pcm", "gateway pcm (first byte)"),
+                               ("mp3", "gateway mp3 (first byte)"))}
+    throughput = [{"streams": s, "gateways": g, "audio_per_s": rate, "failures": failed}
+                  for s, g, rate, failed in ((64, 0, 1000.0, 0), (64, 1, 500.0, 0), (64, 4, 950.0, 0),
+                                             (256, 0, 2000.0, 0), (256, 1, 600.0, 3), (256, 4, 1800.0, 0))]
+    result = {"paths": paths, "throughput": throughput, "soak": None, "args": {"streams": [64, 256]}}
+    table = gateway._table(result, args)
+    assert "| streams | direct gRPC audio s per s | 1 gateway process (pcm) | 4 gateway processes (pcm) |" in table
+    assert "| 64 | 1,000.0 | 500.0 (x0.50) | 950.0 (x0.95) |" in table
+    assert "| 256 | 2,000.0 | 600.0 (x0.30, 3 failed) | 1,800.0 (x0.90) |" in table
+    gateway._plot(result, tmp_path / "report.png")
+    assert (tmp_path / "report.png").stat().st_size > 10_000

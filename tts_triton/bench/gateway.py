@@ -3,12 +3,14 @@
     tts-triton bench-gateway --out runs/gateway                       # embedded server, CPU
     tts-triton bench-gateway --target torch-cuda --soak 1000 --out runs/gateway-h200
 
-Starts Triton (or uses ``--url``) and a gateway process in front of it, then measures, interleaved so that
-both paths see the same server state: at C=1, the gateway's first audio byte (``pcm`` and ``mp3``) against the
-first chunk of a direct gRPC stream (:class:`~tts_triton.client.AsyncTTSClient`); at ``--streams`` concurrent
-streams, audio seconds delivered per wall second through each. With ``--soak N``, N more requests through the
-gateway with its resident memory sampled. Prints a table; writes ``report.md``, ``report.json`` and
-``report.png`` under ``--out``.
+Starts Triton (or uses ``--url``) and gateway processes in front of it (as many as the largest of ``--gateways``),
+then measures, interleaved so that both paths see the same server state: at C=1, the gateway's first audio byte
+(``pcm`` and ``mp3``) against the first chunk of a direct gRPC stream (:class:`~tts_triton.client.AsyncTTSClient`);
+at each of ``--streams`` concurrent streams, audio seconds delivered per wall second directly and through each of
+``--gateways`` gateway processes (the streams spread over them in turn: replicas behind a balancer), so that a
+report says how many gateway processes a server needs. With ``--soak N``, N more requests through the first gateway
+with its resident memory sampled. Prints a table; writes ``report.md``, ``report.json`` and ``report.png`` under
+``--out``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import asyncio
 import collections
 import contextlib
 import functools
+import itertools
 import json
 import os
 import signal
@@ -47,12 +50,22 @@ SENTENCES = tuple(text for _, text in WORKLOAD_SENTENCES)
 
 @dataclass
 class Measured:
-    """One way to reach the model and what was measured on it."""
+    """One way to reach the model and what was measured on it at C=1."""
 
     name: str
     first_byte_s: list[float] = field(default_factory=list)
-    throughput: float = 0.0  # audio seconds per wall second at --streams
     failures: int = 0
+
+
+@dataclass
+class Throughput:
+    """Audio seconds per wall second at ``streams`` concurrent streams, directly (``gateways`` 0) or spread over
+    ``gateways`` gateway processes (pcm), with the failed requests."""
+
+    streams: int
+    gateways: int
+    audio_per_s: float
+    failures: int
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -101,10 +114,14 @@ async def _closed_loop(streams: int, requests: int, one: Callable[[str], Awaitab
     return audio / (time.perf_counter() - start), failures
 
 
-async def _measure(args: argparse.Namespace, triton_url: str, gateway_url: str, gateway_pid: int) -> dict:
+async def _measure(args: argparse.Namespace, triton_url: str, gateways: list[tuple[str, int]]) -> dict:
     client = AsyncTTSClient(triton_url, timeout=120)
-    limits = httpx.Limits(max_connections=args.streams * 2, max_keepalive_connections=args.streams * 2)
-    async with httpx.AsyncClient(base_url=gateway_url, timeout=120, limits=limits) as http:
+    most = max(args.streams)
+    limits = httpx.Limits(max_connections=most * 2, max_keepalive_connections=most * 2)
+    async with contextlib.AsyncExitStack() as stack:
+        https = [await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=120, limits=limits))
+                 for url, _ in gateways]
+        http = https[0]
         paths = {"grpc": Measured("direct gRPC (first chunk)"), "pcm": Measured("gateway pcm (first byte)"),
                  "mp3": Measured("gateway mp3 (first byte)")}
         calls = {"grpc": lambda t: _direct(client, t), "pcm": lambda t: _gateway(http, t, "pcm"),
@@ -114,12 +131,19 @@ async def _measure(args: argparse.Namespace, triton_url: str, gateway_url: str, 
         for i in range(args.requests):  # C=1, the paths interleaved request by request
             for name, path in paths.items():
                 path.first_byte_s.append((await calls[name](SENTENCES[i % len(SENTENCES)]))[0])
-        for name in ("grpc", "pcm"):
-            paths[name].throughput, paths[name].failures = await _closed_loop(
-                args.streams, args.stream_requests, calls[name])
-        soak = await _soak(args, http, gateway_pid) if args.soak else None
+        throughput = []
+        for streams in args.streams:
+            rate, failures = await _closed_loop(streams, args.stream_requests, calls["grpc"])
+            throughput.append(Throughput(streams, 0, rate, failures))
+            for count in args.gateways:
+                turn = itertools.cycle(https[:count])  # the streams' requests spread over the gateways in turn
+                rate, failures = await _closed_loop(
+                    streams, args.stream_requests, lambda t, turn=turn: _gateway(next(turn), t, "pcm"))
+                throughput.append(Throughput(streams, count, rate, failures))
+        soak = await _soak(args, http, gateways[0][1]) if args.soak else None
     await client.close()
-    return {"paths": {k: asdict(v) for k, v in paths.items()}, "soak": soak}
+    return {"paths": {k: asdict(v) for k, v in paths.items()}, "throughput": [asdict(t) for t in throughput],
+            "soak": soak}
 
 
 async def _soak(args: argparse.Namespace, http: httpx.AsyncClient, pid: int) -> dict:
@@ -172,6 +196,13 @@ def _triton(args: argparse.Namespace) -> Iterator[str]:
 
 
 @contextlib.contextmanager
+def _gateway_processes(triton_url: str, count: int, streams: int) -> Iterator[list[tuple[str, int]]]:
+    """``count`` gateway processes (:func:`_gateway_process`), each allowed ``streams`` streams: (url, pid) each."""
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(_gateway_process(triton_url, streams)) for _ in range(count)]
+
+
+@contextlib.contextmanager
 def _gateway_process(triton_url: str, streams: int) -> Iterator[tuple[str, int]]:
     """``tts-triton gateway`` in a process of its own (its CPU and memory apart from the load generator)."""
     port = free_port()
@@ -199,20 +230,31 @@ def _gateway_process(triton_url: str, streams: int) -> Iterator[tuple[str, int]]
 
 
 def _table(result: dict, args: argparse.Namespace) -> str:
-    rows = ["| path | C=1 first byte p50 ms | p90 ms | "
-            f"{args.streams} streams: audio s per s | failures |", "|---|---|---|---|---|"]
-    for key, path in result["paths"].items():
+    rows = ["| path | C=1 first byte p50 ms | p90 ms | failures |", "|---|---|---|---|"]
+    for path in result["paths"].values():
         values = path["first_byte_s"]
-        throughput = f"{path['throughput']:.2f}" if key != "mp3" else "-"
         rows.append(f"| {path['name']} | {statistics.median(values) * 1000:.1f} | "
-                    f"{_percentile(values, 90) * 1000:.1f} | {throughput} | {path['failures']} |")
+                    f"{_percentile(values, 90) * 1000:.1f} | {path['failures']} |")
     grpc, pcm = result["paths"]["grpc"], result["paths"]["pcm"]
     overhead = (statistics.median(pcm["first_byte_s"]) - statistics.median(grpc["first_byte_s"])) * 1000
-    ratio = pcm["throughput"] / grpc["throughput"] if grpc["throughput"] else float("nan")
-    rows.append(f"\nGateway over direct gRPC: first byte {overhead:+.1f} ms (p50, pcm); "
-                f"throughput at {args.streams} streams x{ratio:.2f}.")
+    rows.append(f"\nGateway over direct gRPC: first byte {overhead:+.1f} ms (p50, pcm).\n")
+    rows += ["| streams | direct gRPC audio s per s | "
+             + " | ".join(f"{n} gateway process{'es' if n > 1 else ''} (pcm)" for n in args.gateways) + " |",
+             "|---:|---:|" + "---:|" * len(args.gateways)]
+    for streams in args.streams:
+        measured = {t["gateways"]: t for t in result["throughput"] if t["streams"] == streams}
+        direct = measured[0]["audio_per_s"]
+
+        def cell(t: dict, direct: float = direct) -> str:
+            ratio = t["audio_per_s"] / direct if direct else float("nan")
+            failed = f", {t['failures']} failed" if t["failures"] else ""
+            return f"{t['audio_per_s']:,.1f} (x{ratio:.2f}{failed})"
+
+        failed = f" ({measured[0]['failures']} failed)" if measured[0]["failures"] else ""
+        rows.append(f"| {streams} | {direct:,.1f}{failed} | " + " | ".join(cell(measured[n]) for n in args.gateways)
+                    + " |")
     if soak := result["soak"]:
-        rows.append(f"Soak: {soak['requests']} requests at C={args.soak_concurrency}, {soak['failures']} failures, "
+        rows.append(f"\nSoak: {soak['requests']} requests at C={args.soak_concurrency}, {soak['failures']} failures, "
                     f"{soak['seconds']:.0f} s; gateway RSS {soak['rss_after_first_tenth_mib']:.0f} MiB after the "
                     f"first tenth, {soak['rss_end_mib']:.0f} MiB at the end, peak {soak['rss_peak_mib']:.0f} MiB; "
                     f"formats {', '.join(soak['formats'])}.")
@@ -232,10 +274,16 @@ def _plot(result: dict, path: Path) -> None:
     axes[0].boxplot([[v * 1000 for v in p["first_byte_s"]] for p in result["paths"].values()])
     axes[0].set_xticks(range(1, len(names) + 1), [n.replace(" (", "\n(") for n in names], fontsize=8)
     axes[0].set_ylabel("ms to first audio (C=1)")
-    throughput = {p["name"]: p["throughput"] for k, p in result["paths"].items() if k != "mp3"}
-    axes[1].bar([n.split(" (")[0] for n in throughput], list(throughput.values()))
+    counts = sorted({t["gateways"] for t in result["throughput"]})
+    levels = sorted({t["streams"] for t in result["throughput"]})
+    width = 0.8 / len(counts)
+    for i, count in enumerate(counts):
+        rates = {t["streams"]: t["audio_per_s"] for t in result["throughput"] if t["gateways"] == count}
+        axes[1].bar([j + i * width for j in range(len(levels))], [rates[s] for s in levels], width,
+                    label="direct gRPC" if count == 0 else f"{count} gateway(s), pcm")
+    axes[1].set_xticks([j + 0.4 - width / 2 for j in range(len(levels))], [f"{s} streams" for s in levels])
     axes[1].set_ylabel("audio seconds per second")
-    axes[1].set_title(f"{result['args']['streams']} concurrent streams")
+    axes[1].legend(fontsize=8)
     if soak:
         axes[2].plot([t for t, _ in soak["rss_mib"]], [r for _, r in soak["rss_mib"]])
         axes[2].set_xlabel("seconds")
@@ -258,9 +306,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--triton-home", type=Path, default=triton_home(),
                    help="an unpacked Triton bundle to run instead of nvidia-pytriton's (default: $TRITON_HOME)")
     p.add_argument("--requests", type=int, default=20, help="C=1 requests per path (default %(default)s)")
-    p.add_argument("--streams", type=int, default=16, help="concurrent streams for throughput (default %(default)s)")
+    p.add_argument("--streams", type=int, nargs="+", default=[16],
+                   help="concurrent streams for throughput, one level each (default %(default)s)")
     p.add_argument("--stream-requests", type=int, default=64,
-                   help="requests per path at --streams (default %(default)s)")
+                   help="requests per path at each --streams level (default %(default)s)")
+    p.add_argument("--gateways", type=int, nargs="+", default=[1],
+                   help="gateway processes the throughput levels spread their streams over, each count measured "
+                        "(default %(default)s; the C=1 latency and the soak use the first process)")
     p.add_argument("--soak", type=int, default=0, metavar="N", help="N more requests through the gateway (default 0)")
     p.add_argument("--soak-concurrency", type=int, default=8, help="concurrency of the soak (default %(default)s)")
     p.add_argument("--out", type=Path, required=True, help="folder for report.md, report.json, report.png")
@@ -269,11 +321,15 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``tts-triton bench-gateway``; returns the exit status (1 if any request failed)."""
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if min(args.streams) < 1 or min(args.gateways) < 1:
+        p.error("--streams and --gateways must be at least 1")
     args.out.mkdir(parents=True, exist_ok=True)
-    with _triton(args) as triton_url, _gateway_process(triton_url, args.streams) as (gateway_url, pid):
-        print(f"triton {triton_url}, gateway {gateway_url} (pid {pid}): measuring ...", flush=True)
-        result = asyncio.run(_measure(args, triton_url, gateway_url, pid))
+    with _triton(args) as triton_url, _gateway_processes(triton_url, max(args.gateways),
+                                                          max(args.streams)) as gateways:
+        print(f"triton {triton_url}, gateways {', '.join(url for url, _ in gateways)}: measuring ...", flush=True)
+        result = asyncio.run(_measure(args, triton_url, gateways))
     result["args"] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     table = _table(result, args)
     print(table)
@@ -281,5 +337,6 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "report.md").write_text(f"# Gateway overhead\n\n`{command}`\n\n{table}\n\n![](report.png)\n")
     (args.out / "report.json").write_text(json.dumps(result, indent=1))
     _plot(result, args.out / "report.png")
-    failures = sum(p["failures"] for p in result["paths"].values()) + (result["soak"] or {}).get("failures", 0)
+    failures = (sum(p["failures"] for p in result["paths"].values()) + sum(t["failures"] for t in result["throughput"])
+                + (result["soak"] or {}).get("failures", 0))
     return 1 if failures else 0

@@ -25,6 +25,13 @@ lists them::
     [scale_vs_reference]   # best aggregate against that of the --reference run, both within the p99 limit
     p99_at_most_ms = 250
     at_least = 1.8
+    [x_real_time_vs_ceiling]  # best aggregate (p99 within the limit) over the in-process ceiling (--ceiling)
+    p99_at_most_ms = 250
+    at_least = 0.7
+    [errors]               # failed streams over the sweep and the soak
+    at_most = 0
+    [soak_requests]        # measured requests of the soak
+    at_least = 2000
 
 ``docs/bench-goals.toml`` is an example.
 """
@@ -40,7 +47,7 @@ from pathlib import Path
 
 from tts_triton.bench.stats import LevelSummary, MemoryTrend, best_level, ratio
 
-__all__ = ["GOAL_PARAMETERS", "Goals", "GoalsError", "RunNumbers"]
+__all__ = ["GOAL_PARAMETERS", "Ceiling", "Goals", "GoalsError", "RunNumbers"]
 
 #: Each goal's parameters (all required).
 GOAL_PARAMETERS: dict[str, tuple[str, ...]] = {
@@ -52,6 +59,9 @@ GOAL_PARAMETERS: dict[str, tuple[str, ...]] = {
     "gpu_memory": ("at_most_gb",),
     "soak_memory_growth": ("at_most_mib",),
     "scale_vs_reference": ("p99_at_most_ms", "at_least"),
+    "x_real_time_vs_ceiling": ("p99_at_most_ms", "at_least"),
+    "errors": ("at_most",),
+    "soak_requests": ("at_least",),
 }
 
 
@@ -62,7 +72,8 @@ class GoalsError(ValueError):
 @dataclass(frozen=True)
 class RunNumbers:
     """What goals are judged on: the served and eager levels, the trend of every GPU memory sample and of the
-    soak's, the soak's measured requests (0: no soak) and the best level of a ``--reference`` run."""
+    soak's, the soak's measured requests (0: no soak), the best level of a ``--reference`` run, the in-process
+    ceiling (``--ceiling``) and the failed streams of the sweep and the soak (with ``streams``, how many ran)."""
 
     served: Sequence[LevelSummary]
     baseline: Sequence[LevelSummary]
@@ -70,6 +81,30 @@ class RunNumbers:
     soak: MemoryTrend | None = None
     soak_requests: int = 0
     reference: LevelSummary | None = None
+    ceiling: Ceiling | None = None
+    errors: int = 0
+    streams: int = 0
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """The in-process ceiling (``scripts/gpu/probe/ceiling.py --json``): the most x real time its rows reach, at how
+    many streams, on which device."""
+
+    x_real_time: float
+    streams: int
+    device: str
+
+    @classmethod
+    def load(cls, path: Path) -> Ceiling:
+        """Read a ceiling file; raises GoalsError naming what is wrong."""
+        try:
+            data = json.loads(path.read_text())
+            best = max(data["rows"], key=lambda row: row["x_real_time"])
+            return cls(float(best["x_real_time"]), int(best["streams"]), str(data.get("device", "?")))
+        except (OSError, ValueError, KeyError, TypeError) as err:  # JSONDecodeError is a ValueError
+            raise GoalsError(f"{path}: not a ceiling file of probe/ceiling.py --json ({type(err).__name__}: {err})") \
+                from None
 
 
 def _num(value: float, digits: int = 0) -> str:
@@ -123,6 +158,26 @@ class Goals:
         """(goal, measured, met) for each goal, from this run's numbers."""
         return [getattr(self, f"_{name}")(run, params) for name, params in self.entries.items()
                 if name != "scale_vs_reference" or run.reference is not None]
+
+    def _x_real_time_vs_ceiling(self, run: RunNumbers, p: Mapping[str, float]) -> list[str]:
+        limit, best = p["p99_at_most_ms"], best_level(run.served, p["p99_at_most_ms"])
+        goal = f">= {p['at_least']:.0%} of the in-process ceiling at the best concurrency with p99 <= {limit:g} ms"
+        if run.ceiling is None:
+            return [goal, "no ceiling (--ceiling FILE)", "not measured"]
+        value = ratio(best.audio_per_second if best else math.nan, run.ceiling.x_real_time)
+        served = (f"{_num(best.audio_per_second)}x at concurrency {best.concurrency}" if best
+                  else f"no level had p99 <= {limit:g} ms")
+        return [goal, f"{_num(100 * value)} %: {served} of {_num(run.ceiling.x_real_time)}x ({run.ceiling.streams} "
+                      f"streams, {run.ceiling.device})",
+                "**no**" if best is None and run.served else _verdict(value, p["at_least"], at_least=True)]
+
+    def _errors(self, run: RunNumbers, p: Mapping[str, float]) -> list[str]:
+        return [f"at most {p['at_most']:g} failed streams over the sweep and the soak",
+                f"{run.errors} of {run.streams}", _verdict(run.errors, p["at_most"]) if run.streams else "not measured"]
+
+    def _soak_requests(self, run: RunNumbers, p: Mapping[str, float]) -> list[str]:
+        return [f"a soak of at least {p['at_least']:g} requests", f"{run.soak_requests} requests",
+                _verdict(run.soak_requests, p["at_least"], at_least=True) if run.soak_requests else "**no** (no soak)"]
 
     @staticmethod
     def _at(levels: Sequence[LevelSummary], concurrency: float) -> LevelSummary:

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tts_triton.bench.goals import Goals, RunNumbers
+from tts_triton.bench.goals import Ceiling, Goals, RunNumbers
 from tts_triton.bench.prometheus import CACHE_LOOKUPS_METRIC, GPU_MEMORY_METRIC
 from tts_triton.bench.stats import (
+    BEST_P99_MS,
     COMPUTE_PARTS,
     LevelResult,
     LevelSummary,
@@ -129,7 +130,7 @@ class Report:
     audio s). ``runtime`` names the served levels' runtime, ``baseline_runtime`` the eager baseline's; ``memory``
     holds the GPU memory samples of the sweep, ``soak_memory`` those of the soak; ``notes`` go above the results;
     ``reference`` is the best level of an earlier run (``--reference``); ``goals`` (from ``goals_file``) are
-    judged at the end when given."""
+    judged at the end when given; ``ceiling`` is the in-process ceiling measured beside the run (``--ceiling``)."""
 
     date: str
     command: str
@@ -153,6 +154,7 @@ class Report:
     reference: LevelSummary | None = None
     goals: Goals | None = None
     goals_file: str = ""
+    ceiling: Ceiling | None = None
 
     def rows(self) -> list[tuple[str, LevelSummary]]:
         """(runtime, summary) of every level: served, eager baseline, soak."""
@@ -162,9 +164,12 @@ class Report:
 
     def numbers(self) -> RunNumbers:
         """What the goals are judged on."""
+        served = [*self.levels, *([self.soak] if self.soak else [])]
         return RunNumbers([summarize(level) for level in self.levels], [summarize(level) for level in self.baseline],
                           MemoryTrend.of([*self.memory, *self.soak_memory]), MemoryTrend.of(self.soak_memory),
-                          sum(r.measured for r in self.soak.records) if self.soak else 0, self.reference)
+                          sum(r.measured for r in self.soak.records) if self.soak else 0, self.reference, self.ceiling,
+                          sum(r.error is not None for level in served for r in level.records),
+                          sum(len(level.records) for level in served))
 
 
 def _untrained_note(trained: bool | None) -> str:
@@ -309,6 +314,15 @@ def _results_section(report: Report) -> list[str]:
     if pairs:
         parts += ["### Against the eager baseline (same run)\n\n",
                   markdown_table(RATIO_HEADERS, [ratio_row(s, b) for s, b in pairs]), "\n\n"]
+    if report.ceiling is not None:
+        c = report.ceiling
+        best = best_level(served, BEST_P99_MS)
+        parts += ["### Against the in-process ceiling\n\n",
+                  f"The served networks' device calls alone, one after another (`scripts/gpu/probe/ceiling.py`, on "
+                  f"{c.device}, beside this run): {c.x_real_time:,.0f}x real time at {c.streams} streams. ",
+                  (f"The best level with a first-chunk p99 <= {BEST_P99_MS:g} ms, {best.audio_per_second:,.0f}x at "
+                   f"concurrency {best.concurrency}, is {100 * ratio(best.audio_per_second, c.x_real_time):.0f} % of "
+                   "it.\n\n") if best else f"No level had a first-chunk p99 <= {BEST_P99_MS:g} ms.\n\n"]
     parts += _memory_section(report)
     if report.goals is not None:
         parts += [f"### Goals (from `{report.goals_file}`)\n\n",

@@ -43,7 +43,7 @@ from typing import Any
 from tts_triton.bench.baseline import BaselinePlan, baseline_device, run_baseline
 from tts_triton.bench.clients import STREAMS_PER_PROCESS, ClientPool, SplitLevel, client_processes
 from tts_triton.bench.describe import describe_machine, describe_server, sentence_rows
-from tts_triton.bench.goals import Goals
+from tts_triton.bench.goals import Ceiling, Goals
 from tts_triton.bench.load import MIN_MEASURED, ControlledClient, LoadLevel, now, run_soak, wait_idle, warm_up
 from tts_triton.bench.plot import plot
 from tts_triton.bench.prometheus import cache_lookups, fetch_metrics, gpu_memory_bytes
@@ -61,6 +61,7 @@ from tts_triton.bench.report import (
     report_json,
 )
 from tts_triton.bench.stats import (
+    BEST_P99_MS,
     CpuSample,
     LevelResult,
     MemorySample,
@@ -80,9 +81,6 @@ from tts_triton.processes.triton_install import TritonServerError
 __all__ = ["QUICK", "STANDARD", "main", "parser"]
 
 MAX_CONCURRENCY = 256
-#: The soak runs at the fastest level whose first-chunk p99 is within this (a quarter second: beyond it a first
-#: chunk is a noticeable pause), and the best level of a --reference run is chosen by it unless the goals say.
-SOAK_P99_MS = 250.0
 #: The levels and their rules, by default and with --quick (which fits a whole GPU run in a few minutes).
 STANDARD = {"concurrency": [1, 4, 16], "seconds": 30.0, "grace": 90.0, "warmup": 2, "baseline_concurrency": [1, 64]}
 QUICK = {"concurrency": [1, 8, 32, 64], "seconds": 5.0, "grace": 20.0, "warmup": 2, "baseline_concurrency": [1, 64]}
@@ -177,6 +175,9 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds between GPU memory samples during the soak (default %(default)s)")
     p.add_argument("--goals", type=Path,
                    help="a goals file (TOML or JSON; example: docs/bench-goals.toml) to judge this run against")
+    p.add_argument("--ceiling", type=Path,
+                   help="the in-process ceiling measured beside this run (scripts/gpu/probe/ceiling.py --json FILE): "
+                        "the report sets the best level against it (the goal x_real_time_vs_ceiling)")
     p.add_argument("--reference", type=Path,
                    help="the bench.json of an earlier run whose best aggregate this run's is compared with (the "
                         "goal scale_vs_reference)")
@@ -376,7 +377,7 @@ async def _sweep(run: _Run, server: Any, client: Any, tested: ServerUnderTest) -
 async def _soak(run: _Run, server: Any, client: Any, tested: ServerUnderTest) -> None:
     args = run.args
     summaries = [summarize(level) for level in run.report.levels]
-    best = best_level(summaries, SOAK_P99_MS) or max(summaries, key=lambda s: s.audio_per_second, default=None)
+    best = best_level(summaries, BEST_P99_MS) or max(summaries, key=lambda s: s.audio_per_second, default=None)
     concurrency = best.concurrency if best else args.concurrency[-1]
     run.say(f"soak: {args.soak} requests at c={concurrency}, GPU memory every {args.memory_every:g} s")
     workload = next(iter(run.workloads.values()))
@@ -444,13 +445,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         device = baseline_device(args.baseline_device)
         goals = Goals.load(args.goals) if args.goals else None
+        ceiling = Ceiling.load(args.ceiling) if args.ceiling else None
     except ValueError as err:  # GoalsError included
         print(f"error: {err}", file=sys.stderr)
         return 2
     if device is None:
         say("eager baseline: not measured (--baseline-device none, or auto without CUDA)")
     try:
-        p99 = goals.reference_p99_ms(SOAK_P99_MS) if goals else SOAK_P99_MS
+        p99 = goals.reference_p99_ms(BEST_P99_MS) if goals else BEST_P99_MS
         reference = reference_level(read_bench_text(args.reference), p99) if args.reference else None
     except (OSError, ValueError, KeyError, TypeError) as err:
         parser().error(f"--reference {args.reference}: not a bench.json ({type(err).__name__}: {err})")
@@ -463,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     report = Report(date=date, command=command, machine=describe_machine(), server=[], trained=None, settings={},
                     levels=[], sentences=[], plot=PLOT, warmup=args.warmup, seconds=args.seconds, grace=args.grace,
                     baseline=levels, baseline_runtime=f"eager {device}", notes=[failure] if failure else [],
-                    reference=reference, goals=goals, goals_file=str(args.goals or ""))
+                    reference=reference, goals=goals, goals_file=str(args.goals or ""), ceiling=ceiling)
     run = _Run(args, report, model_config="", title=f"tts over gRPC, {date}",
                workloads={ratio: Workload(ratio) for ratio in ratios}, say=say)
     if device:

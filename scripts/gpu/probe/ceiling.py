@@ -2,10 +2,11 @@
 the decoder's and the vocoder's device calls, one after another, as the torch-cuda target runs them
 (:class:`~tts_triton.engine.graphs.StageRunner`: fp16, CUDA graphs, the served batch buckets, budgets and K). No
 Triton, no Python backend, no BLS: what serving could reach if its host-side work cost nothing. Prints one table
-and writes it as Markdown.
+and writes it as Markdown, the host named (CPU, GPU, kernel), and with ``--json`` as the ceiling file the bench's
+``--ceiling`` reads (its best row is the ceiling the served throughput is judged against).
 
     python3 scripts/gpu/probe/ceiling.py [--checkpoint FILE] [--batches 8 16 32 64] [--tokens 64] [--calls 30]
-                                         [--out FILE]
+                                         [--out FILE] [--json FILE]
 
 At B streams decoding together, a decoder call makes B x K x r mel frames and a vocoder call on B steady-state
 windows (the widest, its context on both sides excluded) emits B x (window - context) frames. The ceiling at B is
@@ -19,6 +20,7 @@ served figure may pass this one by that much).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from pathlib import Path
@@ -26,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tts_triton.bench.describe import describe_machine
 from tts_triton.core import audio, contract
 from tts_triton.core.config import STREAMING, ModelConfig
 from tts_triton.core.contract import ModelSpec
@@ -85,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokens", type=int, default=64, help="the text's token bucket (a sentence of about 40-60)")
     p.add_argument("--calls", type=int, default=30)
     p.add_argument("--out", type=Path, help="also write the table here (Markdown)")
+    p.add_argument("--json", type=Path, help="also write the rows here, for the bench's --ceiling")
     args = p.parse_args(argv)
     if args.tokens not in STREAMING.token_buckets:
         raise SystemExit(f"--tokens {args.tokens}: the served token buckets are {STREAMING.token_buckets}")
@@ -100,8 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"The in-process ceiling on {name} ({how}): {args.checkpoint.name}, generator "
              f"{config.vocoder.variant}, K={config.decoder.steps_per_call} x r={config.decoder.frames_per_step}, "
              f"{args.tokens} tokens, vocoder windows of {window} frames; median of {args.calls} calls.", "",
+             *(f"- {label}: {value}" for label, value in describe_machine() if label in ("CPU", "GPU", "OS")), "",
              "| streams | decoder ms / call | vocoder ms / call | decoder share | x real time |",
              "|---:|---:|---:|---:|---:|"]
+    rows = []
     for batch in args.batches:
         dec = median_ms(built[contract.DECODER],
                         feeds(built[contract.DECODER].spec, batch, {contract.TOKENS: args.tokens}, batch), args.calls)
@@ -109,10 +115,14 @@ def main(argv: list[str] | None = None) -> int:
                         feeds(built[contract.VOCODER].spec, batch, {contract.FRAMES: window}, batch), args.calls)
         per_frame = dec / (batch * decoder_frames) + voc / (batch * vocoder_frames)  # ms per mel frame
         share = dec / (batch * decoder_frames) / per_frame
-        lines.append(f"| {batch} | {dec:.2f} | {voc:.2f} | {share:.0%} | {1e3 / per_frame / frame_rate:,.0f} |")
+        x_real_time = 1e3 / per_frame / frame_rate
+        rows.append({"streams": batch, "decoder_ms": dec, "vocoder_ms": voc, "x_real_time": x_real_time})
+        lines.append(f"| {batch} | {dec:.2f} | {voc:.2f} | {share:.0%} | {x_real_time:,.0f} |")
         print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
     print_report(text, args.out)
+    if args.json:
+        args.json.write_text(json.dumps({"device": name, "how": how, "rows": rows}, indent=1) + "\n")
     return 0
 
 
