@@ -5,8 +5,8 @@
 # BEFORE_DIR holds the earlier tree's files without its voice, made here with e.g.
 #     mkdir .ab-before && git archive MAIN -- . ':!docs' ':!tests' ':!tts_triton/assets' | tar -x -C .ab-before
 # (about 2 MB; carry it with .gpu-bundle and .espeak-debs). This checkout's tts_triton/assets (the voice and its
-# bank), docs/bench-goals.toml, .gpu-bundle and .espeak-debs (or .espeak-min) are linked into it, so only the code
-# differs. Each tree runs its own scripts/gpu/bench.sh (which makes that tree the one the stubs import) with its
+# bank), .gpu-bundle and .espeak-debs (or .espeak-min) are linked into it, so only the code differs; its bench reads
+# an empty goals file (this checkout's may name goals the earlier bench does not know). Each tree runs its own scripts/gpu/bench.sh (which makes that tree the one the stubs import) with its
 # own repository under /tmp; default BENCH_ARGS: the levels 1 8 64 128 256, 12 s of measured starts each, no eager
 # baseline, no soak (about 2.5 minutes a tree). Into $OUT (default bench-out): before/ and after/ (each bench's
 # files), and compare.md (python -m tts_triton.bench.compare).
@@ -29,9 +29,11 @@ before=$(cd "$before" && pwd)
 rm -rf "$before/tts_triton/assets"
 ln -s "$here/tts_triton/assets" "$before/tts_triton/assets"
 mkdir -p "$before/docs"
-for linked in .gpu-bundle .espeak-debs .espeak-min docs/bench-goals.toml; do
+for linked in .gpu-bundle .espeak-debs .espeak-min; do
   if [ -e "$here/$linked" ] && [ ! -e "$before/$linked" ]; then ln -s "$here/$linked" "$before/$linked"; fi
 done
+# the goals the earlier tree's bench.sh reads: none (an A/B compares; this tree's goals may name goals it lacks)
+[ -e "$before/docs/bench-goals.toml" ] || : >"$before/docs/bench-goals.toml"
 status=0
 declare -A runs=([before]=0 [after]=0)
 for side in ${AB_ORDER:-before after}; do

@@ -14,15 +14,18 @@
 # cancel:  streams cancelled over gRPC at random points for 45 s (tests/served/test_cancel_stress.py --mode grpc-cancel)
 #          against the repository the bench built;
 # gateway: the OpenAI gateway against direct gRPC at GATEWAY_STREAMS (default "64 256") with one gateway process and
-#          GATEWAY_REPLICAS (default 4) (tts-triton bench-gateway --target torch-cuda), into $OUT/gateway-N.
+#          GATEWAY_REPLICAS (default 4) (tts-triton bench-gateway --target torch-cuda);
+# profile: py-spy on every Python process of the server (probe/hot_paths.py) for 15 s of a bench level at PROFILE_LEVEL
+#          (default 128) streams, summed by process kind (py-spy: on PATH, or its wheel carried in .whl/).
 # Each step runs even when one before it failed; the exit status is the first failure's. The device tool brings back
 # 8 files: $OUT keeps latest/ (5 files) and ab/compare*.md; everything else (server logs, the A/B's reports, the
-# cancel stress, the gateway's report, this console) is packed into $OUT/more.tar.gz.
+# cancel stress, the gateway's report, the profile, this console) is packed into $OUT/more.tar.gz.
 # Time: ceiling + bench + ab fit one 10-minute call on an H100 (BENCH_TIMEOUT 250 s, AB_TIMEOUT 70 s a tree);
-# cancel and gateway take a second call on the same warm machine.
+# cancel, gateway and profile take a second call on the same warm machine.
 # Environment: OUT (default bench-out), ESPEAK_DEBS and GPU_BUNDLE as for bench.sh; BENCH_TIMEOUT (default 250),
 # BENCH_ARGS (replaces the full bench's arguments, e.g. on a CPU host), AB_LEVELS, AB_SECONDS, AB_TIMEOUT, AB_ORDER,
-# AB_ARGS (replaces the A/B's bench arguments), CEILING_ARGS, GATEWAY_STREAMS, GATEWAY_REPLICAS, GATEWAY_ARGS.
+# AB_ARGS (replaces the A/B's bench arguments), CEILING_ARGS, GATEWAY_STREAMS, GATEWAY_REPLICAS, GATEWAY_ARGS,
+# PROFILE_LEVEL, PROFILE_ARGS.
 set -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-bench-out}
@@ -82,7 +85,29 @@ for name in "${steps[@]}"; do
       # shellcheck disable=SC2086  # the levels are words
       step timeout 420 python3 -m tts_triton.cli bench-gateway "${gateway_args[@]}" --gateways 1 ${GATEWAY_REPLICAS:-4} \
         --streams ${GATEWAY_STREAMS:-64 256} --out "$OUT/more/gateway" ;;
-    *) echo "serving-check.sh: unknown step '$name' (ceiling, bench, ab, cancel, gateway)" >&2; exit 2 ;;
+    profile)
+      host_env
+      say "py-spy on every Python process of the server at ${PROFILE_LEVEL:-128} streams"
+      pyspy=$(command -v py-spy || true)
+      if [ -z "$pyspy" ] && compgen -G ".whl/py_spy-*.whl" >/dev/null; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/pyspy .whl/py_spy-*.whl
+        pyspy=/tmp/pyspy/bin/py-spy
+      fi
+      read -ra profile_args <<<"${PROFILE_ARGS:---target torch-cuda --baseline-device none --warmup 3}"
+      command -v nvidia-cuda-mps-control >/dev/null 2>&1 && profile_args+=(--mps)  # as bench.sh serves
+      profile=$OUT/more/profile
+      mkdir -p "$profile"
+      python3 -m tts_triton.cli bench "${profile_args[@]}" --concurrency "${PROFILE_LEVEL:-128}" --seconds 30 \
+        --grace 20 --out "$profile/bench" >"$profile/bench.log" 2>&1 &
+      bench=$!
+      until grep -q "level c=" "$profile/bench.log" 2>/dev/null; do kill -0 "$bench" 2>/dev/null || break; sleep 1; done
+      sleep 5  # the level's opening burst passes
+      server=$(pgrep -P "$bench" -x tritonserver | head -1)
+      step python3 scripts/gpu/probe/hot_paths.py record --server "${server:-0}" --seconds 15 --out "$profile" \
+        --py-spy "${pyspy:-py-spy}"
+      step wait "$bench"
+      step python3 scripts/gpu/probe/hot_paths.py summary "$profile" --out "$profile/summary.md" >/dev/null ;;
+    *) echo "serving-check.sh: unknown step '$name' (ceiling, bench, ab, cancel, gateway, profile)" >&2; exit 2 ;;
   esac
 done
 say "exit status $status"

@@ -31,7 +31,7 @@ def _run(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedP
 
 
 @pytest.mark.parametrize("script", ["trace.py", "phases.py", "memory.py", "pipeline_overhead.py", "style.py",
-                                    "voice.py", "vocoder_speed.py", "ceiling.py"])
+                                    "voice.py", "vocoder_speed.py", "ceiling.py", "hot_paths.py"])
 def test_every_probe_answers_help(script: str) -> None:
     done = _run(script, "--help", timeout=120)
     assert done.returncode == 0, done.stderr
@@ -142,3 +142,27 @@ def test_ceiling_times_the_served_decoder_and_vocoder_on_the_cpu_without_the_cli
         per_frame = float(dec) / (int(streams) * 48) + float(voc) / (int(streams) * 72)
         expected = 1e3 / per_frame / (audio.SAMPLE_RATE / audio.HOP_LENGTH)
         assert float(x.replace(",", "")) == pytest.approx(expected, rel=0.05, abs=1)  # the table's rounding
+
+
+def test_hot_paths_sums_py_spy_stacks_by_process_kind_and_names_what_is_missing(tmp_path: Path) -> None:
+    """py-spy's raw format, two BLS processes and one network stub: shares per kind, self and inclusive, by function
+    whatever its line; a missing py-spy or a pid that is no server's is refused with its reason."""
+    loop = "_run_once (asyncio/base_events.py:1922)"
+    (tmp_path / "stub_tts-10.txt").write_text(
+        f"{loop};decode (tts_triton/serving/pipeline.py:210);infer (tts_triton/triton/bls.py:95) 30\n"
+        f"{loop};decode (tts_triton/serving/pipeline.py:233);estimate (tts_triton/core/fundamental.py:90) 10\n")
+    (tmp_path / "stub_tts-11.txt").write_text(f"{loop};chunk_response (tts_triton/triton/bls.py:236) 60\n")
+    (tmp_path / "stub_decoder-12.txt").write_text("execute (tts_triton/triton/torch_model.py:120) 5\n")
+    done = _run("hot_paths.py", "summary", str(tmp_path), "--out", str(tmp_path / "summary.md"))
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "summary.md").read_text()
+    assert text.index("## stub tts: 100 samples") < text.index("## stub decoder: 5 samples")  # busiest first
+    assert "| 60.0 % | chunk_response (bls.py) |" in text and "| 30.0 % | infer (bls.py) |" in text  # self
+    assert "| 40.0 % | decode (pipeline.py) |" in text  # inclusive: both of its lines
+    missing = _run("hot_paths.py", "record", "--server", "1", "--out", str(tmp_path), "--py-spy", "no-such-py-spy")
+    assert missing.returncode == 2 and "no-such-py-spy: no such program" in missing.stderr
+    with subprocess.Popen(["sleep", "60"]) as childless:
+        alone = _run("hot_paths.py", "record", "--server", str(childless.pid), "--out", str(tmp_path),
+                     "--py-spy", "true")
+        childless.kill()
+    assert alone.returncode == 2 and "no process has it as its parent" in alone.stderr

@@ -10,6 +10,7 @@ to its own length.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -54,11 +55,11 @@ class Padding:
 def batch_groups(feeds: Sequence[Feed], *, batched: bool = True, padding: Padding | None = None) -> list[list[int]]:
     """Indices of the requests that can run as one call (equal dtypes and non-batch shapes, masked axes
     aside with ``padding``), in arrival order."""
-    if not batched:
+    if not batched or len(feeds) < 2:
         return [[i] for i in range(len(feeds))]
     groups: dict[tuple, list[int]] = {}
     for i, feed in enumerate(feeds):
-        key = tuple((name, array.dtype.str, padding.key(name, array.shape) if padding else array.shape[1:])
+        key = tuple((name, array.dtype, padding.key(name, array.shape) if padding else array.shape[1:])
                     for name, array in sorted(feed.items()))
         groups.setdefault(key, []).append(i)
     return list(groups.values())
@@ -109,12 +110,11 @@ def split(outputs: Mapping[str, np.ndarray], feeds: Sequence[Feed],
     for name, array in outputs.items():
         if len(array) != total:
             raise RuntimeError(f"output {name!r} has batch size {len(array)}, the batch had {total} rows")
-    bounds = np.cumsum(sizes)[:-1]
-    per_request: list[dict[str, np.ndarray]] = [{} for _ in sizes]
-    for name, array in outputs.items():
-        for result, part in zip(per_request, np.split(array, bounds) if len(sizes) > 1 else [array], strict=True):
-            result[name] = part
-    if padding and len(feeds) > 1:
+    if len(sizes) == 1:
+        return [dict(outputs)]
+    bounds = itertools.pairwise(itertools.accumulate(sizes, initial=0))
+    per_request = [{name: array[lo:hi] for name, array in outputs.items()} for lo, hi in bounds]  # views
+    if padding:
         for feed, result in zip(feeds, per_request, strict=True):
             lengths = padding.lengths(feed)
             for name, where in padding.outputs.items():
