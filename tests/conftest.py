@@ -58,9 +58,70 @@ def default_test_ports(local_range: str | None = None) -> str:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Every port the session and what it starts pick (:func:`~tts_triton.processes.ports.free_port`) comes from
-    the range :data:`PORTS_ENV` asks for, or :func:`default_test_ports`; a malformed one stops the run here."""
+    the range :data:`PORTS_ENV` asks for, or :func:`default_test_ports`; a malformed one stops the run here.
+    ``--file-progress`` reports by file (:class:`FileProgress`) where the results are printed (not on xdist workers)."""
     os.environ.setdefault(PORTS_ENV, default_test_ports())
     port_range()
+    if config.getoption("file_progress") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(FileProgress(config), "file-progress")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--file-progress", action="store_true",
+                     help="a line per test file as its last test ends (its counts, its tests' seconds, the run's "
+                          "progress) instead of a character per test")
+
+
+class FileProgress:
+    """Prints ``path: 12 passed, 1 failed in 34.5 s [120/1144]`` when the last test of a file ends, and nothing per
+    test; with xdist, on the controller, from the workers' reports."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.left: dict[str, int] = {}  # tests not yet ended, per file
+        self.outcomes: dict[str, dict[str, int]] = {}
+        self.seconds: dict[str, float] = {}
+        self.worst: dict[str, str] = {}  # per test not yet ended: its outcome so far
+        self.total = self.ended = 0
+
+    def _expect(self, nodeids: list[str]) -> None:
+        if not self.total:  # each xdist worker collects the same tests
+            for nodeid in nodeids:
+                path = nodeid.split("::")[0]
+                self.left[path] = self.left.get(path, 0) + 1
+            self.total = len(nodeids)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._expect([item.nodeid for item in session.items])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self._expect(ids)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> Iterator[None]:
+        outcome = yield
+        if (result := outcome.get_result()) and isinstance(result, tuple):
+            category, _, word = result
+            outcome.force_result((category, "", word))  # no character per test
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        path = report.nodeid.split("::")[0]
+        self.seconds[path] = self.seconds.get(path, 0.0) + report.duration
+        state = ("failed" if report.when == "call" else "error") if report.failed else report.outcome
+        if self.worst.get(report.nodeid, "passed") == "passed":  # a test's first phase not passed tells its outcome
+            self.worst[report.nodeid] = state
+        if report.when != "teardown":
+            return
+        final = self.worst.pop(report.nodeid)
+        counts = self.outcomes.setdefault(path, {})
+        counts[final] = counts.get(final, 0) + 1
+        self.ended += 1
+        self.left[path] = self.left.get(path, 1) - 1
+        if self.left[path] <= 0:
+            summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+            terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+            terminal.write_line(f"{path}: {summary} in {self.seconds[path]:.1f} s [{self.ended}/{self.total}]")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -279,11 +340,12 @@ def gateway(server: TritonServer) -> Iterator[Any]:
 
 
 #: The folder of tests/ each test lives in is its tier, and its marker (pyproject.toml): ``unit`` starts no server
-#: and builds no model repository (the quick tier, run first); ``served`` starts real servers (tritonserver,
-#: redis-server, the gateway) or builds the repository they serve; ``deploy`` builds the wheel, renders the chart,
-#: runs the quickstart.
+#: and neither builds nor runs a full-size network (the quick tier, run first); ``model`` trains, synthesizes with
+#: full-size networks in process, or runs the teachers and the evaluation's judges; ``served`` starts real servers
+#: (tritonserver, redis-server, the gateway) or builds the repository they serve; ``deploy`` builds the wheel,
+#: renders the chart, runs the quickstart.
 TESTS = Path(__file__).resolve().parent
-TIERS = ("unit", "served", "deploy")
+TIERS = ("unit", "model", "served", "deploy")
 #: Fixtures that start a server: a test using one, directly or through another fixture, is marked ``served``.
 SERVED_FIXTURES = frozenset({"start_triton", "make_triton", "server", "gateway"})
 #: Fixtures that make a test slow by the marker's definition (pyproject.toml): a real tritonserver, or the
@@ -391,14 +453,22 @@ sys.addaudithook(_watch_user_cache)
 
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """``$XDG_CACHE_HOME`` for the whole session (and the commands and servers it starts): a temporary folder."""
-    saved = os.environ.get("XDG_CACHE_HOME")
+    """``$XDG_CACHE_HOME`` for the whole session (and the commands and servers it starts): a temporary folder; and
+    ``$TMPDIR`` another, so that what they leave in a temporary folder (torchrun's, a script's ``mktemp``) goes with
+    pytest's own (pyproject.toml: removed after a run that passed, the last run's kept after a failure)."""
+    import tempfile
+
+    saved = {name: os.environ.get(name) for name in ("XDG_CACHE_HOME", "TMPDIR")}
     os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    os.environ["TMPDIR"] = str(tmp_path_factory.mktemp("tmp"))
+    tempfile.tempdir = None  # found again from $TMPDIR
     yield Path(os.environ["XDG_CACHE_HOME"])
-    if saved is None:
-        os.environ.pop("XDG_CACHE_HOME", None)
-    else:
-        os.environ["XDG_CACHE_HOME"] = saved
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    tempfile.tempdir = None
 
 
 @pytest.fixture(autouse=True)

