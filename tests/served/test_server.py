@@ -215,6 +215,17 @@ def listening_ipv4(port: int) -> set[str]:
     return found
 
 
+def test_a_cpu_hosts_log_has_no_gpu_pool_or_metrics_errors(add_one_server: TritonServer) -> None:
+    """Where there is no GPU, the server sets up no pinned or CUDA memory pool and no GPU metrics, rather than
+    logging that it could not (what remains: "CudaDriverHelper has not been initialized", docs/operations.md)."""
+    if server_module.NVIDIA_CONTROL_DEVICE.exists():
+        pytest.skip("a GPU host: Triton sets up its pools and GPU metrics")
+    log = add_one_server.log_tail(400)
+    assert "Started GRPCInferenceService" in log
+    assert [phrase for phrase in ("pinned memory pool will not be available", "Failed to initialize NVML",
+                                  "DCGM unable to start") if phrase in log] == []
+
+
 def test_binds_loopback_only(add_one_server: TritonServer) -> None:
     loopback = "0100007F"  # 127.0.0.1, little-endian hex
     for port in (add_one_server.http_port, add_one_server.grpc_port, add_one_server.metrics_port):

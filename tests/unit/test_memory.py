@@ -20,7 +20,7 @@ from waiting import wait_until
 from tts_triton.client.errors import TTSError, classify_error, final_follows, refusal_error, refused
 from tts_triton.core.contract import REFERENCE_AUDIO
 from tts_triton.errors import INVALID_INPUT, mark
-from tts_triton.processes import memory
+from tts_triton.processes import memory, triton_server
 from tts_triton.processes.triton_server import TritonServer
 
 JEMALLOC = memory.find_library(memory.ALLOCATORS["jemalloc"][0])
@@ -145,6 +145,15 @@ def test_the_server_command_and_environment_carry_the_guards(tmp_path: Path) -> 
         "LD_PRELOAD")
     if JEMALLOC is not None:
         assert str(JEMALLOC) in TritonServer(tmp_path).environment()["LD_PRELOAD"]
+
+
+def test_only_a_host_without_a_gpu_turns_the_gpu_pools_and_metrics_off(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(triton_server, "NVIDIA_CONTROL_DEVICE", tmp_path / "nvidiactl")
+    without = TritonServer(tmp_path).command(tmp_path)
+    (tmp_path / "nvidiactl").touch()
+    with_gpu = TritonServer(tmp_path).command(tmp_path)
+    assert set(triton_server.CPU_HOST_ARGS) <= set(without) and not set(triton_server.CPU_HOST_ARGS) & set(with_gpu)
 
 
 def test_the_parent_death_hook_applies_the_cap() -> None:

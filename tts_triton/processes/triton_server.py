@@ -50,6 +50,11 @@ __all__ = ["PortInUseError", "TritonServer", "check_ports", "free_port", "free_p
 _ERROR_LINE = re.compile(r"E\d{4} |error: |\[libprotobuf ERROR")
 #: Where the Python backend's shared-memory regions live.
 SHM_DIR = Path("/dev/shm")
+#: The device node an NVIDIA driver creates: without it the host has no GPU for Triton.
+NVIDIA_CONTROL_DEVICE = Path("/dev/nvidiactl")
+#: Options for a host without a GPU: no pinned or CUDA memory pool and no GPU metrics (the CPU target uses none), so
+#: that Triton does not try to set them up and log the failures (CUDA driver, NVML, DCGM).
+CPU_HOST_ARGS = ("--pinned-memory-pool-byte-size=0", "--cuda-memory-pool-byte-size=0:0", "--allow-gpu-metrics=false")
 #: Control APIs refused without the admin header (Triton's restricted-API options, HTTP and gRPC alike).
 RESTRICTED_APIS = ("shared-memory", "logging", "trace", "model-repository")
 #: Header (gRPC metadata key) that unlocks ``RESTRICTED_APIS``; its value is ``TritonServer.admin_key``.
@@ -323,6 +328,7 @@ class TritonServer:
             f"--http-restricted-api={','.join(RESTRICTED_APIS)}:{ADMIN_HEADER}={self.admin_key}",
             f"--grpc-restricted-protocol={','.join(RESTRICTED_APIS)}:{ADMIN_HEADER}={self.admin_key}",
             *memory.SERVER_ARGS,
+            *(() if NVIDIA_CONTROL_DEVICE.exists() else CPU_HOST_ARGS),
             *self.extra_args,
         ]
 
