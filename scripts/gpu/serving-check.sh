@@ -20,9 +20,10 @@
 # Each step runs even when one before it failed; the exit status is the first failure's. The device tool brings back
 # 8 files: $OUT keeps latest/ (5 files) and ab/compare*.md; everything else (server logs, the A/B's reports, the
 # cancel stress, the gateway's report, the profile, this console) is packed into $OUT/more.tar.gz.
-# Time: ceiling + bench + ab fit one 10-minute call on an H100 (BENCH_TIMEOUT 250 s, AB_TIMEOUT 70 s a tree);
-# cancel, gateway and profile take a second call on the same warm machine.
-# Environment: OUT (default bench-out), ESPEAK_DEBS and GPU_BUNDLE as for bench.sh; BENCH_TIMEOUT (default 250),
+# Time on an H100: ceiling + bench about 5-6 minutes (the bench is stopped cleanly after BENCH_TIMEOUT, 330 s), ab
+# about 5 (AB_TIMEOUT, 70 s a tree, four trees), cancel + gateway + profile about 5: three 10-minute calls on the same
+# warm machine; in one call, ceiling bench ab with BENCH_TIMEOUT=250 and AB_ORDER="before after" (no mirror).
+# Environment: OUT (default bench-out), ESPEAK_DEBS and GPU_BUNDLE as for bench.sh; BENCH_TIMEOUT (default 330),
 # BENCH_ARGS (replaces the full bench's arguments, e.g. on a CPU host), AB_LEVELS, AB_SECONDS, AB_TIMEOUT, AB_ORDER,
 # AB_ARGS (replaces the A/B's bench arguments), CEILING_ARGS, GATEWAY_STREAMS, GATEWAY_REPLICAS, GATEWAY_ARGS,
 # PROFILE_LEVEL, PROFILE_ARGS.
@@ -60,7 +61,7 @@ for name in "${steps[@]}"; do
       read -ra bench_args <<<"${BENCH_ARGS:-}"  # none: bench.sh's full measurement
       ceiling=
       [ -f "$latest/ceiling.json" ] && ceiling=$latest/ceiling.json
-      OUT=$latest CEILING=$ceiling BENCH_TIMEOUT=${BENCH_TIMEOUT:-250} step bash scripts/gpu/bench.sh -- "${bench_args[@]}"
+      OUT=$latest CEILING=$ceiling BENCH_TIMEOUT=${BENCH_TIMEOUT:-330} step bash scripts/gpu/bench.sh -- "${bench_args[@]}"
       mv -f "$latest/nvidia-smi.txt" "$latest/bench.log" "$latest/tritonserver.log" "$OUT/more/" 2>/dev/null
       gzip -f "$latest/bench.json" ;;
     ab)
