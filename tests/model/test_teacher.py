@@ -1,5 +1,6 @@
-"""The flite and festival teachers: espeak-ng's pronunciations in CMU phones, flite (slt's emotions) and festival
-(slt's neutral utterances) driven with them, the weighted plan, a mixed build and its resumption."""
+"""The flite and festival teachers: espeak-ng's pronunciations in CMU phones, flite (kal16) and festival's HTS
+voice (slt, every emotion and its pitch variants) driven with them, the weighted plan, a mixed build and its
+resumption."""
 
 from __future__ import annotations
 
@@ -14,22 +15,23 @@ import pytest
 from tts_triton.core import audio
 from tts_triton.data import cmu, festival, flite
 from tts_triton.data import sentences as S
-from tts_triton.data.corpus import MANIFEST, SUMMARY, build, mel_shard_name, plan, resume_point
+from tts_triton.data.corpus import MANIFEST, SUMMARY, build, conditions, mel_shard_name, plan, resume_point
 from tts_triton.data.dataset import Corpus
 from tts_triton.data.prosody import (
     CORPUS_VOICES,
     EMOTIONS,
     FESTIVAL,
     FLITE,
+    NEUTRAL,
     PITCH_ORDER,
     flite_features,
     rendering,
-    teacher_of,
 )
 
 needs_flite = pytest.mark.skipif(any(shutil.which(tool) is None for tool in ("flite", "espeak-ng", "festival")),
                                  reason="flite, festival or espeak-ng not on PATH")
 SLT = CORPUS_VOICES["slt"]
+KAL16 = CORPUS_VOICES["kal16"]
 
 
 def test_espeak_symbols_map_to_cmu_phones() -> None:
@@ -93,27 +95,34 @@ def test_fft_resampling_keeps_frequency_and_level() -> None:
 
 
 def test_flite_features_follow_the_emotion_table() -> None:
-    features = {name: flite_features(SLT, EMOTIONS[name]) for name in PITCH_ORDER}
+    features = {name: flite_features(KAL16, EMOTIONS[name]) for name in PITCH_ORDER}
     means = [f["int_f0_target_mean"] for f in features.values()]
-    assert means == sorted(means) and features["neutral"]["int_f0_target_mean"] == SLT.f0_hz
+    assert means == sorted(means) and features["neutral"]["int_f0_target_mean"] == KAL16.f0_hz
     assert features["sad"]["duration_stretch"] > 1 > features["angry"]["duration_stretch"]
-    assert features["sad"]["int_f0_target_stddev"] < SLT.f0_sd_hz < features["surprised"]["int_f0_target_stddev"]
+    assert features["sad"]["int_f0_target_stddev"] < KAL16.f0_sd_hz < features["surprised"]["int_f0_target_stddev"]
 
 
 def test_plan_weights_the_natural_voice() -> None:
     utterances = plan(S.generate(600), repeats=3)
     train = Counter(u.voice for u in utterances if u.split == "train")
-    espeak_mean = np.mean([n for v, n in train.items() if CORPUS_VOICES[v].teacher != FLITE])
-    assert train["slt"] == pytest.approx(SLT.weight * espeak_mean, rel=0.05)
+    espeak_mean = np.mean([n for v, n in train.items() if CORPUS_VOICES[v].teacher == "espeak-ng"])
+    per_voice = Counter(v for v, _, _ in conditions(list(CORPUS_VOICES), list(EMOTIONS)))
+    # each condition (emotion or pitch variant) of a voice weighs its weight: slt has 5 emotions and 2 variants
+    assert per_voice["slt"] == len(EMOTIONS) + len(SLT.pitch_variants) and per_voice["m1"] == len(EMOTIONS)
+    assert train["slt"] == pytest.approx(SLT.weight * espeak_mean * per_voice["slt"] / len(EMOTIONS), rel=0.05)
+    shifted = [u for u in utterances if u.semitones]
+    assert shifted and {u.semitones for u in shifted} == set(SLT.pitch_variants)
+    assert all(u.voice == "slt" and u.emotion == NEUTRAL and u.id.endswith(f"{u.semitones:+g}st") for u in shifted)
 
 
 @needs_flite
-@pytest.mark.parametrize(("emotion", "teacher"), [("neutral", FESTIVAL), ("sad", FLITE)])
-def test_the_teachers_say_the_front_ends_phonemes(emotion: str, teacher: str) -> None:
-    assert teacher_of(SLT, EMOTIONS[emotion])[0] == teacher
+@pytest.mark.parametrize(("voice", "emotion", "teacher"),
+                         [("slt", "neutral", FESTIVAL), ("slt", "sad", FESTIVAL), ("kal16", "sad", FLITE)])
+def test_the_teachers_say_the_front_ends_phonemes(voice: str, emotion: str, teacher: str) -> None:
+    assert CORPUS_VOICES[voice].teacher == teacher
     text = "Harold needed a new bottle of water at 7 o'clock; Smith's dog didn't bark."
-    driven = rendering(text, SLT, EMOTIONS[emotion])
-    plain = rendering(text, SLT, EMOTIONS[emotion], drive=False)
+    driven = rendering(text, CORPUS_VOICES[voice], EMOTIONS[emotion])
+    plain = rendering(text, CORPUS_VOICES[voice], EMOTIONS[emotion], drive=False)
     assert driven.agreement is not None and plain.agreement is not None
     assert driven.agreement >= 0.97 > plain.agreement
     x = driven.audio
@@ -129,7 +138,7 @@ def test_flite_refuses_a_bad_addendum() -> None:
 
 
 @needs_flite
-def test_flite_orders_pitch_by_emotion() -> None:
+def test_the_hts_teacher_orders_pitch_by_emotion_and_takes_pitch_variants() -> None:
     pyworld = pytest.importorskip("pyworld")
     text = "The children watched the boats sail slowly past the old lighthouse."
     f0, seconds = [], {}
@@ -141,6 +150,12 @@ def test_flite_orders_pitch_by_emotion() -> None:
         seconds[name] = len(x) / audio.SAMPLE_RATE
     assert f0 == sorted(f0), f"slt: mean F0 {f0} not rising along {PITCH_ORDER}"
     assert seconds["sad"] > seconds["neutral"] > seconds["angry"]
+    x = rendering(text, SLT, EMOTIONS[NEUTRAL], semitones=4.0).audio.astype(np.float64)
+    track, times = pyworld.dio(x, audio.SAMPLE_RATE, f0_floor=50.0, f0_ceil=800.0)
+    track = pyworld.stonemask(x, track, times, audio.SAMPLE_RATE)
+    assert 2 ** (3 / 12) < track[track > 0].mean() / f0[PITCH_ORDER.index(NEUTRAL)] < 2 ** (5 / 12)
+    with pytest.raises(ValueError, match="no pitch offset"):
+        rendering(text, KAL16, EMOTIONS[NEUTRAL], semitones=4.0)
 
 
 @needs_flite
@@ -151,7 +166,7 @@ def test_mixed_build_resumes_after_the_last_whole_shard(tmp_path: Path) -> None:
     summary = build(whole, S.generate(40), **options)
     assert summary["counts"]["voice"].keys() == {"m1", "slt"} and summary["shards"] == 4
     assert summary["agreement"]["utterances"] == summary["counts"]["voice"]["slt"]
-    assert summary["agreement"]["mean"] >= 0.97 and "flite" in summary and "festival" in summary
+    assert summary["agreement"]["mean"] >= 0.97 and "festival" in summary and "flite" not in summary
     corpus = Corpus(whole)
     for e in corpus.entries:
         assert (e.agreement is None) == (e.voice == "m1")
@@ -177,7 +192,9 @@ def test_mixed_build_resumes_after_the_last_whole_shard(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="another plan"):
         build(other, S.generate(40), **{**options, "emotions": ["neutral", "happy"]})
     slt = json.loads((whole / SUMMARY).read_text())["voices"]["slt"]
-    assert slt["teacher"] == FLITE and slt["neutral"] == [FESTIVAL, festival.HTS_SLT]
+    assert slt["teacher"] == FESTIVAL and slt["speaker"] == festival.HTS_SLT
+    assert slt["pitch_variants"] == list(SLT.pitch_variants)
+    assert any(e.semitones for e in corpus.entries)  # the variants joined the plan
 
 
 @needs_flite

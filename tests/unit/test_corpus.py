@@ -14,7 +14,7 @@ import torch
 from tts_triton.core import audio
 from tts_triton.core.symbols import BOS_ID, EOS_ID, N_SYMBOLS, PAD_ID
 from tts_triton.data import sentences as S
-from tts_triton.data.corpus import build, plan
+from tts_triton.data.corpus import build, conditions, plan
 from tts_triton.data.dataset import AcousticDataset, Corpus, VocoderDataset, collate_acoustic
 from tts_triton.data.prosody import (
     CORPUS_VOICES,
@@ -87,9 +87,9 @@ def test_plan_covers_every_voice_for_test_sentences(sentences: list[S.CorpusSent
     for sentence_id in {u.sentence_id for u in test}:
         mine = [u for u in test if u.sentence_id == sentence_id]
         assert sorted(u.voice for u in mine) == sorted(CORPUS_VOICES) and len({u.emotion for u in mine}) == 1
-    train = Counter((u.voice, u.emotion) for u in utterances if u.split == "train")
-    assert len(train) == len(CORPUS_VOICES) * len(EMOTIONS)
-    share = [n / CORPUS_VOICES[voice].weight for (voice, _), n in train.items()]  # balanced in proportion to weight
+    train = Counter(u.condition for u in utterances if u.split == "train")
+    assert set(train) == set(conditions(list(CORPUS_VOICES), list(EMOTIONS)))  # emotions and pitch variants
+    share = [n / CORPUS_VOICES[voice].weight for (voice, _, _), n in train.items()]  # in proportion to weight
     assert max(share) - min(share) <= 1
     assert len({u.id for u in utterances}) == len(utterances)
 

@@ -55,7 +55,7 @@ DEFAULT_SENTENCES = 4
 CHECKED = (4.0, -4.0)
 
 
-def _harvest(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def harvest(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """WORLD harvest over :data:`F0_RANGE_HZ` of float audio at SAMPLE_RATE: (F0 in Hz, 0 unvoiced; frame times)."""
     pyworld, _ = world()
     return pyworld.harvest(np.asarray(samples, np.float64), audio.SAMPLE_RATE, f0_floor=F0_RANGE_HZ[0],
@@ -65,7 +65,7 @@ def _harvest(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def median_f0(*clips: np.ndarray) -> float:
     """Median F0 (Hz) over the voiced 5 ms frames of all ``clips`` (float audio at SAMPLE_RATE), each harvested
     on its own."""
-    f0 = np.concatenate([_harvest(c)[0] for c in clips])
+    f0 = np.concatenate([harvest(c)[0] for c in clips])
     return float(np.median(f0[f0 > 0]))
 
 
@@ -84,7 +84,7 @@ def resynthesized(samples: np.ndarray, ratio: float) -> np.ndarray:
     """``samples`` by WORLD with F0 times ``ratio``, envelope and aperiodicity kept."""
     pyworld, _ = world()
     x = np.asarray(samples, np.float64)
-    f0, times = _harvest(x)
+    f0, times = harvest(x)
     envelope = pyworld.cheaptrick(x, f0, times, audio.SAMPLE_RATE)
     aperiodicity = pyworld.d4c(x, f0, times, audio.SAMPLE_RATE)
     return pyworld.synthesize(f0 * ratio, envelope, aperiodicity, audio.SAMPLE_RATE).astype(np.float32)
@@ -233,8 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Envelope: mean WORLD mel-cepstral distance (dB) between the shifted and the unshifted audio; in brackets "
         "the same for the ceiling's audio (envelope kept exactly: what the pitch change alone costs the measure) and "
         "with the whole log-mel warped (formants moved). +-4 st passes when both ratios are within "
-        f"{TOLERANCE} of 2 ** (4 / 12) (the downward one inverted), as tests/model/test_controls.py asserts. Level: the "
-        "RMS level of the shifted audio over the unshifted (dB; the control keeps it within 1 dB, as "
+        f"{TOLERANCE} of 2 ** (4 / 12) (the downward one inverted), as tests/model/test_controls.py asserts. "
+        "Level: the RMS level of the shifted audio over the unshifted (dB; the control keeps it within 1 dB, as "
         "tests/model/test_controls.py asserts); in brackets the same before the level is held to the mel's "
         "(serving.controls.keep_level): what the vocoder alone gives of the shifted mel.", "",
         report, ""]
