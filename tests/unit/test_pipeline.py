@@ -358,3 +358,40 @@ def test_style_cache_is_lru_by_content() -> None:
     for i, key in enumerate(keys):
         cache.put(key, np.full(4, i, np.float32))
     assert cache.get(keys[0]) is None and cache.get(keys[2])[0] == 2
+
+
+class StyleRecorder(ScriptedDecoder):
+    """A :class:`ScriptedDecoder` that keeps the style each decoder call was given."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg, stop_at=2)
+        self.styles: list[np.ndarray] = []
+
+    async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if model == contract.DECODER:
+            self.styles.append(inputs[contract.STYLE][0].copy())
+        return await super().infer(model, inputs)
+
+
+def test_a_pitch_shift_goes_to_the_decoders_style_within_the_axis_span_and_the_rest_to_the_mel() -> None:
+    cfg = ModelConfig()
+    dim = cfg.style.dim
+    bank = from_styles({("f1", "neutral"): np.zeros(dim), ("m1", "neutral"): np.zeros(dim)}, "f1", "neutral")
+    bank.pitch_axes["f1"], bank.pitch_span = [0.5] * dim, 4.0
+    from tts_triton.serving.controls import Controls
+
+    def run(semitones: float, voice: str) -> tuple[StyleRecorder, np.ndarray]:
+        backend = StyleRecorder(cfg)
+        _, mel = asyncio.run(Pipeline(backend, cfg).synthesize(
+            [[1] * 10], np.zeros(dim, np.float32), Controls(pitch=semitones),
+            lambda st, v: bank.pitch_style(st, v or voice)))
+        return backend, mel
+
+    plain, plain_mel = run(0.0, "f1")
+    assert all(np.array_equal(s, np.zeros(dim)) for s in plain.styles)
+    up, up_mel = run(3.0, "f1")  # all along the axis: the decoder renders it, the mel is the decoder's own
+    assert all(np.allclose(s, 1.5) for s in up.styles) and np.array_equal(up_mel, plain_mel)
+    far, far_mel = run(-6.0, "f1")  # 4 along the axis, 2 more by the warp
+    assert all(np.allclose(s, -2.0) for s in far.styles) and not np.array_equal(far_mel, plain_mel)
+    other, other_mel = run(3.0, "m1")  # a voice without an axis: the warp alone
+    assert all(np.array_equal(s, np.zeros(dim)) for s in other.styles) and not np.array_equal(other_mel, plain_mel)
