@@ -1,7 +1,8 @@
 """Expressive and natural at once: every emotion and pitch shift of a voice, stage by stage, through the judges.
 
     python -m tts_triton.evaluate.expressive [--checkpoint CKPT] [--voice-bank BANK] [--voices slt,m8]
-        [--sentences 30] [--stage-sentences 10] [--jobs 2] [--samples DIR] [--out docs/records/eval/expressive.md]
+        [--sentences 30] [--stage-sentences 10] [--no-pitch] [--jobs 2] [--samples DIR]
+        [--out docs/records/eval/expressive.md]
 
 Conditions: each of ``--voices`` in each emotion, and each voice's neutral speech at :data:`PITCH_SHIFTS` (the pitch
 control, asked as a request's ``PITCH``). Stages, to find where naturalness is lost:
@@ -112,10 +113,11 @@ def renderable(condition: Condition) -> bool:
     return not condition.semitones or CORPUS_VOICES[condition.voice].teacher == FESTIVAL
 
 
-def conditions(voices: Sequence[str], emotions: Sequence[str]) -> list[Condition]:
-    """Each voice in each emotion, then its neutral speech at each of :data:`PITCH_SHIFTS`."""
+def conditions(voices: Sequence[str], emotions: Sequence[str], shifts: Sequence[float] = PITCH_SHIFTS,
+               ) -> list[Condition]:
+    """Each voice in each emotion, then its neutral speech at each of ``shifts``."""
     return [Condition(v, e) for v in voices for e in emotions] + [
-        Condition(v, NEUTRAL, st) for v in voices for st in PITCH_SHIFTS]
+        Condition(v, NEUTRAL, st) for v in voices for st in shifts]
 
 
 def summarize(sentences: Sequence[str], clips: Sequence[Judged]) -> dict[str, float]:
@@ -199,7 +201,7 @@ def measure(args: argparse.Namespace) -> tuple[list[str], dict[tuple[str, str], 
     bank, _ = voice_bank_for(args.checkpoint, args.voice_bank, ckpt)
     synthesizer = Voice(ckpt, bank)
     voices = args.voices.split(",") if args.voices else [bank.default_voice]
-    chosen = conditions(voices, list(EMOTIONS))
+    chosen = conditions(voices, list(EMOTIONS), () if args.no_pitch else PITCH_SHIFTS)
     vocoder = synthesizer.backend.stages[contract.VOCODER]
     staged = [c for c in chosen if renderable(c)] if args.stage_sentences else []
     progress = ProgressLine("expressive (synthesize + judge)",
@@ -248,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--voices", help="comma-separated voices of the bank (default: its default voice)")
     p.add_argument("--stage-sentences", type=int, default=10,
                    help="sentences the teacher and copy stages speak (0: the model alone)")
+    p.add_argument("--no-pitch", action="store_true", help="the emotions alone, no pitch shifts")
     p.add_argument("--samples", type=Path, help="folder for the model's clips of the first two sentences")
     p.add_argument("--out", type=Path, default=Path("docs/records/eval/expressive.md"))
     args = p.parse_args(argv)
