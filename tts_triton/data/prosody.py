@@ -114,7 +114,7 @@ CORPUS_VOICES: dict[str, Voice] = {
         Voice(NATURAL_MALE, FLITE, "kal16", "male", weight=3, f0_hz=95.0, f0_sd_hz=11.0),
     )
 }
-#: The voices the shipped checkpoint was trained on (espeak-ng's), which evaluation and release iterate.
+#: The espeak-ng voices: those of a checkpoint that records no voices of its own (`Checkpoint.voices`).
 VOICES: dict[str, Voice] = {name: v for name, v in CORPUS_VOICES.items() if v.teacher == ESPEAK_NG}
 
 EMOTIONS: dict[str, Emotion] = {
