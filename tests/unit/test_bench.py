@@ -1,11 +1,10 @@
 """``tts_triton.bench``: percentiles, statistics diffing, level summaries, GPU memory and cache lookups from Triton's
 metrics, the eager-baseline ratios, goals from a file, report rendering, the load generator and its repeat-ratio
-texts against scripted clients; and one short run against the real embedded server."""
+texts against scripted clients (tests/served/test_bench_embedded.py runs it against the real embedded server)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 import sysconfig
@@ -18,7 +17,6 @@ import numpy as np
 import pytest
 from bench_data import level_result, model_stats
 
-from tts_triton.bench.baseline import BaselinePlan, run_baseline
 from tts_triton.bench.load import MIN_MEASURED, LoadLevel
 from tts_triton.bench.stats import (
     CpuSample,
@@ -32,7 +30,6 @@ from tts_triton.bench.stats import (
 )
 from tts_triton.bench.sweep import main
 from tts_triton.bench.workload import SENTENCES, Workload
-from tts_triton.processes import memory
 from tts_triton.processes.embedded import EmbeddedServer, bundle_install
 from tts_triton.processes.triton_install import TritonNotFoundError
 
@@ -176,46 +173,6 @@ def test_cpu_usage() -> None:
     assert all(math.isnan(v) for v in CpuSample.usage(None, CpuSample(1, 1, 0, 0)))
 
 
-
-
-@pytest.mark.slow
-def test_bench_against_the_embedded_server_with_a_cpu_baseline(tmp_path: Path) -> None:
-    """One tiny run end to end: real tritonserver, the eager baseline in its child process (the soak shares
-    run_level and the memory sampling with the levels, and would add ~5 s of idle waits). The grace is a bound,
-    not a wait: in a clean-clone run on a machine loaded twice over the eager request was cut off after 60 s."""
-    status = main(["--model-repository", str(tmp_path / "repo"), "--concurrency", "1", "2", "--client-processes", "2",
-                   "--requests", "2", "--seconds", "1", "--grace", "240", "--warmup", "0", "--baseline-device", "cpu",
-                   "--baseline-concurrency", "1", "--repeat-ratio", "0", "1", "--out", str(tmp_path / "out")])
-    assert status == 0
-    out = tmp_path / "out"
-    text = (out / "BENCHMARKS.md").read_text()
-    assert "| triton onnxruntime-python | 1 | 2 | 2 | 0 | 0 |" in text
-    assert "| triton onnxruntime-python | 2 | 2 | 2 | 0 | 0 |" in text  # one measured request from each process
-    assert "| eager cpu | 1 | 2 | 2 | 0 | 0 |" in text
-    assert "(P = 1 at C = 1, 2 at C = 2)" in text
-    assert "n/a: the server reports no `nv_gpu_memory_used_bytes`" in text
-    jemalloc = memory.find_library(memory.ALLOCATORS["jemalloc"][0])
-    assert f"- Allocator: {'jemalloc' if jemalloc else memory.GLIBC} (tritonserver's memory map)" in text
-    data = json.loads((out / "bench.json").read_text())
-    assert [m["label"] for m in data["report"]["memory"]] == ["start", "after R=0 c=1", "after R=0 c=2",
-                                                               "after R=1 c=1", "after R=1 c=2", "end"]
-    assert data["summaries"]["baseline"][0]["completed"] == 2
-    levels = data["report"]["levels"]
-    assert [(level["repeat_ratio"], level["clients"]) for level in levels] == [(0, 1), (0, 2), (1, 1), (1, 2)]
-    # the processes' requests on the level's clock: each process's two requests (opening, measured) in turn
-    assert levels[1]["records"] and all(0 <= r["start"] < r["first_chunk"] < r["end"] for r in levels[1]["records"])
-    # no utterance cache on this server, so no hit rate; at R=1 every request repeats a completed text (the opening
-    # request's, and in the client processes those of the levels before)
-    assert [s["repeat_pct"] for s in data["summaries"]["levels"]] == [0, 0, 100, 100]
-    assert [s["cache_hit_pct"] for s in data["summaries"]["levels"]] == [None] * 4
-    # the server's CPU per audio second, its BLS stubs part of it; the eager baseline has no server
-    assert all(0 < s["bls_cpu_ms"] < s["server_cpu_ms"] for s in data["summaries"]["levels"])
-    assert data["summaries"]["baseline"][0]["server_cpu_ms"] is None
-    assert "### Server CPU per second of audio" in text
-    assert (out / "concurrency.png").stat().st_size > 10_000
-    assert "Started GRPCInferenceService" in (out / "tritonserver.log").read_text()
-
-
 def test_bench_refuses_a_cuda_baseline_without_cuda(capsys: pytest.CaptureFixture[str]) -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
@@ -245,16 +202,6 @@ def test_bundle_install_names_what_is_missing_and_its_server_keeps_libdir_off_th
     assert server.environment()["OPENBLAS_NUM_THREADS"] == "4"  # the caller's own setting wins
 
 
-def test_a_failing_baseline_is_reported_not_fatal() -> None:
-    torch = pytest.importorskip("torch")
-    if torch.cuda.is_available():
-        pytest.skip("this host has CUDA")
-    plan = BaselinePlan("cuda", (1,), requests=1, seconds=1.0, grace=1.0, warmup=0)
-    levels, note = run_baseline(plan, print)  # the child cannot move the stages to CUDA
-    assert levels == []
-    assert note.startswith("**The eager baseline on cuda failed**")
-
-
 def test_bench_refuses_a_gpu_target_without_cuda(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
@@ -263,7 +210,6 @@ def test_bench_refuses_a_gpu_target_without_cuda(tmp_path: Path, capsys: pytest.
                  str(tmp_path / "repo")]) == 2
     assert "--target torch-cuda needs a CUDA GPU" in capsys.readouterr().err
     assert not (tmp_path / "repo").exists()  # refused before building anything
-
 
 
 def test_a_level_reports_its_repeats_and_cache_hit_rate() -> None:
