@@ -9,6 +9,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -21,10 +22,15 @@ import httpx
 import openai
 import psutil
 import pytest
+import tritonclient.grpc as grpcclient
 from waiting import wait_until
+from websockets.client import ClientProtocol
 from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 from websockets.sync.client import connect
+from websockets.uri import parse_uri
 
+from tts_triton.core.contract import DECODER
 from tts_triton.processes.triton_server import TritonServer, free_port
 
 KEYS = ("sk-exposed-a", "sk-exposed-b")
@@ -112,18 +118,69 @@ def test_80_keyless_sockets_leave_a_keyed_client_served(exposed: Exposed) -> Non
     assert code == 1000 and messages[-1] == {"isFinal": True} and any(m.get("audio") for m in messages)
 
 
+@contextlib.contextmanager
+def _unread_session(gateway: Exposed, texts: list[str]) -> Iterator[socket.socket]:
+    """A stream-input session that sent ``texts`` (one message each) and whose client reads nothing after the
+    handshake: a 4 KiB receive buffer and no library reading ahead (websockets' own sans-I/O protocol, driven by
+    hand); the socket is yielded for the caller to read from, or not."""
+    host, port = gateway.url.removeprefix("http://").split(":")
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: the window stays small
+        sock.settimeout(30)
+        sock.connect((host, int(port)))
+        protocol = ClientProtocol(parse_uri(gateway.ws()))
+        request = protocol.connect()
+        request.headers["xi-api-key"] = KEYS[0]
+        protocol.send_request(request)
+        sock.sendall(b"".join(protocol.data_to_send()))
+        while protocol.state is State.CONNECTING and protocol.handshake_exc is None:
+            protocol.receive_data(sock.recv(4096))
+        assert protocol.state is State.OPEN, protocol.handshake_exc
+        for text in texts:
+            protocol.send_text(json.dumps({"text": text}).encode())
+        sock.sendall(b"".join(protocol.data_to_send()))
+        yield sock
+
+
+def _decoder_calls(server: TritonServer) -> int:
+    with grpcclient.InferenceServerClient(server.grpc_url) as stats:
+        return int(stats.get_inference_statistics(DECODER, as_json=True)["model_stats"][0]["inference_count"])
+
+
+#: ~37,600 characters in 400 messages: minutes of synthesis for a session that is read.
+UNREAD_TEXTS = [" ", *[SENTENCE] * 400]
+
+
 def test_a_session_that_never_reads_holds_the_gateway_to_40_mib_over_40_s(exposed: Exposed) -> None:
     """Synthesis went on into an unbounded queue (1.8 MiB/s per session); now it waits for the client."""
-    with connect(exposed.ws(), additional_headers={"xi-api-key": KEYS[0]}, open_timeout=30, max_queue=1) as socket:
-        socket.send(json.dumps({"text": " "}))
-        socket.send(json.dumps({"text": SENTENCE * 40, "flush": True}))
-        time.sleep(5)  # the first pieces are under way, the socket's buffers fill
+    with _unread_session(exposed, UNREAD_TEXTS):
+        time.sleep(2)  # its first pieces are under way
         before, peak, end = exposed.rss_mib(), 0.0, time.monotonic() + 40
         while time.monotonic() < end:
             peak = max(peak, exposed.rss_mib())
             time.sleep(1)
     print(f"gateway RSS {before:.0f} -> peak {peak:.0f} MiB")
     assert peak - before <= 40, f"the gateway grew {peak - before:.0f} MiB ({before:.0f} -> {peak:.0f})"
+
+
+def test_synthesis_pauses_while_the_client_does_not_read_and_resumes_when_it_does(exposed: Exposed,
+                                                                                  server: TritonServer) -> None:
+    """Triton's decoder calls stop growing once the session's buffers are full (before, they went on for the whole
+    text: +267 calls in 20 s here and rising, against +117 and flat), and grow again once the client reads."""
+    calls = [_decoder_calls(server)]
+    with _unread_session(exposed, UNREAD_TEXTS) as sock:
+        for _ in range(7):  # 28 s: before the server's keep-alive gives up on its unanswered ping (40 s)
+            time.sleep(4)
+            calls.append(_decoder_calls(server))
+        paused = calls[-1] - calls[-3]
+        sock.settimeout(1)
+        end = time.monotonic() + 5
+        with contextlib.suppress(TimeoutError):
+            while time.monotonic() < end and sock.recv(65536):
+                pass
+        resumed = _decoder_calls(server) - calls[-1]
+    assert calls[1] > calls[0] and paused == 0, f"decoder calls while not read: {calls}"
+    assert resumed > 0, "synthesis did not resume once the client read"
 
 
 def test_one_key_holding_every_stream_leaves_the_other_key_served(exposed: Exposed) -> None:
