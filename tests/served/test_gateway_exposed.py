@@ -144,7 +144,7 @@ def _unread_session(gateway: Exposed, texts: list[str]) -> Iterator[socket.socke
 
 def _decoder_calls(server: TritonServer) -> int:
     with grpcclient.InferenceServerClient(server.grpc_url) as stats:
-        return int(stats.get_inference_statistics(DECODER, as_json=True)["model_stats"][0]["inference_count"])
+        return int(stats.get_inference_statistics(DECODER, as_json=True)["model_stats"][0].get("inference_count", 0))
 
 
 #: ~37,600 characters in 400 messages: minutes of synthesis for a session that is read.
