@@ -13,7 +13,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
-from test_export import FORBIDDEN_OPS, TENSORRT_ONNX_OPS
+from onnx_ops import FORBIDDEN_OPS, TENSORRT_ONNX_OPS
 
 from tts_triton.core import audio, contract, fundamental
 from tts_triton.core.config import VOCOS_VARIANTS, ModelConfig, StreamingConfig, VocoderConfig

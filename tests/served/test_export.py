@@ -12,6 +12,7 @@ import onnxruntime as ort
 import pytest
 import torch
 from conftest import SENTENCE_IDS
+from onnx_ops import FORBIDDEN_OPS, TENSORRT_ONNX_OPS
 
 from tts_triton.core import contract
 from tts_triton.core.config import ModelConfig
@@ -20,20 +21,6 @@ from tts_triton.models.checkpoint import Checkpoint
 from tts_triton.serving.in_process import OnnxBackend
 from tts_triton.serving.pipeline import Pipeline
 from tts_triton.serving.voice import Voice
-
-# Operators of the TensorRT 10 ONNX parser's support matrix (onnx-tensorrt, docs/operators.md, release
-# 10.x), restricted to the ones a network of this kind can reasonably need. An op outside this list in
-# an exported graph means the TensorRT target would fail to parse it.
-TENSORRT_ONNX_OPS = {
-    "Add", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape", "Conv", "ConvTranspose", "Cos", "Div", "Equal",
-    "Erf", "Exp", "Expand", "Flatten", "Gather", "Gemm", "Greater", "GRU", "Identity", "LayerNormalization",
-    "LeakyRelu", "Log", "LSTM", "MatMul", "Mul", "Neg", "Pad", "Pow", "Range", "ReduceMean", "ReduceSum", "Relu",
-    "Reshape", "Round", "Shape", "Sigmoid", "Sin", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Tanh",
-    "Transpose", "Unsqueeze", "Where",
-}
-# Ops TensorRT rejects or that signal a graph the export should not produce (data-dependent loops).
-FORBIDDEN_OPS = {"Loop", "If", "Scan", "NonZero", "RandomUniform", "RandomNormal", "Dropout"}
-
 
 SENTENCES = [SENTENCE_IDS, [1, *range(40, 55), 2]]
 
