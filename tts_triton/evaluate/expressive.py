@@ -2,7 +2,7 @@
 
     python -m tts_triton.evaluate.expressive [--checkpoint CKPT] [--voice-bank BANK] [--voices slt,m8]
         [--sentences 30] [--stage-sentences 10] [--no-pitch] [--jobs 2] [--samples DIR]
-        [--out docs/records/eval/expressive.md]
+        [--device cuda --save-clips DIR | --clips DIR] [--out docs/records/eval/expressive.md]
 
 Conditions: each of ``--voices`` in each emotion, and each voice's neutral speech at :data:`PITCH_SHIFTS` (the pitch
 control, asked as a request's ``PITCH``). Stages, to find where naturalness is lost:
@@ -19,6 +19,10 @@ copy stages the first ``--stage-sentences`` of them. Each clip gets DistillMOS, 
 gives per condition and stage the mean DistillMOS (± standard error), DNSMOS OVRL, both WERs, the median F0 and the
 spread of log F0 (semitones) over all voiced frames, and the mean length; then the bars of :data:`BARS` checked on
 the model's rows. ``--samples`` writes the model's clips of the first two sentences as 16-bit WAVs.
+
+The model's synthesis and the judges can run on different hosts: ``--save-clips`` synthesizes the model's clips
+(``--device cuda`` on a GPU host, which has no judges) into a folder, at the judges' 16 kHz, and stops; ``--clips``
+then judges those clips instead of synthesizing them (the conditions and sentences must match).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import wave
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -185,6 +190,47 @@ def write_wav(path: Path, samples: np.ndarray) -> None:
         w.writeframes(pcm.tobytes())
 
 
+def model_clips(synthesizer: Any, chosen: Sequence[Condition], sentences: Sequence[str],
+                progress: ProgressLine | None = None) -> dict[str, list[np.ndarray]]:
+    """The model's clips of each condition (by label), as served (:class:`~tts_triton.serving.voice.Voice`)."""
+    clips: dict[str, list[np.ndarray]] = {}
+    for c in chosen:
+        clips[c.label] = []
+        for s in sentences:
+            clips[c.label].append(synthesizer.synthesize(s, c.voice, c.emotion, pitch=c.semitones).audio)
+            if progress:
+                progress.advance(detail=f"{MODEL} {c.label}")
+    return clips
+
+
+#: The rate saved clips are kept at: the judges' own (they hear 16 kHz), which keeps a run's clips small enough to
+#: carry back from a GPU host.
+SAVED_RATE = 16000
+
+
+def save_clips(folder: Path, clips: dict[str, list[np.ndarray]]) -> None:
+    """``clips`` as int16 at :data:`SAVED_RATE`, one compressed ``<label>.npz`` per condition in ``folder``."""
+    from scipy.signal import resample_poly
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for label, xs in clips.items():
+        down = [resample_poly(x, SAVED_RATE, audio.SAMPLE_RATE) for x in xs]
+        np.savez_compressed(folder / f"{label}.npz", *(np.round(np.clip(x, -1, 1) * 32767).astype(np.int16)
+                                                      for x in down))
+
+
+def load_clips(folder: Path) -> dict[str, list[np.ndarray]]:
+    """The clips :func:`save_clips` wrote, float32 at SAMPLE_RATE."""
+    import soxr
+
+    clips = {}
+    for path in sorted(folder.glob("*.npz")):
+        with np.load(path) as data:
+            clips[path.stem] = [soxr.resample(data[f"arr_{i}"].astype(np.float32) / 32767.0, SAVED_RATE,
+                                              audio.SAMPLE_RATE).astype(np.float32) for i in range(len(data.files))]
+    return clips
+
+
 def measure(args: argparse.Namespace) -> tuple[list[str], dict[tuple[str, str], list[Judged]], str]:
     """Every stage's judged clips by (condition label, stage), the sentences, and the default voice."""
     import torch
@@ -199,10 +245,17 @@ def measure(args: argparse.Namespace) -> tuple[list[str], dict[tuple[str, str], 
     few = sentences[: args.stage_sentences]
     ckpt = resolve(args.checkpoint)
     bank, _ = voice_bank_for(args.checkpoint, args.voice_bank, ckpt)
-    synthesizer = Voice(ckpt, bank)
+    synthesizer = Voice(ckpt, bank, device=args.device)
     voices = args.voices.split(",") if args.voices else [bank.default_voice]
     chosen = conditions(voices, list(EMOTIONS), () if args.no_pitch else PITCH_SHIFTS)
     vocoder = synthesizer.backend.stages[contract.VOCODER]
+    if args.save_clips:
+        save_clips(args.save_clips, model_clips(synthesizer, chosen, sentences,
+                                                ProgressLine("expressive (synthesize)", len(chosen) * len(sentences))))
+        return sentences, {}, bank.default_voice
+    saved = load_clips(args.clips) if args.clips else None
+    if saved is not None and any(len(saved.get(c.label, ())) != len(sentences) for c in chosen):
+        raise SystemExit(f"{args.clips} lacks some of the {len(chosen)} conditions x {len(sentences)} sentences")
     staged = [c for c in chosen if renderable(c)] if args.stage_sentences else []
     progress = ProgressLine("expressive (synthesize + judge)",
                             len(chosen) * len(sentences) * 2 + len(staged) * len(few) * 3)
@@ -210,10 +263,11 @@ def measure(args: argparse.Namespace) -> tuple[list[str], dict[tuple[str, str], 
     with process_pool(args.jobs) as pool:
         teachers = {c: [pool.submit(judged_teacher, s, c) for s in few] for c in staged}
         for c in chosen:
-            clips = []
-            for s in sentences:
-                clips.append(synthesizer.synthesize(s, c.voice, c.emotion, pitch=c.semitones).audio)
-                progress.advance(detail=f"{MODEL} {c.label}")
+            if saved is not None:
+                clips = saved[c.label]
+                progress.advance(len(clips), detail=f"{MODEL} {c.label} (saved)")
+            else:
+                clips = model_clips(synthesizer, [c], sentences, progress)[c.label]
             if args.samples:
                 args.samples.mkdir(parents=True, exist_ok=True)
                 for i, samples in enumerate(clips[:2]):
@@ -251,12 +305,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--stage-sentences", type=int, default=10,
                    help="sentences the teacher and copy stages speak (0: the model alone)")
     p.add_argument("--no-pitch", action="store_true", help="the emotions alone, no pitch shifts")
+    p.add_argument("--device", default="cpu", help="where the model synthesizes (cuda on a GPU host)")
+    clips = p.add_mutually_exclusive_group()
+    clips.add_argument("--save-clips", type=Path, help="synthesize the model's clips into this folder and stop")
+    clips.add_argument("--clips", type=Path, help="judge the model's clips from this folder instead of synthesizing")
     p.add_argument("--samples", type=Path, help="folder for the model's clips of the first two sentences")
     p.add_argument("--out", type=Path, default=Path("docs/records/eval/expressive.md"))
     args = p.parse_args(argv)
     command = shlex.join(["python", "-m", "tts_triton.evaluate.expressive", *(sys.argv[1:] if argv is None else argv)])
     started = time.monotonic()
     sentences, judged, default = measure(args)
+    if args.save_clips:
+        print(f"model clips -> {args.save_clips}")
+        return 0
     rows = {key: summarize(sentences if key[1] == MODEL else sentences[: args.stage_sentences], clips)
             for key, clips in judged.items()}
     table = markdown_table(
