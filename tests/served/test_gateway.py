@@ -294,7 +294,9 @@ def test_a_failure_after_the_status_line_ends_the_stream_visibly(server: TritonS
     import json
     import logging
 
-    config = GatewayConfig(triton_endpoints=(server.grpc_url,), request_timeout_s=1.5)
+    # 40 sentences: 2.3 s of synthesis on a quiet machine, its first chunk in ~0.1-0.5 s: cut off by 1 s
+    config = GatewayConfig(triton_endpoints=(server.grpc_url,), request_timeout_s=1.0)
+    text = " ".join([SENTENCE] * 40)
     records: list[logging.LogRecord] = []
     handler = logging.Handler(logging.DEBUG)
     handler.emit = records.append  # type: ignore[method-assign]
@@ -303,7 +305,7 @@ def test_a_failure_after_the_status_line_ends_the_stream_visibly(server: TritonS
         logger.addHandler(handler)
     try:
         with BackgroundGateway(config, port=free_port()) as limited:
-            body = {"model": "tts-1", "voice": "alloy", "input": LONG_TEXT, "response_format": "pcm"}
+            body = {"model": "tts-1", "voice": "alloy", "input": text, "response_format": "pcm"}
             received = 0
             with (pytest.raises(httpx.RemoteProtocolError, match="incomplete"),
                   httpx.stream("POST", f"{limited.url}/v1/audio/speech", json=body, timeout=60) as response):
@@ -313,7 +315,7 @@ def test_a_failure_after_the_status_line_ends_the_stream_visibly(server: TritonS
             assert received > 0
             api = openai.OpenAI(base_url=f"{limited.url}/v1", api_key="unused", max_retries=0, timeout=60)
             with pytest.raises(openai.APIConnectionError):
-                api.audio.speech.create(model="tts-1", voice="alloy", input=LONG_TEXT, response_format="mp3")
+                api.audio.speech.create(model="tts-1", voice="alloy", input=text, response_format="mp3")
             with httpx.stream("POST", f"{limited.url}/v1/audio/speech", json={**body, "stream_format": "sse"},
                               timeout=60) as response:
                 events = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: ")]
