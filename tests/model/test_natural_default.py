@@ -56,6 +56,17 @@ def test_bank_default_follows_what_the_checkpoint_learned(tiny_checkpoint: Any) 
     assert voice_bank.build_voice_bank(learned(tiny_checkpoint, f1=1, slt=1), clips, "f1").default_voice == "f1"
 
 
+def test_a_bank_gives_m8_slts_emotion_offsets_and_slt_a_pitch_axis(tiny_checkpoint: Any) -> None:
+    rng = np.random.default_rng(1)
+    clips = {(v, e): [rng.standard_normal(8192).astype(np.float32) * 0.1] for v in ("m8", "slt") for e in EMOTIONS}
+    variants = {("slt", st): [rng.standard_normal(8192).astype(np.float32) * 0.1] for st in (-4.0, 4.0)}
+    bank = voice_bank.build_voice_bank(tiny_checkpoint, clips, variants=variants)
+    offset = bank.style("slt", "happy") - bank.style("slt", "neutral")
+    assert np.allclose(bank.style("m8", "happy"), bank.style("m8", "neutral") + offset, atol=1e-5)
+    assert bank.info["emotions_from"] == {"m8": "slt"} and bank.pitch_span == 4.0
+    assert list(bank.pitch_axes) == ["slt"] and len(bank.pitch_axes["slt"]) == len(bank.style("slt"))
+
+
 @needs_teachers
 def test_ship_builds_the_learned_voices_with_slt_the_default(tiny_checkpoint: Any, tmp_path: Path) -> None:
     from tts_triton.core.voices import VoiceBank
