@@ -66,22 +66,23 @@ class HtsControls:
 AS_TRAINED = HtsControls()
 
 
-@functools.lru_cache(maxsize=1)
+@functools.lru_cache(maxsize=2)
+def _binary(name: str, package: str) -> str:
+    """Absolute path of ``name`` on PATH; raises :class:`FestivalError` naming the Debian ``package`` when none."""
+    path = shutil.which(name)
+    if path is None:
+        raise FestivalError(f"{name} is not on PATH (Debian: apt-get install {package})")
+    return path
+
+
 def hts_engine_binary() -> str:
     """Absolute path of ``hts_engine`` on PATH; raises :class:`FestivalError` when there is none."""
-    path = shutil.which(HTS_ENGINE)
-    if path is None:
-        raise FestivalError("hts_engine is not on PATH (Debian: apt-get install htsengine)")
-    return path
+    return _binary(HTS_ENGINE, "htsengine")
 
 
-@functools.lru_cache(maxsize=1)
 def festival_binary() -> str:
     """Absolute path of ``festival`` on PATH; raises :class:`FestivalError` when there is none."""
-    path = shutil.which(FESTIVAL)
-    if path is None:
-        raise FestivalError("festival is not on PATH (Debian: apt-get install festival festvox-us-slt-hts)")
-    return path
+    return _binary(FESTIVAL, "festival festvox-us-slt-hts")
 
 
 def festival_version() -> str:
