@@ -67,7 +67,8 @@ class Condition:
         return f"{self.voice} {self.emotion}" + (f" {self.semitones:+g} st" if self.semitones else "")
 
 
-#: The bars the model's rows are held to (issue 54), in the report's words.
+#: The bars the model's rows are held to: naturalness, intelligibility, distinct emotions and an accurate pitch
+#: control, in the report's words (one per check of :func:`checks`).
 BARS = (
     "each emotion of the default voice DistillMOS >= 3.1, neutral >= 3.35, PITCH +-4 st >= 3.1",
     "Whisper tiny.en WER <= 0.03 in every condition of the default voice",
