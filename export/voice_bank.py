@@ -25,6 +25,7 @@ import torch
 
 from tts_triton.core import audio, contract
 from tts_triton.core.voices import VoiceBank, from_styles
+from tts_triton.data.prosody import NEUTRAL
 from tts_triton.models.checkpoint import UNTRAINED_LABEL, Checkpoint, resolve
 
 #: Sentences of the reference clips (written for this purpose; not produced by the corpus generator).
@@ -37,7 +38,7 @@ REFERENCE_TEXTS = (
 #: natural voice (flite's slt) becomes the default with the first checkpoint that learned it; f1 stays the
 #: default of checkpoints that know only espeak-ng's voices. Serving, the gateway and clients read the bank's.
 DEFAULT_VOICES = ("slt", "f1")
-DEFAULT_EMOTION = NEUTRAL = "neutral"
+DEFAULT_EMOTION = NEUTRAL
 #: Voices whose emotions are another voice's: the presets of ``voice`` are its neutral style plus ``donor``'s offset
 #: of each emotion from the donor's neutral, when both are in the bank. m8 is taught by espeak-ng, whose emotional
 #: prosody costs its timbre (DistillMOS on 4 held-out sentences: happy 2.31, surprised 2.45, angry 2.44 from

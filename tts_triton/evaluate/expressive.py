@@ -11,7 +11,8 @@ control, asked as a request's ``PITCH``). Stages, to find where naturalness is l
   controls for ``slt``, espeak-ng for its voices; a teacher that cannot move its pitch renders no pitch row);
 - **copy**: the served vocoder (mel match on) on the teacher's log-mel;
 - **model**: the in-process synthesizer as served: the voice bank's preset, the pitch control through the
-  pipeline (along the voice's pitch axis where it has one, :meth:`~tts_triton.core.voices.VoiceBank.pitch_style`).
+  pipeline (along the voice's pitch axis where it has one, :meth:`~tts_triton.core.voices.VoiceBank.pitch_style`);
+  with ``--url``, the served ``tts`` model itself over gRPC (its audio brought back to SAMPLE_RATE).
 
 The model speaks the first ``--sentences`` held-out sentences (:mod:`~tts_triton.evaluate.heldout`), the teacher and
 copy stages the first ``--stage-sentences`` of them. Each clip gets DistillMOS, DNSMOS P.835 and Whisper tiny.en
@@ -32,7 +33,6 @@ import json
 import shlex
 import sys
 import time
-import wave
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,8 +41,10 @@ from typing import Any
 import numpy as np
 
 from tts_triton.core import audio
+from tts_triton.data.prosody import NEUTRAL
 from tts_triton.evaluate.asr import hear, wer
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES, add_judged_run_options
+from tts_triton.evaluate.judges import JUDGE_RATE
 from tts_triton.evaluate.measures import process_pool, standard_error
 from tts_triton.evaluate.pitch import harvest
 from tts_triton.jobs.progress import ProgressLine
@@ -51,7 +53,6 @@ from tts_triton.jobs.tables import markdown_table
 TEACHER, COPY, MODEL = "teacher", "copy", "model"
 #: The pitch control's shifts measured (semitones).
 PITCH_SHIFTS = (4.0, -4.0)
-NEUTRAL = "neutral"
 
 
 @dataclass(frozen=True)
@@ -181,16 +182,6 @@ def checks(rows: dict[tuple[str, str], dict[str, float]], default: str) -> list[
     return out
 
 
-def write_wav(path: Path, samples: np.ndarray) -> None:
-    """16-bit mono WAV at SAMPLE_RATE."""
-    pcm = np.round(np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2")
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(audio.SAMPLE_RATE)
-        w.writeframes(pcm.tobytes())
-
-
 def model_clips(synthesizer: Any, chosen: Sequence[Condition], sentences: Sequence[str],
                 progress: ProgressLine | None = None) -> dict[str, list[np.ndarray]]:
     """The model's clips of each condition (by label), as served (:class:`~tts_triton.serving.voice.Voice`)."""
@@ -204,18 +195,35 @@ def model_clips(synthesizer: Any, chosen: Sequence[Condition], sentences: Sequen
     return clips
 
 
-#: The rate saved clips are kept at: the judges' own (they hear 16 kHz), which keeps a run's clips small enough to
-#: carry back from a GPU host.
-SAVED_RATE = 16000
+class ServedVoice:
+    """The served ``tts`` model at ``url`` (gRPC), called as :class:`~tts_triton.serving.voice.Voice` is here."""
+
+    def __init__(self, url: str) -> None:
+        from tts_triton.client import TTSClient
+
+        self.client = TTSClient(url, timeout=600)
+
+    def synthesize(self, text: str, voice: str, emotion: str, *, pitch: float = 0.0) -> Any:
+        """The whole utterance, float32 at SAMPLE_RATE (in ``.audio``)."""
+        import soxr
+
+        from tts_triton.serving.voice import Speech
+
+        got = self.client.synthesize(text, voice=voice, emotion=emotion, pitch=pitch)
+        x = np.asarray(got.audio, np.float32)
+        if got.sample_rate != audio.SAMPLE_RATE:
+            x = soxr.resample(x, got.sample_rate, audio.SAMPLE_RATE).astype(np.float32)
+        return Speech(x)
 
 
 def save_clips(folder: Path, clips: dict[str, list[np.ndarray]]) -> None:
-    """``clips`` as int16 at :data:`SAVED_RATE`, one compressed ``<label>.npz`` per condition in ``folder``."""
+    """``clips`` as int16 at the judges' own rate (small enough to carry back from a GPU host), one compressed
+    ``<label>.npz`` per condition in ``folder``."""
     from scipy.signal import resample_poly
 
     folder.mkdir(parents=True, exist_ok=True)
     for label, xs in clips.items():
-        down = [resample_poly(x, SAVED_RATE, audio.SAMPLE_RATE) for x in xs]
+        down = [resample_poly(x, JUDGE_RATE, audio.SAMPLE_RATE) for x in xs]
         np.savez_compressed(folder / f"{label}.npz", *(np.round(np.clip(x, -1, 1) * 32767).astype(np.int16)
                                                       for x in down))
 
@@ -227,7 +235,7 @@ def load_clips(folder: Path) -> dict[str, list[np.ndarray]]:
     clips = {}
     for path in sorted(folder.glob("*.npz")):
         with np.load(path) as data:
-            clips[path.stem] = [soxr.resample(data[f"arr_{i}"].astype(np.float32) / 32767.0, SAVED_RATE,
+            clips[path.stem] = [soxr.resample(data[f"arr_{i}"].astype(np.float32) / 32767.0, JUDGE_RATE,
                                               audio.SAMPLE_RATE).astype(np.float32) for i in range(len(data.files))]
     return clips
 
@@ -246,10 +254,11 @@ def measure(args: argparse.Namespace) -> tuple[list[str], dict[tuple[str, str], 
     few = sentences[: args.stage_sentences]
     ckpt = resolve(args.checkpoint)
     bank, _ = voice_bank_for(args.checkpoint, args.voice_bank, ckpt)
-    synthesizer = Voice(ckpt, bank, device=args.device)
+    local = Voice(ckpt, bank, device=args.device)  # its vocoder makes the copy stage
+    synthesizer = ServedVoice(args.url) if args.url else local
     voices = args.voices.split(",") if args.voices else [bank.default_voice]
     chosen = conditions(voices, list(EMOTIONS), () if args.no_pitch else PITCH_SHIFTS)
-    vocoder = synthesizer.backend.stages[contract.VOCODER]
+    vocoder = local.backend.stages[contract.VOCODER]
     if args.save_clips:
         save_clips(args.save_clips, model_clips(synthesizer, chosen, sentences,
                                                 ProgressLine("expressive (synthesize)", len(chosen) * len(sentences))))
@@ -272,7 +281,8 @@ def measure(args: argparse.Namespace) -> tuple[list[str], dict[tuple[str, str], 
             if args.samples:
                 args.samples.mkdir(parents=True, exist_ok=True)
                 for i, samples in enumerate(clips[:2]):
-                    write_wav(args.samples / f"{c.label.replace(' ', '-')}-{i:02d}.wav", samples)
+                    name = f"{c.label.replace(' ', '-')}-{i:02d}.wav"
+                    audio.save_wav(args.samples / name, samples, audio.SAMPLE_RATE)
             judged[c.label, MODEL] = [pool.submit(judge, x) for x in clips]
         for c, futures in teachers.items():
             rendered = []
@@ -307,6 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="sentences the teacher and copy stages speak (0: the model alone)")
     p.add_argument("--no-pitch", action="store_true", help="the emotions alone, no pitch shifts")
     p.add_argument("--device", default="cpu", help="where the model synthesizes (cuda on a GPU host)")
+    p.add_argument("--url", help="judge the served tts model at this gRPC host:port instead of the in-process one "
+                                 "(the server's voice bank; --checkpoint and --voice-bank name its teacher side)")
     clips = p.add_mutually_exclusive_group()
     clips.add_argument("--save-clips", type=Path, help="synthesize the model's clips into this folder and stop")
     clips.add_argument("--clips", type=Path, help="judge the model's clips from this folder instead of synthesizing")
