@@ -10,7 +10,7 @@ from tts_triton.core.voices import VoiceBank, from_styles
 from tts_triton.data import festival
 from tts_triton.data.corpus import conditions, utterance_id
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, HTS_GV_FLOOR, PITCH_ORDER, Voice, hts_controls
-from tts_triton.evaluate.expressive import BARS, MODEL, Condition, checks
+from tts_triton.evaluate.expressive import BARS, MODEL, TEACHER, Condition, checks
 
 
 def test_the_hts_controls_follow_the_emotion_table() -> None:
@@ -54,8 +54,10 @@ def test_the_bank_renders_a_shift_along_its_axis_within_the_span() -> None:
     assert "pitch_axes" not in VoiceBank.from_json(from_styles({("a", "n"): np.zeros(2)}, "a", "n").to_json()).to_dict()
 
 
-def _row(mos: float, f0: float, spread: float = 3.0, seconds: float = 3.0, wer: float = 0.0) -> dict[str, float]:
-    return {"distillmos": mos, "f0_median_hz": f0, "f0_spread_st": spread, "seconds": seconds, "whisper_wer": wer}
+def _row(mos: float, f0: float, spread: float = 3.0, seconds: float = 3.0, wer: float = 0.0,
+         sentences: int = 30) -> dict[str, float]:
+    return {"distillmos": mos, "f0_median_hz": f0, "f0_spread_st": spread, "seconds": seconds, "whisper_wer": wer,
+            "sentences": sentences}
 
 
 def test_the_bars_are_checked_on_the_model_rows() -> None:
@@ -74,3 +76,20 @@ def test_the_bars_are_checked_on_the_model_rows() -> None:
     rows[Condition("m8", "happy").label, MODEL] = _row(2.8, 130.0)
     failed = {bar for bar, met, _ in checks(rows, "slt") if not met}
     assert failed == {BARS[0], BARS[1], BARS[2], BARS[4], BARS[5]}
+
+
+def test_a_teacher_below_the_bar_on_the_same_sentences_sets_the_bound_for_its_condition() -> None:
+    rows = {(Condition("slt", "neutral").label, MODEL): _row(3.4, 170.0),
+            (Condition("slt", "happy").label, MODEL): _row(2.95, 200.0),
+            (Condition("slt", "happy").label, TEACHER): _row(3.05, 200.0),
+            (Condition("slt", "sad").label, MODEL): _row(3.2, 150.0, spread=2.0, seconds=3.5),
+            (Condition("slt", "surprised").label, MODEL): _row(3.15, 220.0, spread=4.0)}
+    naturalness = checks(rows, "slt")[0]
+    assert naturalness[1] and "happy 2.95 (teacher's bound 2.85)" in naturalness[2]
+    rows[Condition("slt", "happy").label, MODEL] = _row(2.84, 200.0)
+    assert not checks(rows, "slt")[0][1]
+    rows[Condition("slt", "happy").label, MODEL] = _row(2.95, 200.0)
+    rows[Condition("slt", "happy").label, TEACHER] = _row(3.05, 200.0, sentences=10)  # other sentences: no bound
+    assert not checks(rows, "slt")[0][1]
+    rows[Condition("slt", "happy").label, TEACHER] = _row(3.3, 200.0)  # a teacher above the bar lowers nothing
+    assert not checks(rows, "slt")[0][1]
