@@ -91,5 +91,6 @@ def test_a_teacher_below_the_bar_on_the_same_sentences_sets_the_bound_for_its_co
     rows[Condition("slt", "happy").label, MODEL] = _row(2.95, 200.0)
     rows[Condition("slt", "happy").label, TEACHER] = _row(3.05, 200.0, sentences=10)  # other sentences: no bound
     assert not checks(rows, "slt")[0][1]
-    rows[Condition("slt", "happy").label, TEACHER] = _row(3.3, 200.0)  # a teacher above the bar lowers nothing
+    rows[Condition("slt", "happy").label, MODEL] = _row(3.05, 200.0)
+    rows[Condition("slt", "happy").label, TEACHER] = _row(3.2, 200.0)  # a teacher above the bar lowers nothing
     assert not checks(rows, "slt")[0][1]

@@ -165,9 +165,10 @@ def checks(rows: dict[tuple[str, str], dict[str, float]], default: str) -> list[
         """MOS_EMOTION, or TEACHER_MARGIN below the teacher's own score on the same sentences where that is lower."""
         label = Condition(voice, emotion, st).label
         teacher = rows.get((label, TEACHER))
-        if teacher is None or teacher["sentences"] != rows[label, MODEL]["sentences"]:
+        if (teacher is None or teacher["sentences"] != rows[label, MODEL]["sentences"]
+                or teacher["distillmos"] >= MOS_EMOTION):
             return MOS_EMOTION
-        return min(MOS_EMOTION, teacher["distillmos"] - TEACHER_MARGIN)
+        return teacher["distillmos"] - TEACHER_MARGIN
 
     out = []
     emotional = [e for e in EMOTIONS if e != NEUTRAL]
