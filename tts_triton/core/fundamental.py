@@ -33,9 +33,10 @@ STEP_SEMITONES = 0.25
 SCORE_MAX_HZ = 2000.0
 #: Bands more than this many nepers (~70 dB) under the frame's loudest one count as silent.
 FLOOR_NEPERS = 8.0
-#: Frames whose estimate falls below this (Hz) keep the vocoder's own phase: the harmonic model was measured to
-#: lose naturalness on low voices (docs/records/teacher.md, "Thirteenth candidate").
-MIN_F0 = 140.0
+#: Frames whose estimate falls below this (Hz) keep the vocoder's own phase: the harmonic model cost the low male
+#: voices naturalness ("Thirteenth candidate" of docs/records/teacher.md), while from here up to the former 140 Hz it
+#: lifts the default voice lowered 4 semitones by 0.3-0.4 ("Fifteenth candidate").
+MIN_F0 = 100.0
 #: Frames whose best score, per unit of level in the scored bands, is not above this are unvoiced: it keeps the model
 #: off 0-9 % of the frames harvest calls unvoiced (without it: 63-74 %), and 77-84 % of the female voiced ones on
 #: (docs/records/teacher.md, "Thirteenth candidate").

@@ -2,8 +2,9 @@
 
 A generator that predicts each frame's phase on its own gets the fundamental and first harmonics' phase wrong from
 frame to frame, and the judges hear it: with the teacher's magnitudes, the shipped generator's phase costs 0.4 of
-DistillMOS, and replacing its phase below 500 Hz by this model's lifts the served default voice by 0.48 (30
-held-out sentences; docs/records/teacher.md, "Thirteenth candidate"). In a frame whose fundamental is ``f0`` with phase
+DistillMOS; replacing its phase below 500 Hz by this model's lifted the served default voice by 0.48 (30
+held-out sentences), and below 1.2 kHz by another 0.14-0.48 in every emotion and pitch shift (docs/records/teacher.md,
+"Thirteenth candidate", "Fifteenth candidate"). In a frame whose fundamental is ``f0`` with phase
 ``phi`` at the frame's centre, bin ``k`` below :data:`HARMONIC_PHASE_HZ` belongs to harmonic
 ``h = max(1, round(f_k / f0))`` and takes
 
@@ -26,9 +27,10 @@ from torch import Tensor, nn
 from tts_triton.core import audio
 from tts_triton.models.stft import BINS
 
-#: Bins below this frequency (Hz) take the harmonic model's phase: the fundamental and, for the female voices, the
-#: second harmonic; better than 1 kHz or the whole band on the default voice (a probe, docs/records/teacher.md).
-HARMONIC_PHASE_HZ = 500.0
+#: Bins below this frequency (Hz) take the harmonic model's phase: the first 4-8 harmonics of the female voices, the
+#: band where copy synthesis of the default voice's teacher in every emotion and pitch shift scored best (0.5, 0.8,
+#: 1, 1.2, 1.5 and 2 kHz tried), with the male voices within 0.03 of 0.5 kHz (docs/records/teacher.md).
+HARMONIC_PHASE_HZ = 1200.0
 #: Cepstral coefficients kept for the envelope: 1.8 ms, under the shortest period of :data:`~tts_triton.core.
 #: fundamental.F0_RANGE`, so the harmonics themselves stay out of the envelope.
 LIFTER = 40
