@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,6 +58,18 @@ def materialize_checkpoint(checkpoint: Path | None, cache: Path) -> tuple[Path, 
     return path, load_checkpoint(path)
 
 
+def refresh_shipped_bank(ckpt_path: Path, bank: Path) -> bool:
+    """For the shipped checkpoint, make ``bank`` (its build cache's copy) the shipped voice bank, copying it again
+    whenever the shipped file changed (a new bank ships for the same weights); False for any other checkpoint."""
+    if ckpt_path != DEFAULT_CHECKPOINT or not DEFAULT_VOICE_BANK.exists():
+        return False
+    shipped = DEFAULT_VOICE_BANK.read_bytes()
+    if not bank.exists() or bank.read_bytes() != shipped:
+        bank.parent.mkdir(parents=True, exist_ok=True)
+        bank.write_bytes(shipped)
+    return True
+
+
 def ensure_repository(out: Path | None = None, *, checkpoint: Path | None = None, target: str = DEFAULT_TARGET,
                       cache: Path | None = None, force: bool = False, progress: bool = True,
                       engines_dir: Path | None = None,
@@ -90,14 +101,10 @@ def ensure_repository(out: Path | None = None, *, checkpoint: Path | None = None
         say(f"warning: {UNTRAINED_LABEL}")
     work = cache / f"{file_sha256(ckpt_path)[:16]}-{exporter_fingerprint()[:8]}"
     bank = work / VOICE_BANK_FILE
-    if not bank.exists():
-        if ckpt_path == DEFAULT_CHECKPOINT and DEFAULT_VOICE_BANK.exists():
-            work.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(DEFAULT_VOICE_BANK, bank)
-        else:
-            say("building the voice bank from the teachers' reference clips ...")
-            work.mkdir(parents=True, exist_ok=True)
-            build_voice_bank(ckpt, teacher_references(voices=ckpt.voices)).save(bank)
+    if not refresh_shipped_bank(ckpt_path, bank) and not bank.exists():
+        say("building the voice bank from the teachers' reference clips ...")
+        work.mkdir(parents=True, exist_ok=True)
+        build_voice_bank(ckpt, teacher_references(voices=ckpt.voices)).save(bank)
     onnx_dir = work / "onnx"
     current = engines_dir is None and repository_is_current(
         out, model_config=ckpt.config, checkpoint=ckpt_path, voice_bank=bank, target=target, onnx_dir=onnx_dir,
