@@ -1,7 +1,7 @@
 """Build a voice bank: one style vector per (voice, emotion) preset, and pitch axes, from reference clips.
 
 Each preset's vector is the mean style-encoder output over its clips, except the emotions of the voices of
-:data:`EMOTIONS_FROM`, which take another voice's emotion offsets. A voice with pitch variants
+:data:`EMOTIONS_FROM`, which take a share of another voice's emotion offsets. A voice with pitch variants
 (``prosody.Voice.pitch_variants``) also gets a pitch axis: the least-squares slope, per semitone, of the mean style
 of its neutral clips rendered at each variant's offset (and at 0). The clips are rendered by each
 voice's own teacher (:func:`tts_triton.data.prosody.render`: espeak-ng, flite, or festival's HTS engine) with the
@@ -39,11 +39,13 @@ REFERENCE_TEXTS = (
 #: default of checkpoints that know only espeak-ng's voices. Serving, the gateway and clients read the bank's.
 DEFAULT_VOICES = ("slt", "f1")
 DEFAULT_EMOTION = NEUTRAL
-#: Voices whose emotions are another voice's: the presets of ``voice`` are its neutral style plus ``donor``'s offset
-#: of each emotion from the donor's neutral, when both are in the bank. m8 is taught by espeak-ng, whose emotional
-#: prosody costs its timbre (DistillMOS on 4 held-out sentences: happy 2.31, surprised 2.45, angry 2.44 from
-#: espeak-ng's renderings; 2.84, 2.86, 2.62 from slt's offsets, which its natural HTS teacher's emotions taught).
-EMOTIONS_FROM = {"m8": "slt"}
+#: Voices whose emotions are another voice's: the presets of ``voice`` are its neutral style plus ``gain`` times
+#: ``donor``'s offset of each emotion from the donor's neutral, when both are in the bank. m8 is taught by espeak-ng,
+#: whose emotional prosody costs its timbre (DistillMOS on 4 held-out sentences: happy 2.31, surprised 2.45, angry
+#: 2.44 from espeak-ng's renderings); slt's whole offsets, which its natural HTS teacher's emotions taught, gave 2.94,
+#: 2.78, 2.79 on 10, 0.8 of them 3.07, 2.89, 3.01, and 0.6 on 30 sentences 3.02, 2.98, 3.03, its median F0 4-6 % above
+#: neutral's instead of 9-16 % (docs/records/teacher.md, "Fifteenth candidate").
+EMOTIONS_FROM: dict[str, tuple[str, float]] = {"m8": ("slt", 0.6)}
 
 
 def teacher_references(texts: Iterable[str] = REFERENCE_TEXTS, voices: Iterable[str] | None = None,
@@ -127,12 +129,12 @@ def build_voice_bank(ckpt: Checkpoint, clips: dict[tuple[str, str], list[np.ndar
     styles = {key: mean_style(samples) for key, samples in clips.items()}
     info = {"checkpoint": ckpt.name, "trained": ckpt.trained, "clips_per_preset": len(next(iter(clips.values())))}
     voices = list(dict.fromkeys(v for v, _ in clips))
-    for voice, donor in EMOTIONS_FROM.items():
+    for voice, (donor, gain) in EMOTIONS_FROM.items():
         if (voice, NEUTRAL) in styles and (donor, NEUTRAL) in styles:
             for (v, emotion), style in list(styles.items()):
                 if v == donor and emotion != NEUTRAL:
-                    styles[voice, emotion] = styles[voice, NEUTRAL] + style - styles[donor, NEUTRAL]
-            info.setdefault("emotions_from", {})[voice] = donor
+                    styles[voice, emotion] = styles[voice, NEUTRAL] + gain * (style - styles[donor, NEUTRAL])
+            info.setdefault("emotions_from", {})[voice] = {"donor": donor, "gain": gain}
     bank = from_styles(styles, default_voice or choose_default_voice(voices, ckpt.voices), default_emotion, info)
     for voice in dict.fromkeys(v for v, _ in variants or {}):
         points = {0.0: styles[voice, NEUTRAL]} | {st: mean_style(x) for (v, st), x in variants.items() if v == voice}

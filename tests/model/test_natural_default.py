@@ -56,14 +56,16 @@ def test_bank_default_follows_what_the_checkpoint_learned(tiny_checkpoint: Any) 
     assert voice_bank.build_voice_bank(learned(tiny_checkpoint, f1=1, slt=1), clips, "f1").default_voice == "f1"
 
 
-def test_a_bank_gives_m8_slts_emotion_offsets_and_slt_a_pitch_axis(tiny_checkpoint: Any) -> None:
+def test_a_bank_gives_m8_a_share_of_slts_emotion_offsets_and_slt_a_pitch_axis(tiny_checkpoint: Any) -> None:
     rng = np.random.default_rng(1)
     clips = {(v, e): [rng.standard_normal(8192).astype(np.float32) * 0.1] for v in ("m8", "slt") for e in EMOTIONS}
     variants = {("slt", st): [rng.standard_normal(8192).astype(np.float32) * 0.1] for st in (-4.0, 4.0)}
     bank = voice_bank.build_voice_bank(tiny_checkpoint, clips, variants=variants)
-    offset = bank.style("slt", "happy") - bank.style("slt", "neutral")
-    assert np.allclose(bank.style("m8", "happy"), bank.style("m8", "neutral") + offset, atol=1e-5)
-    assert bank.info["emotions_from"] == {"m8": "slt"} and bank.pitch_span == 4.0
+    donor, gain = voice_bank.EMOTIONS_FROM["m8"]
+    offset = bank.style(donor, "happy") - bank.style(donor, "neutral")
+    assert donor == "slt" and 0.0 < gain <= 1.0
+    assert np.allclose(bank.style("m8", "happy"), bank.style("m8", "neutral") + gain * offset, atol=1e-5)
+    assert bank.info["emotions_from"] == {"m8": {"donor": "slt", "gain": gain}} and bank.pitch_span == 4.0
     assert list(bank.pitch_axes) == ["slt"] and len(bank.pitch_axes["slt"]) == len(bank.style("slt"))
 
 
