@@ -42,8 +42,8 @@ DEFAULT_EMOTION = NEUTRAL
 #: Voices whose emotions are another voice's: the presets of ``voice`` are its neutral style plus ``gain`` times
 #: ``donor``'s offset of each emotion from the donor's neutral, when both are in the bank. m8 is taught by espeak-ng,
 #: whose emotional prosody costs its timbre (DistillMOS on 4 held-out sentences: happy 2.31, surprised 2.45, angry
-#: 2.44 from espeak-ng's renderings); slt's whole offsets, which its natural HTS teacher's emotions taught, gave 2.94,
-#: 2.78, 2.79 on 10, 0.8 of them 3.07, 2.89, 3.01, and 0.6 on 30 sentences 3.02, 2.98, 3.03, its median F0 4-6 % above
+#: 2.44 from espeak-ng's renderings). slt's offsets, which its natural HTS teacher's emotions taught, served on 30
+#: held-out sentences: whole, 2.89, 2.79, 2.84; 0.6 of them, 3.02, 2.96, 3.04, with m8's median F0 4-6 % above
 #: neutral's instead of 9-16 % (docs/records/teacher.md, "Fifteenth candidate").
 EMOTIONS_FROM: dict[str, tuple[str, float]] = {"m8": ("slt", 0.6)}
 
