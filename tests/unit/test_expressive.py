@@ -3,14 +3,17 @@ pitch axes, and the bars evaluate.expressive checks."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from tts_triton.core import audio
 from tts_triton.core.voices import VoiceBank, from_styles
 from tts_triton.data import festival
 from tts_triton.data.corpus import conditions, utterance_id
 from tts_triton.data.prosody import CORPUS_VOICES, EMOTIONS, HTS_GV_FLOOR, PITCH_ORDER, Voice, hts_controls
-from tts_triton.evaluate.expressive import BARS, MODEL, TEACHER, Condition, checks
+from tts_triton.evaluate.expressive import BARS, MODEL, TEACHER, Condition, checks, load_clips, save_clips
 
 
 def test_the_hts_controls_follow_the_emotion_table() -> None:
@@ -94,3 +97,13 @@ def test_a_teacher_below_the_bar_on_the_same_sentences_sets_the_bound_for_its_co
     rows[Condition("slt", "happy").label, MODEL] = _row(3.05, 200.0)
     rows[Condition("slt", "happy").label, TEACHER] = _row(3.2, 200.0)  # a teacher above the bar lowers nothing
     assert not checks(rows, "slt")[0][1]
+
+
+def test_saved_clips_come_back_at_the_sample_rate_as_they_were(tmp_path: Path) -> None:
+    t = np.arange(audio.SAMPLE_RATE // 2) / audio.SAMPLE_RATE
+    tone = (0.5 * np.sin(2 * np.pi * 220.0 * t)).astype(np.float32)
+    save_clips(tmp_path, {"slt happy": [tone, tone[:1000]]})
+    back = load_clips(tmp_path)["slt happy"]
+    assert len(back[0]) == len(tone) and abs(len(back[1]) - 1000) <= 1  # 16 kHz holds 725.6 samples of it
+    middle = slice(200, -200)  # the resamplers' edges
+    assert audio.snr_db(tone[middle], back[0][middle]) > 30.0

@@ -44,7 +44,7 @@ from tts_triton.core import audio
 from tts_triton.data.prosody import NEUTRAL
 from tts_triton.evaluate.asr import hear, wer
 from tts_triton.evaluate.heldout import HELDOUT_SENTENCES, add_judged_run_options
-from tts_triton.evaluate.judges import JUDGE_RATE
+from tts_triton.evaluate.judges import JUDGE_RATE, to_judge_rate
 from tts_triton.evaluate.measures import process_pool, standard_error
 from tts_triton.evaluate.pitch import harvest
 from tts_triton.jobs.progress import ProgressLine
@@ -232,38 +232,28 @@ class ServedVoice:
 
     def synthesize(self, text: str, voice: str, emotion: str, *, pitch: float = 0.0) -> Any:
         """The whole utterance, float32 at SAMPLE_RATE (in ``.audio``)."""
-        import soxr
-
         from tts_triton.serving.voice import Speech
 
         got = self.client.synthesize(text, voice=voice, emotion=emotion, pitch=pitch)
-        x = np.asarray(got.audio, np.float32)
-        if got.sample_rate != audio.SAMPLE_RATE:
-            x = soxr.resample(x, got.sample_rate, audio.SAMPLE_RATE).astype(np.float32)
-        return Speech(x)
+        return Speech(audio.resample(got.audio, got.sample_rate))
 
 
 def save_clips(folder: Path, clips: dict[str, list[np.ndarray]]) -> None:
     """``clips`` as int16 at the judges' own rate (small enough to carry back from a GPU host), one compressed
     ``<label>.npz`` per condition in ``folder``."""
-    from scipy.signal import resample_poly
-
     folder.mkdir(parents=True, exist_ok=True)
     for label, xs in clips.items():
-        down = [resample_poly(x, JUDGE_RATE, audio.SAMPLE_RATE) for x in xs]
-        np.savez_compressed(folder / f"{label}.npz", *(np.round(np.clip(x, -1, 1) * 32767).astype(np.int16)
-                                                      for x in down))
+        pcm = [np.frombuffer(audio.pcm16(to_judge_rate(x, audio.SAMPLE_RATE)), "<i2") for x in xs]
+        np.savez_compressed(folder / f"{label}.npz", *pcm)
 
 
 def load_clips(folder: Path) -> dict[str, list[np.ndarray]]:
     """The clips :func:`save_clips` wrote, float32 at SAMPLE_RATE."""
-    import soxr
-
     clips = {}
     for path in sorted(folder.glob("*.npz")):
         with np.load(path) as data:
-            clips[path.stem] = [soxr.resample(data[f"arr_{i}"].astype(np.float32) / 32767.0, JUDGE_RATE,
-                                              audio.SAMPLE_RATE).astype(np.float32) for i in range(len(data.files))]
+            clips[path.stem] = [audio.resample(to_judge_rate(data[f"arr_{i}"], JUDGE_RATE), JUDGE_RATE)
+                                for i in range(len(data.files))]
     return clips
 
 
