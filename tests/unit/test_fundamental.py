@@ -1,18 +1,25 @@
 """The mel's fundamental (tts_triton.core.fundamental) and the harmonic phase the vocoder draws from it
 (tts_triton.models.harmonic): the estimate on tones of known pitch, the track grown in pieces against the whole,
-the envelope's phase against a filter that is minimum-phase by construction, and what the phase model replaces."""
+the envelope's phase against a filter that is minimum-phase by construction, what the phase model replaces, and
+the estimate made once per merged decoder request (tts_triton.serving.fundamentals)."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from tts_triton.core import audio, fundamental
+from tts_triton.core import audio, contract, fundamental
+from tts_triton.core.config import ModelConfig, VocoderConfig
 from tts_triton.models.harmonic import HarmonicPhase, harmonic_bins
 from tts_triton.models.stft import BINS
+from tts_triton.serving.coalesce import Coalescer
+from tts_triton.serving.controls import AS_TRAINED, Controls
+from tts_triton.serving.fundamentals import FundamentalBackend
+from tts_triton.serving.pipeline import Pipeline
 
 
 def tone(f0: np.ndarray, harmonics: int = 30) -> np.ndarray:
@@ -98,3 +105,71 @@ def test_only_the_lowest_bins_of_frames_with_a_fundamental_are_replaced() -> Non
     shifted[0, 1, 1] += math.pi  # half a turn of the fundamental is a whole turn of the second harmonic
     moved = module(log_magnitude, phase, shifted)[0, second, 1] - out[0, second, 1]
     np.testing.assert_allclose(np.cos(moved.numpy()), 1.0, atol=1e-5)
+
+
+#: A model whose vocoder takes the fundamental track.
+HARMONIC = ModelConfig(vocoder=VocoderConfig(variant="vocos"))
+
+
+class ToneDecoder:
+    """A backend whose decoder emits a sung tone's log-mel frames in order, each row from where its own state says
+    it is (carried in the attention state), stopping at the tone's end; its vocoder returns the fundamental track
+    it is given, sample by sample, so the audio shows what the vocoder was fed."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        t = np.arange(audio.SAMPLE_RATE) / audio.SAMPLE_RATE
+        self.cfg, self.mel = cfg, audio.mel_spectrogram(tone(210.0 + 40.0 * np.sin(2 * np.pi * 1.3 * t)))
+
+    async def infer(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        await asyncio.sleep(0)
+        d, rows = self.cfg.decoder, len(next(iter(inputs.values())))
+        if model == contract.TEXT_ENCODER:
+            t = inputs[contract.PHONEMES].shape[1]
+            return {contract.MEMORY: np.zeros((rows, t, self.cfg.text.dim), np.float32),
+                    contract.PROCESSED_MEMORY: np.zeros((rows, t, d.attention_dim), np.float32)}
+        if model == contract.VOCODER:
+            track = inputs[contract.FUNDAMENTAL]
+            return {contract.NET_AUDIO: np.repeat(track, audio.HOP_LENGTH // 2, axis=1).reshape(rows, -1)}
+        attention = inputs[contract.ATTENTION].copy()
+        steps = attention[:, 0, :1].astype(int) + np.arange(d.steps_per_call)  # [rows, K]
+        attention[:, 0, 0] += d.steps_per_call
+        frames = (steps[:, :, None] * d.frames_per_step + np.arange(d.frames_per_step)).reshape(rows, -1)
+        last = len(self.mel) // d.frames_per_step - 1
+        return {contract.NET_MEL: self.mel[frames % len(self.mel)], contract.GATE: np.where(steps == last, 1.0, -1.0),
+                contract.STATE + contract.STATE_OUT_SUFFIX: inputs[contract.STATE],
+                contract.ATTENTION + contract.STATE_OUT_SUFFIX: attention}
+
+
+@pytest.mark.parametrize("controls", [AS_TRAINED, Controls(speed=1.25), Controls(pitch=2.0)])
+def test_the_backends_estimate_feeds_the_vocoder_what_each_stream_would(controls: Controls) -> None:
+    """Streams fed the fundamental their merged decoder request was given (FundamentalBackend under the Coalescer)
+    vocode what each estimating its own frames vocodes; with speed or the mel warp, each estimates its own."""
+    cfg = HARMONIC
+    style = np.zeros(cfg.style.dim, np.float32)
+
+    async def two_streams(backend: object) -> list[np.ndarray]:
+        pipelines = [Pipeline(backend, cfg) for _ in range(2)]
+        runs = [p.synthesize([[1] * 60], style, controls=controls) for p in pipelines]
+        return [wav for wav, _ in await asyncio.gather(*runs)]
+
+    own = asyncio.run(two_streams(ToneDecoder(cfg)))
+    specs = contract.network_specs(cfg)
+    estimating = FundamentalBackend(ToneDecoder(cfg))
+    merged = asyncio.run(two_streams(Coalescer(estimating, specs, dict.fromkeys(specs, 8), streams=lambda: 2)))
+    assert own[0].any() and own[0].size > audio.SAMPLE_RATE // 2
+    for a, b in zip(own, merged, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
+
+
+def test_the_backend_adds_each_frames_estimate_to_decoder_calls_only() -> None:
+    cfg = HARMONIC
+    backend = FundamentalBackend(ToneDecoder(cfg))
+    rows = 3
+    state = {s.name: np.zeros((rows, *(5 if d == contract.TOKENS else d for d in s.dims)), np.float32)
+             for s in contract.decoder_states(cfg)}
+    out = asyncio.run(backend.infer(contract.DECODER, state))
+    mel = out[contract.NET_MEL]
+    assert out[fundamental.DECODED_F0].shape == mel.shape[:2]
+    np.testing.assert_allclose(out[fundamental.DECODED_F0][1], fundamental.estimate(mel[1]), rtol=1e-6)
+    encoded = asyncio.run(backend.infer(contract.TEXT_ENCODER, {contract.PHONEMES: np.zeros((1, 8), np.int32)}))
+    assert fundamental.DECODED_F0 not in encoded

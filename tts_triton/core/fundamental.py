@@ -44,6 +44,10 @@ MIN_CONTRAST = 0.01
 #: The two values per frame the vocoder takes: ``f0`` (Hz; 0 = keep the vocoder's phase) and phase (rad).
 FIELDS = 2
 
+#: The key under which a serving backend returns a decoder call's :func:`estimate` ``[rows, frames]`` beside its
+#: outputs (:mod:`tts_triton.serving.fundamentals`): not a network tensor.
+DECODED_F0 = "f0"
+
 #: Candidate fundamentals (Hz), evenly spaced in pitch.
 CANDIDATES = F0_RANGE[0] * 2.0 ** (
     np.arange(0.0, 12.0 * math.log2(F0_RANGE[1] / F0_RANGE[0]) + 1e-9, STEP_SEMITONES) / 12.0)
@@ -66,20 +70,27 @@ def score_matrix() -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=1)
-def _scored_bands() -> np.ndarray:
-    """The mel bands whose centres lie below :data:`SCORE_MAX_HZ`."""
-    return audio.mel_points()[1:-1] < SCORE_MAX_HZ
+def _scoring() -> tuple[np.ndarray, int, int]:
+    """(:func:`score_matrix` transposed and cut to the bands it weighs, ``[bands, len(CANDIDATES)]``; those bands,
+    a prefix of the mel's; the bands whose centres lie below :data:`SCORE_MAX_HZ`, a shorter prefix). A frame is
+    scored on its lowest bands alone: the others weigh nothing."""
+    weights = score_matrix()
+    bands = int(np.flatnonzero(np.abs(weights).sum(axis=0)).max()) + 1
+    scored = int(np.count_nonzero(audio.mel_points()[1:-1] < SCORE_MAX_HZ))  # centres ascend: a prefix
+    return np.ascontiguousarray(weights[:, :bands].T), bands, scored
 
 
 def estimate(log_mel: np.ndarray) -> np.ndarray:
     """``f0`` (Hz, float64) of each frame of a natural-log mel ``[frames, N_MELS]``; 0 below :data:`MIN_F0` or
     :data:`MIN_CONTRAST`."""
-    levels = np.maximum(log_mel - log_mel.max(axis=1, keepdims=True) + FLOOR_NEPERS, 0.0)
-    scores = (levels @ score_matrix().T).astype(np.float64)
-    contrast = scores.max(axis=1) / np.maximum(levels[:, _scored_bands()].sum(axis=1), 1e-9)
-    rows = np.arange(len(scores))
-    best = np.clip(scores.argmax(axis=1), 1, len(CANDIDATES) - 2)
-    a, b, c = scores[rows, best - 1], scores[rows, best], scores[rows, best + 1]
+    weights, bands, scored = _scoring()
+    levels = np.maximum(log_mel[:, :bands] - log_mel.max(axis=1, keepdims=True) + FLOOR_NEPERS, 0.0)
+    scores = levels @ weights
+    frames = np.arange(len(scores))
+    peak = scores.argmax(axis=1)
+    contrast = scores[frames, peak] / np.maximum(levels[:, :scored].sum(axis=1), 1e-9)
+    best = np.clip(peak, 1, len(CANDIDATES) - 2)
+    a, b, c = (scores[frames, best + k].astype(np.float64) for k in (-1, 0, 1))
     curvature = a - 2.0 * b + c
     safe = np.where(curvature < 0.0, curvature, -1.0)
     offset = np.where(curvature < 0.0, np.clip(0.5 * (a - c) / safe, -0.5, 0.5), 0.0)
@@ -104,33 +115,35 @@ def _fields(f0: np.ndarray, phase: np.ndarray) -> np.ndarray:
 
 
 class FundamentalTrack:
-    """One sentence's ``f0`` and phase, frame by frame, as its log-mel grows by :meth:`extend`."""
+    """One sentence's ``f0`` and phase, frame by frame, as its log-mel grows by :meth:`extend`; each frame's fields
+    are made once, so that a window within the sentence is a slice."""
 
     def __init__(self) -> None:
         self.f0 = np.zeros(0)
         self.phase = np.zeros(0)
+        self.fields = np.zeros((0, FIELDS), np.float32)
 
-    def extend(self, frames: np.ndarray) -> None:
-        """Append the sentence's next log-mel frames ``[n, N_MELS]``; the first frame's phase is 0."""
-        f0 = estimate(frames)
+    def extend(self, frames: np.ndarray, f0: np.ndarray | None = None) -> None:
+        """Append the sentence's next log-mel frames ``[n, N_MELS]``, given their :func:`estimate` ``f0`` where it is
+        known (each frame's depends on that frame alone); the first frame's phase is 0."""
+        f0 = estimate(frames) if f0 is None else np.asarray(f0, np.float64)
         joined = np.concatenate([self.f0[-1:], f0])  # the phase runs on from the last frame so far
         start = self.phase[-1] if len(self.phase) else 0.0
-        phase = start + np.concatenate([[0.0], np.cumsum(_steps(joined))])
+        phase = (start + np.concatenate([[0.0], np.cumsum(_steps(joined))]))[len(joined) - len(f0):]
         self.f0 = np.concatenate([self.f0, f0])
-        self.phase = np.concatenate([self.phase, phase[len(joined) - len(f0):]])
+        self.phase = np.concatenate([self.phase, phase])
+        self.fields = np.concatenate([self.fields, _fields(f0, phase)])
 
     def window(self, start: int, end: int) -> np.ndarray:
         """``[end - start, FIELDS]`` float32 for frames ``[start, end)``, ``0 < end <=`` the frames so far; frames
         before 0 are silence (:data:`~tts_triton.core.audio.SILENCE_LOG_MEL`), the phase run backwards into them."""
         if not 0 < end <= len(self.f0):
             raise ValueError(f"frames up to {end} asked of a track of {len(self.f0)}")
-        lead = max(0, -start)
-        f0, phase = self.f0[max(0, start):end], self.phase[max(0, start):end]
-        if lead:
-            silence = np.full(lead, _silence_f0())
-            back = np.cumsum(_steps(np.concatenate([silence, self.f0[:1]]))[::-1])[::-1]  # phase 0 at frame 0
-            f0, phase = np.concatenate([silence, f0]), np.concatenate([-back, phase])
-        return _fields(f0, phase)
+        if start >= 0:
+            return self.fields[start:end]
+        silence = np.full(-start, _silence_f0())
+        back = np.cumsum(_steps(np.concatenate([silence, self.f0[:1]]))[::-1])[::-1]  # phase 0 at frame 0
+        return np.concatenate([_fields(silence, -back), self.fields[:end]])
 
 
 def track(log_mel: np.ndarray, origin: int = 0) -> np.ndarray:

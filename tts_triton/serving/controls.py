@@ -85,6 +85,11 @@ class Controls:
         """Whether :func:`shift_pitch` changes the mel (then the vocoded audio gets :func:`keep_level`)."""
         return _steps(self.pitch) != 0
 
+    @property
+    def keeps_frames(self) -> bool:
+        """Whether the vocoded mel is the decoder's own, frame for frame (no time scaling, no mel warp)."""
+        return self.speed == 1.0 and not self.shifts_pitch
+
 
 #: No control: speech as trained.
 AS_TRAINED = Controls()

@@ -27,7 +27,7 @@ import numpy as np
 
 from tts_triton.core import audio, contract
 from tts_triton.core.config import STREAMING, ModelConfig, StreamingConfig
-from tts_triton.core.fundamental import FundamentalTrack
+from tts_triton.core.fundamental import DECODED_F0, FundamentalTrack
 from tts_triton.core.voices import PitchStyle
 from tts_triton.errors import Cancelled
 from tts_triton.serving.controls import (
@@ -180,9 +180,11 @@ class Pipeline:
 
     async def decode(self, ids: list[int], stats: SentenceStats, cancelled: Callable[[], bool] = lambda: False,
                      ref_mel: np.ndarray | None = None, style: np.ndarray | None = None,
-                     offset: np.ndarray | None = None) -> AsyncIterator[tuple[np.ndarray, np.ndarray | None]]:
+                     offset: np.ndarray | None = None
+                     ) -> AsyncIterator[tuple[np.ndarray, np.ndarray | None, np.ndarray | None]]:
         """Yield the decoder's mel frames ``[n, n_mels]`` call by call until the stop rule fires, each with
-        the alignment rows of those steps ``[steps, len(ids)]`` (None when the backend does not return it).
+        the alignment rows of those steps ``[steps, len(ids)]`` and the frames' fundamental ``[n]``
+        (:data:`~tts_triton.core.fundamental.DECODED_F0`), each None when the backend does not return it.
 
         Uses ``style``, else ``self.style``, or the style of ``ref_mel`` (which then becomes ``self.style``),
         plus ``offset`` (a pitch shift along the voice's axis) when given.
@@ -229,8 +231,9 @@ class Pipeline:
             frames = out[contract.NET_MEL][0, : steps * d.frames_per_step]
             stats.frames += frames.shape[0]
             alignment = out[contract.ALIGNMENT][0, :steps, : len(ids)] if contract.ALIGNMENT in out else None
+            f0 = out[DECODED_F0][0, : len(frames)] if DECODED_F0 in out else None
             out = None
-            yield frames, alignment
+            yield frames, alignment, f0
             if stop is not None:
                 return
 
@@ -320,13 +323,14 @@ class Pipeline:
                 track = FundamentalTrack() if self.cfg.vocoder.harmonic else None
                 decoded = self.decode(plan.ids, stats, cancelled, ref_mel if index == 0 else None, style,
                                       shift.offset)
-                async for frames, alignment in decoded:
+                async for frames, alignment, f0 in decoded:
                     if clock is not None:
                         if alignment is None:
                             raise RuntimeError("word timestamps need the decoder's alignment; the backend gave none")
                         clock.push(alignment)
                     source = np.concatenate([source, frames])
-                    mel = self._grow(mel, shift_pitch(scaler.extend(source, False), ctl.pitch), track)
+                    mel = self._grow(mel, shift_pitch(scaler.extend(source, False), ctl.pitch), track,
+                                     f0 if ctl.keeps_frames else None)
                     started = self._start_chunks(pending, planner, mel, index, stats, False, last, ctl, clock, offset,
                                                  track)
                     if started:
@@ -347,10 +351,12 @@ class Pipeline:
             pending.put_nowait(None)
 
     @staticmethod
-    def _grow(mel: np.ndarray, frames: np.ndarray, track: FundamentalTrack | None) -> np.ndarray:
-        """``mel`` with ``frames`` appended, and ``track`` (where kept) extended by them."""
+    def _grow(mel: np.ndarray, frames: np.ndarray, track: FundamentalTrack | None,
+              f0: np.ndarray | None = None) -> np.ndarray:
+        """``mel`` with ``frames`` appended, and ``track`` (where kept) extended by them, with their fundamental
+        ``f0`` where the backend estimated it."""
         if track is not None:
-            track.extend(frames)
+            track.extend(frames, f0)
         return np.concatenate([mel, frames])
 
     def _put_done(self, pending: asyncio.Queue, chunk: Chunk) -> None:

@@ -87,6 +87,7 @@ from tts_triton.model_instance.lifecycle import (
 from tts_triton.model_instance.params import int_parameter, parameters
 from tts_triton.processes.memory import lift_file_size_limit
 from tts_triton.serving.coalesce import Coalescer
+from tts_triton.serving.fundamentals import FundamentalBackend
 from tts_triton.serving.gate import ProgressGate
 from tts_triton.serving.pipeline import Chunk
 from tts_triton.serving.resample import resampled
@@ -167,9 +168,13 @@ class TritonPythonModel:
         def streams() -> int:
             return self.admission.active
 
-        self.backend = Coalescer(BlsBackend(specs), specs, max_rows, streams)
-        # for requests that want WORDS
-        self.timing_backend = Coalescer(BlsBackend(specs, frozenset({contract.ALIGNMENT})), specs, max_rows, streams)
+        def networks(diagnostic: frozenset[str] = frozenset()) -> FundamentalBackend | BlsBackend:
+            """The BLS calls, each merged request's frames given their fundamental where the vocoder takes it."""
+            calls = BlsBackend(specs, diagnostic)
+            return FundamentalBackend(calls) if self.cfg.vocoder.harmonic else calls
+
+        self.backend = Coalescer(networks(), specs, max_rows, streams)
+        self.timing_backend = Coalescer(networks(frozenset({contract.ALIGNMENT})), specs, max_rows, streams)  # WORDS
         labels = {"model": self.name}
         # Open requests: a scaling signal that rises with load even though the async BLS queues nothing.
         self.active_family = pb_utils.MetricFamily(
