@@ -82,6 +82,9 @@ def merge(feeds: Sequence[Feed], padding: Padding | None = None) -> dict[str, np
     merged = {}
     for name, first in feeds[0].items():
         where = padding.inputs.get(name, {})
+        if not where or all(sizes == longest for sizes in lengths):  # nothing to pad: one copy
+            merged[name] = np.concatenate([feed[name] for feed in feeds])
+            continue
         shape = [longest[where[a]] if a in where else size for a, size in enumerate(first.shape)]
         shape[0] = sum(len(feed[name]) for feed in feeds)
         merged[name] = out = np.zeros(shape, first.dtype)
