@@ -68,6 +68,10 @@ def test_pipeline_overhead_runs_on_the_cpu() -> None:
     done = _run("pipeline_overhead.py", "--requests", "3", "--warmup", "1")
     assert done.returncode == 0, done.stderr
     assert "instant backend, medians of 3: first chunk" in done.stdout
+    done = _run("pipeline_overhead.py", "--streams", "4", "--seconds", "1")
+    assert done.returncode == 0, done.stderr
+    cpu_ms = float(done.stdout.split("requests: ")[1].split()[0])
+    assert "4 streams coalesced" in done.stdout and 0 < cpu_ms < 100
 
 
 def test_vocoder_speed_times_each_variant_on_the_cpu_without_the_client_stack(tmp_path: Path) -> None:
