@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import tritonclient.grpc as grpcclient
 from conftest import stub_pid
+from waiting import wait_until
 
 from tts_triton.client import ServerUnavailableError, TTSClient, TTSError, TTSTimeoutError
 from tts_triton.core import contract
@@ -51,7 +52,7 @@ def test_dead_tts_stub_ends_its_streams_and_the_gauge_recovers(model_repository:
     for t in threads:
         t.start()
     started.wait(120)
-    assert active_requests(server) == 2
+    wait_until(lambda: active_requests(server) == 2, 10, "the gauge at two streams")  # sent within half a second
     killed_at = time.monotonic()
     os.kill(stub_pid(server, contract.TTS), signal.SIGKILL)
     for t in threads:

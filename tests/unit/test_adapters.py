@@ -467,3 +467,15 @@ def test_onnx_model_retries_a_failed_batch_request_by_request(pb: Any, checkpoin
     assert responses[3].error().code() == fake.TritonError.INVALID_ARG
     np.testing.assert_allclose(responses[2].tensors["audio"].as_numpy(),
                                requests[2].tensors["mel"].as_numpy()[..., 0].repeat(2, axis=1) * 2)
+
+
+def test_bls_sends_its_metrics_once_when_its_last_stream_ends(bls: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each metric update is a round trip to the server: streams ending together update each metric once."""
+    model = bls()
+    model.metrics.every = 60.0  # however slow this machine, no interval ends during the run
+    sent: list[float] = []
+    increment = fake.Metric.increment
+    monkeypatch.setattr(fake.Metric, "increment", lambda self, value: (sent.append(value), increment(self, value)))
+    run(model, *(fake.Request({"TEXT": text(f"Stream {i} talks.")}) for i in range(3)))
+    assert outcomes()["completed"] == 3 and sent == [3.0]  # the active gauge's +3 and -3 cancel out: no update
+    assert fake.metric("tts_active_requests", model="tts", instance="tts_0_0") == 0

@@ -33,7 +33,9 @@ Admission: at most ``max_streams`` requests in flight per model over all its ins
 
 Metrics: ``tts_active_requests`` (gauge, by ``model`` and ``instance``: a restarted stub resets its own
 series to 0) and ``tts_requests_total`` (counter, by ``model`` and ``outcome``:
-:data:`~tts_triton.model_instance.lifecycle.OUTCOMES`), beside Triton's own.
+:data:`~tts_triton.model_instance.lifecycle.OUTCOMES`), beside Triton's own. Their updates are batched
+(:class:`~tts_triton.model_instance.metrics.MetricBatch`): each reaches the server within half a second, and at
+once when the instance's last request ends.
 
 Utterance cache: when the server's environment sets ``TTS_CACHE_REDIS_URL`` (:mod:`tts_triton.cache`),
 both models answer repeats from Redis and count ``tts_cache_*`` metrics; the request parameter ``cache``
@@ -84,6 +86,7 @@ from tts_triton.model_instance.lifecycle import (
     outcome_of,
     stop_target,
 )
+from tts_triton.model_instance.metrics import MetricBatch
 from tts_triton.model_instance.params import int_parameter, parameters
 from tts_triton.processes.memory import lift_file_size_limit
 from tts_triton.serving.coalesce import Coalescer
@@ -186,6 +189,7 @@ class TritonPythonModel:
             name=contract.REQUESTS_METRIC, description="Synthesis requests by how they ended",
             kind=pb_utils.MetricFamily.COUNTER)
         self.outcomes = {o: self.outcome_family.Metric(labels={**labels, "outcome": o}) for o in OUTCOMES}
+        self.metrics = MetricBatch()
         # the network calls' threads (async_exec runs each on the loop's default executor); tts: the stub's own
         # unless configured; tts_offline: its own loop's, always a pool of its own
         threads = int_parameter(config, BLS_CALL_THREADS, 0)
@@ -205,6 +209,7 @@ class TritonPythonModel:
             self.loop_thread.join(timeout=5)
         if self.calls is not None:
             self.calls.close()
+        self.metrics.close()
         del self.active, self.outcomes  # a Metric must go before its MetricFamily
         del self.active_family, self.outcome_family
         if self.cache_meter is not None:
@@ -243,9 +248,9 @@ class TritonPythonModel:
         try:
             self.admission.enter()
         except Exception as err:
-            self.outcomes[outcome_of(err)].increment(1)
+            self.metrics.add(self.outcomes[outcome_of(err)], 1)
             raise
-        self.active.increment(1)
+        self.metrics.add(self.active, 1)
         deadline = Deadline(request.timeout())
         client_cancelled = CancelPoll(request.is_cancelled)
         request_id = request.request_id()
@@ -291,8 +296,10 @@ class TritonPythonModel:
                 await backend.gate.leave(backend)
             self.stops.clear(request_id)
             self.admission.leave()
-            self.active.increment(-1)
-            self.outcomes[outcome].increment(1)
+            self.metrics.add(self.active, -1)
+            self.metrics.add(self.outcomes[outcome], 1)
+            if not self.admission.active:  # idle: the metrics exact at once, holding up no other stream
+                self.metrics.flush()
 
     async def stream(self, request: Any) -> None:
         sender = request.get_response_sender()

@@ -9,7 +9,8 @@ against :mod:`tts_triton.core.shapes` (anything else gets INVALID_ARG, before an
 that agree in shape as one padded call, and answers with CPU tensors (a GPU tensor returned across the
 BLS boundary costs far more than the copy).
 
-Metrics: :data:`PHASE_METRIC` (seconds of ``execute`` by model and phase) beside Triton's own.
+Metrics: :data:`PHASE_METRIC` (seconds of ``execute`` by model and phase) beside Triton's own, sent in batches
+(:class:`~tts_triton.model_instance.metrics.MetricBatch`) within half a second.
 
 Config parameters (strings): ``model_config`` (ModelConfig JSON), ``fp16`` (``"true"``: fp16 weights on a GPU;
 the vocoder's mel match stays fp32), ``cuda_graphs`` (``"false"`` runs eagerly, for comparison),
@@ -33,6 +34,7 @@ from tts_triton.core.config import ModelConfig
 from tts_triton.core.contract import PHASE_METRIC, network_specs
 from tts_triton.core.layout import BATCH_BUDGET, CHECKPOINT_FILE, CUDA_GRAPHS, FP16, INTRA_OP_THREADS, MODEL_CONFIG
 from tts_triton.engine.graphs import StageRunner
+from tts_triton.model_instance.metrics import MetricBatch
 from tts_triton.model_instance.params import config_tensors, int_parameter, parameters
 from tts_triton.model_instance.request_shapes import RequestShapes
 from tts_triton.models.checkpoint import load_checkpoint
@@ -96,6 +98,7 @@ class TritonPythonModel:
         self._family = pb_utils.MetricFamily(name=PHASE_METRIC, description=PHASE_DESCRIPTION,
                                              kind=pb_utils.MetricFamily.COUNTER)
         self._phases = {p: self._family.Metric(labels={"model": self._name, "phase": p}) for p in PHASES}
+        self._metrics = MetricBatch()  # an update is a round trip to the server: not before the responses go
 
     def execute(self, requests: list[Any]) -> list[Any]:
         """One response per request, in order; a request with a bad shape gets INVALID_ARG alone."""
@@ -123,12 +126,13 @@ class TritonPythonModel:
             tensors = [pb_utils.Tensor(name, np.ascontiguousarray(result[name])) for name in names]
             responses[i] = pb_utils.InferenceResponse(output_tensors=tensors)
         for phase, seconds in zip(PHASES, (read - began, ran - read, time.perf_counter() - ran), strict=True):
-            self._phases[phase].increment(seconds)
+            self._metrics.add(self._phases[phase], seconds)
         return responses
 
     def finalize(self) -> None:
         """Release the graphs and the device memory they hold."""
         self._runner = None
+        self._metrics.close()
         del self._phases  # a Metric must go before its MetricFamily
         del self._family
         if torch.cuda.is_available():

@@ -1,0 +1,51 @@
+"""Metric updates in batches (tts_triton.model_instance.metrics): sums sent in one update each, within the interval
+or at once on flush, never after close."""
+
+from __future__ import annotations
+
+import time
+
+from tests.waiting import wait_until
+from tts_triton.model_instance.metrics import MetricBatch
+
+
+class Counter:
+    """A metric that records each update it is sent (each one a round trip to the server in Triton)."""
+
+    def __init__(self) -> None:
+        self.updates: list[float] = []
+
+    def increment(self, value: float) -> None:
+        self.updates.append(value)
+
+
+def test_increments_are_summed_into_one_update_per_metric_on_flush() -> None:
+    batch, requests, active = MetricBatch(every=60.0), Counter(), Counter()
+    for _ in range(3):
+        batch.add(requests, 1)
+        batch.add(active, 1)
+    batch.add(active, -3)
+    assert requests.updates == [] and active.updates == []
+    batch.flush()
+    assert requests.updates == [3.0] and active.updates == []  # a zero sum is no update
+    batch.flush()
+    assert requests.updates == [3.0]
+
+
+def test_pending_sums_go_out_within_the_interval_without_a_flush() -> None:
+    batch, counter = MetricBatch(every=0.05), Counter()
+    batch.add(counter, 2.5)
+    batch.add(counter, 0.5)
+    wait_until(lambda: counter.updates == [3.0], 5, "the summed update")
+    batch.add(counter, 1)  # a new interval starts with the next increment
+    wait_until(lambda: counter.updates == [3.0, 1.0], 5, "the next interval's update")
+
+
+def test_close_sends_what_is_pending_and_starts_no_timer_after() -> None:
+    batch, counter = MetricBatch(every=0.01), Counter()
+    batch.add(counter, 1)
+    batch.close()
+    assert counter.updates == [1.0]
+    batch.add(counter, 1)
+    time.sleep(0.1)
+    assert counter.updates == [1.0]
