@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 
-from tests.waiting import wait_until
+from waiting import wait_until
+
 from tts_triton.model_instance.metrics import MetricBatch
 
 
