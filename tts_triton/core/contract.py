@@ -108,7 +108,7 @@ CACHE_BYTES_METRIC = "tts_cache_bytes_total"
 CACHE_WRITES_METRIC = "tts_cache_writes_total"
 
 # Tensor names of the networks (``mel`` and ``audio`` spelled NET_ apart from the public MEL and AUDIO).
-PHONEMES, MASK, MEMORY = "phonemes", "mask", "memory"
+PHONEMES, MASK, MEMORY, PROCESSED_MEMORY = "phonemes", "mask", "memory", "processed_memory"
 REF_MEL, STYLE = "ref_mel", "style"
 NET_MEL, GATE, ALIGNMENT, NET_AUDIO = "mel", "gate", "alignment", "audio"
 #: The vocoder's per-frame fundamental frequency and phase (:mod:`tts_triton.core.fundamental`).
@@ -148,7 +148,7 @@ def text_encoder_spec(cfg: ModelConfig) -> ModelSpec:
     return ModelSpec(
         TEXT_ENCODER,
         inputs=(TensorSpec(PHONEMES, "int32", (TOKENS,)), f32(MASK, TOKENS)),
-        outputs=(f32(MEMORY, TOKENS, cfg.text.dim),),
+        outputs=(f32(MEMORY, TOKENS, cfg.text.dim), f32(PROCESSED_MEMORY, TOKENS, cfg.decoder.attention_dim)),
         masked_axes=(TOKENS,),
     )
 
@@ -164,6 +164,7 @@ def decoder_spec(cfg: ModelConfig) -> ModelSpec:
     states = decoder_states(cfg)
     context = (
         f32(MEMORY, TOKENS, cfg.text.dim),
+        f32(PROCESSED_MEMORY, TOKENS, d.attention_dim),
         f32(MASK, TOKENS),
         f32(STYLE, cfg.style.dim),
     )

@@ -22,14 +22,16 @@ from tts_triton.models.text_encoder import TextEncoder
 
 
 class TextEncoderStage(nn.Module):
-    """(phonemes, mask) -> (memory,)."""
+    """(phonemes, mask) -> (memory, processed_memory): the encoder plus the attention's key projection."""
 
-    def __init__(self, encoder: TextEncoder) -> None:
+    def __init__(self, encoder: TextEncoder, decoder: Decoder) -> None:
         super().__init__()
         self.encoder = encoder
+        self.decoder = decoder
 
-    def forward(self, phonemes: Tensor, mask: Tensor) -> tuple[Tensor]:
-        return (self.encoder(phonemes, mask),)
+    def forward(self, phonemes: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        memory = self.encoder(phonemes, mask)
+        return memory, self.decoder.process_memory(memory)
 
 
 class StyleEncoderStage(nn.Module):
@@ -45,9 +47,7 @@ class StyleEncoderStage(nn.Module):
 
 class DecoderStage(nn.Module):
     """K unrolled decoder steps with the recurrent state as explicit inputs and outputs, packed as the
-    contract's ``state`` and ``attention`` (:func:`~tts_triton.core.contract.decoder_states`). The attention's keys
-    (the memory's projection) are computed here at every call: a matrix product per call costs the device less than
-    a third more bytes in every decoder request costs the hand-overs."""
+    contract's ``state`` and ``attention`` (:func:`~tts_triton.core.contract.decoder_states`)."""
 
     def __init__(self, decoder: Decoder) -> None:
         super().__init__()
@@ -55,13 +55,12 @@ class DecoderStage(nn.Module):
         self.steps = decoder.cfg.decoder.steps_per_call
         self.fields = contract.decoder_state_fields(decoder.cfg)
 
-    def forward(self, memory: Tensor, mask: Tensor, style: Tensor, state: Tensor, attention: Tensor
-                ) -> tuple[Tensor, ...]:
+    def forward(self, memory: Tensor, processed_memory: Tensor, mask: Tensor, style: Tensor, state: Tensor,
+                attention: Tensor) -> tuple[Tensor, ...]:
         parts = dict(zip((name for name, _ in self.fields), state.split([size for _, size in self.fields], dim=-1),
                          strict=True))
         unpacked = DecoderState(**parts, attention_weights=attention[:, 0], attention_weights_cum=attention[:, 1])
-        keys = self.decoder.process_memory(memory)
-        mel, gate, alignment, nxt = self.decoder.run(unpacked, self.steps, memory, keys, mask, style)
+        mel, gate, alignment, nxt = self.decoder.run(unpacked, self.steps, memory, processed_memory, mask, style)
         packed = torch.cat([getattr(nxt, name) for name, _ in self.fields], dim=-1)
         return mel, gate, alignment, packed, torch.stack((nxt.attention_weights, nxt.attention_weights_cum), dim=1)
 
@@ -108,7 +107,7 @@ class VocoderStage(nn.Module):
 def build_stages(acoustic: AcousticModel, generator: nn.Module) -> dict[str, nn.Module]:
     """The four stages keyed by Triton model name, in eval mode."""
     stages = {
-        contract.TEXT_ENCODER: TextEncoderStage(acoustic.text_encoder),
+        contract.TEXT_ENCODER: TextEncoderStage(acoustic.text_encoder, acoustic.decoder),
         contract.STYLE_ENCODER: StyleEncoderStage(acoustic.style_encoder),
         contract.DECODER: DecoderStage(acoustic.decoder),
         contract.VOCODER: VocoderStage(acoustic.decoder.postnet, generator, acoustic.cfg.vocoder.mel_match),
