@@ -3,6 +3,7 @@ or at once on flush, never after close."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 from waiting import wait_until
@@ -50,3 +51,28 @@ def test_close_sends_what_is_pending_and_starts_no_timer_after() -> None:
     batch.add(counter, 1)
     time.sleep(0.1)
     assert counter.updates == [1.0]
+
+
+def test_close_returns_after_a_flush_under_way() -> None:
+    """No update may follow close(): the model deletes its metrics next."""
+    batch, started, release = MetricBatch(every=60.0), threading.Event(), threading.Event()
+
+    class Slow(Counter):
+        def increment(self, value: float) -> None:
+            started.set()
+            release.wait(5)
+            super().increment(value)
+
+    slow = Slow()
+    batch.add(slow, 1)
+    flushing = threading.Thread(target=batch.flush)
+    flushing.start()
+    assert started.wait(5)
+    closing = threading.Thread(target=batch.close)
+    closing.start()
+    closing.join(0.2)
+    assert closing.is_alive()  # waiting for the flush under way
+    release.set()
+    closing.join(5)
+    flushing.join(5)
+    assert not closing.is_alive() and slow.updates == [1.0]

@@ -30,7 +30,8 @@ class MetricBatch:
     def __init__(self, every: float = FLUSH_S) -> None:
         self.every = every
         self._sums: dict[Incrementable, float] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the sums and the timer
+        self._sending = threading.Lock()  # one flush at a time: close() returns after any flush under way
         self._timer: threading.Timer | None = None
         self._closed = False
 
@@ -45,17 +46,19 @@ class MetricBatch:
 
     def flush(self) -> None:
         """Send every pending sum now."""
-        with self._lock:
-            sums, self._sums = self._sums, {}
-            if self._timer is not None:
-                self._timer.cancel()  # a no-op from the timer's own thread
-                self._timer = None
-        for metric, value in sums.items():
-            if value:
-                metric.increment(value)
+        with self._sending:
+            with self._lock:
+                sums, self._sums = self._sums, {}
+                if self._timer is not None:
+                    self._timer.cancel()  # a no-op from the timer's own thread
+                    self._timer = None
+            for metric, value in sums.items():
+                if value:
+                    metric.increment(value)
 
     def close(self) -> None:
-        """Send what is pending and start no timer again (before the metrics are deleted)."""
+        """Send what is pending, after any flush under way, and start no timer again: no update follows its return
+        (the metrics may be deleted then)."""
         with self._lock:
             self._closed = True
         self.flush()
