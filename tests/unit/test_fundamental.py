@@ -125,8 +125,7 @@ class ToneDecoder:
         d, rows = self.cfg.decoder, len(next(iter(inputs.values())))
         if model == contract.TEXT_ENCODER:
             t = inputs[contract.PHONEMES].shape[1]
-            return {contract.MEMORY: np.zeros((rows, t, self.cfg.text.dim), np.float32),
-                    contract.PROCESSED_MEMORY: np.zeros((rows, t, d.attention_dim), np.float32)}
+            return {contract.MEMORY: np.zeros((rows, t, sum(contract.memory_parts(self.cfg))), np.float32)}
         if model == contract.VOCODER:
             track = inputs[contract.FUNDAMENTAL]
             return {contract.NET_AUDIO: np.repeat(track, audio.HOP_LENGTH // 2, axis=1).reshape(rows, -1)}

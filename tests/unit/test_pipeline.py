@@ -69,8 +69,7 @@ class ScriptedDecoder:
         d = self.cfg.decoder
         if model == contract.TEXT_ENCODER:
             t = inputs["phonemes"].shape[1]
-            return {"memory": np.zeros((1, t, self.cfg.text.dim), np.float32),
-                    "processed_memory": np.zeros((1, t, d.attention_dim), np.float32)}
+            return {"memory": np.zeros((1, t, sum(contract.memory_parts(self.cfg))), np.float32)}
         if model == contract.VOCODER:
             return {"audio": np.repeat(inputs["mel"][0, :, 0], audio.HOP_LENGTH)[None]}
         if model == contract.STYLE_ENCODER:

@@ -108,7 +108,7 @@ CACHE_BYTES_METRIC = "tts_cache_bytes_total"
 CACHE_WRITES_METRIC = "tts_cache_writes_total"
 
 # Tensor names of the networks (``mel`` and ``audio`` spelled NET_ apart from the public MEL and AUDIO).
-PHONEMES, MASK, MEMORY, PROCESSED_MEMORY = "phonemes", "mask", "memory", "processed_memory"
+PHONEMES, MASK, MEMORY = "phonemes", "mask", "memory"
 REF_MEL, STYLE = "ref_mel", "style"
 NET_MEL, GATE, ALIGNMENT, NET_AUDIO = "mel", "gate", "alignment", "audio"
 #: The vocoder's per-frame fundamental frequency and phase (:mod:`tts_triton.core.fundamental`).
@@ -144,11 +144,18 @@ def decoder_states(cfg: ModelConfig) -> tuple[TensorSpec, ...]:
     return (f32(STATE, sum(size for _, size in decoder_state_fields(cfg))), f32(ATTENTION, 2, TOKENS))
 
 
+def memory_parts(cfg: ModelConfig) -> tuple[int, int]:
+    """The widths of the two parts of ``memory``, side by side on its last axis: the text encoder's output, which the
+    attention reads, and its projection into the attention's keys. One tensor, not two: every tensor of a decoder
+    call costs the BLS and the decoder model a shared-memory hand-over per request."""
+    return cfg.text.dim, cfg.decoder.attention_dim
+
+
 def text_encoder_spec(cfg: ModelConfig) -> ModelSpec:
     return ModelSpec(
         TEXT_ENCODER,
         inputs=(TensorSpec(PHONEMES, "int32", (TOKENS,)), f32(MASK, TOKENS)),
-        outputs=(f32(MEMORY, TOKENS, cfg.text.dim), f32(PROCESSED_MEMORY, TOKENS, cfg.decoder.attention_dim)),
+        outputs=(f32(MEMORY, TOKENS, sum(memory_parts(cfg))),),
         masked_axes=(TOKENS,),
     )
 
@@ -163,8 +170,7 @@ def decoder_spec(cfg: ModelConfig) -> ModelSpec:
     d = cfg.decoder
     states = decoder_states(cfg)
     context = (
-        f32(MEMORY, TOKENS, cfg.text.dim),
-        f32(PROCESSED_MEMORY, TOKENS, d.attention_dim),
+        f32(MEMORY, TOKENS, sum(memory_parts(cfg))),
         f32(MASK, TOKENS),
         f32(STYLE, cfg.style.dim),
     )

@@ -22,16 +22,17 @@ from tts_triton.models.text_encoder import TextEncoder
 
 
 class TextEncoderStage(nn.Module):
-    """(phonemes, mask) -> (memory, processed_memory): the encoder plus the attention's key projection."""
+    """(phonemes, mask) -> (memory,): the encoder's output and its projection into the attention's keys, side by side
+    (:func:`~tts_triton.core.contract.memory_parts`)."""
 
     def __init__(self, encoder: TextEncoder, decoder: Decoder) -> None:
         super().__init__()
         self.encoder = encoder
         self.decoder = decoder
 
-    def forward(self, phonemes: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, phonemes: Tensor, mask: Tensor) -> tuple[Tensor]:
         memory = self.encoder(phonemes, mask)
-        return memory, self.decoder.process_memory(memory)
+        return (torch.cat([memory, self.decoder.process_memory(memory)], dim=-1),)
 
 
 class StyleEncoderStage(nn.Module):
@@ -55,12 +56,13 @@ class DecoderStage(nn.Module):
         self.steps = decoder.cfg.decoder.steps_per_call
         self.fields = contract.decoder_state_fields(decoder.cfg)
 
-    def forward(self, memory: Tensor, processed_memory: Tensor, mask: Tensor, style: Tensor, state: Tensor,
-                attention: Tensor) -> tuple[Tensor, ...]:
+    def forward(self, memory: Tensor, mask: Tensor, style: Tensor, state: Tensor, attention: Tensor
+                ) -> tuple[Tensor, ...]:
         parts = dict(zip((name for name, _ in self.fields), state.split([size for _, size in self.fields], dim=-1),
                          strict=True))
         unpacked = DecoderState(**parts, attention_weights=attention[:, 0], attention_weights_cum=attention[:, 1])
-        mel, gate, alignment, nxt = self.decoder.run(unpacked, self.steps, memory, processed_memory, mask, style)
+        encoded, keys = memory.split(contract.memory_parts(self.decoder.cfg), dim=-1)
+        mel, gate, alignment, nxt = self.decoder.run(unpacked, self.steps, encoded, keys, mask, style)
         packed = torch.cat([getattr(nxt, name) for name, _ in self.fields], dim=-1)
         return mel, gate, alignment, packed, torch.stack((nxt.attention_weights, nxt.attention_weights_cum), dim=1)
 

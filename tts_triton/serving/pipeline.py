@@ -210,8 +210,7 @@ class Pipeline:
         if encoded is None:
             out = encoded = await infer_ensemble(self.backend, self.cfg, contract.FIRST_DECODE,
                                                  {**text, **styled, **state})
-        context = {contract.MEMORY: encoded[contract.MEMORY],
-                   contract.PROCESSED_MEMORY: encoded[contract.PROCESSED_MEMORY], contract.MASK: mask, **styled}
+        context = {contract.MEMORY: encoded[contract.MEMORY], contract.MASK: mask, **styled}
         max_steps = d.max_steps(len(ids))
         while True:
             if out is None:
