@@ -513,7 +513,8 @@ def calibrate_stop_gate(ckpt: Any, style: Any) -> Any:
     with torch.no_grad():
         phonemes = torch.tensor([SENTENCE_IDS], dtype=torch.int32)
         mask = torch.ones(phonemes.shape)
-        memory, processed = stages[contract.TEXT_ENCODER](phonemes, mask)
+        (both,) = stages[contract.TEXT_ENCODER](phonemes, mask)
+        memory, processed = both.split(contract.memory_parts(ckpt.config), dim=-1)
         decoder = stages[contract.DECODER].decoder
         _, gate, _, _ = decoder.run(decoder.initial_state(memory), CALIBRATION_STEPS, memory, processed, mask,
                                     torch.from_numpy(style)[None])
