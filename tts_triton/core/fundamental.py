@@ -114,35 +114,44 @@ def _fields(f0: np.ndarray, phase: np.ndarray) -> np.ndarray:
     return np.stack([f0, np.mod(phase, 2.0 * math.pi)], axis=1).astype(np.float32)
 
 
+def _phases(f0: np.ndarray, start: float = 0.0) -> np.ndarray:
+    """The fundamental's phase at each frame of ``f0``, ``start`` at its first (float64, unwrapped)."""
+    return start + np.concatenate([[0.0], np.cumsum(_steps(f0))])
+
+
 class FundamentalTrack:
-    """One sentence's ``f0`` and phase, frame by frame, as its log-mel grows by :meth:`extend`; each frame's fields
-    are made once, so that a window within the sentence is a slice."""
+    """One sentence's ``f0`` and phase, frame by frame, as its log-mel grows by :meth:`extend`. Each frame's fields are
+    made once, so that a window within the sentence is a slice; of the float64 values only the first frame's ``f0``
+    (the silence before it runs back from there) and the last frame's (the next frames run on from there) are kept."""
 
     def __init__(self) -> None:
-        self.f0 = np.zeros(0)
-        self.phase = np.zeros(0)
         self.fields = np.zeros((0, FIELDS), np.float32)
+        self._first_f0 = 0.0
+        self._last: tuple[float, float] | None = None  # the last frame's f0 and unwrapped phase
 
     def extend(self, frames: np.ndarray, f0: np.ndarray | None = None) -> None:
         """Append the sentence's next log-mel frames ``[n, N_MELS]``, given their :func:`estimate` ``f0`` where it is
         known (each frame's depends on that frame alone); the first frame's phase is 0."""
         f0 = estimate(frames) if f0 is None else np.asarray(f0, np.float64)
-        joined = np.concatenate([self.f0[-1:], f0])  # the phase runs on from the last frame so far
-        start = self.phase[-1] if len(self.phase) else 0.0
-        phase = (start + np.concatenate([[0.0], np.cumsum(_steps(joined))]))[len(joined) - len(f0):]
-        self.f0 = np.concatenate([self.f0, f0])
-        self.phase = np.concatenate([self.phase, phase])
+        if not len(f0):
+            return
+        if self._last is None:
+            self._first_f0 = float(f0[0])
+            phase = _phases(f0)
+        else:  # the phase runs on from the last frame so far
+            phase = _phases(np.concatenate([[self._last[0]], f0]), self._last[1])[1:]
+        self._last = float(f0[-1]), float(phase[-1])
         self.fields = np.concatenate([self.fields, _fields(f0, phase)])
 
     def window(self, start: int, end: int) -> np.ndarray:
         """``[end - start, FIELDS]`` float32 for frames ``[start, end)``, ``0 < end <=`` the frames so far; frames
         before 0 are silence (:data:`~tts_triton.core.audio.SILENCE_LOG_MEL`), the phase run backwards into them."""
-        if not 0 < end <= len(self.f0):
-            raise ValueError(f"frames up to {end} asked of a track of {len(self.f0)}")
+        if not 0 < end <= len(self.fields):
+            raise ValueError(f"frames up to {end} asked of a track of {len(self.fields)}")
         if start >= 0:
             return self.fields[start:end]
         silence = np.full(-start, _silence_f0())
-        back = np.cumsum(_steps(np.concatenate([silence, self.f0[:1]]))[::-1])[::-1]  # phase 0 at frame 0
+        back = np.cumsum(_steps(np.concatenate([silence, [self._first_f0]]))[::-1])[::-1]  # phase 0 at frame 0
         return np.concatenate([_fields(silence, -back), self.fields[:end]])
 
 
@@ -150,6 +159,6 @@ def track(log_mel: np.ndarray, origin: int = 0) -> np.ndarray:
     """The ``[frames, FIELDS]`` track of a whole log-mel ``[frames, N_MELS]`` vocoded in one piece, its phase 0 at
     frame ``origin`` (a sentence's first frame, after the silence before it): what :class:`FundamentalTrack` gives
     a streamed window of the same frames."""
-    whole = FundamentalTrack()
-    whole.extend(log_mel)
-    return _fields(whole.f0, whole.phase - whole.phase[origin])
+    f0 = estimate(log_mel)
+    phase = _phases(f0)
+    return _fields(f0, phase - phase[origin])
