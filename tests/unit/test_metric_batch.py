@@ -76,3 +76,32 @@ def test_close_returns_after_a_flush_under_way() -> None:
     closing.join(5)
     flushing.join(5)
     assert not closing.is_alive() and slow.updates == [1.0]
+
+
+class Family:
+    """``pb_utils.MetricFamily``'s shape: ``Metric(labels=...)`` gives one counter per label set."""
+
+    def __init__(self, name: str, description: str) -> None:
+        self.name, self.counters = name, {}
+
+    def Metric(self, labels: dict[str, str]) -> Counter:  # noqa: N802 - pb_utils' name
+        return self.counters.setdefault(tuple(sorted(labels.items())), Counter())
+
+
+def test_cache_counts_go_through_the_batch_the_bls_passes() -> None:
+    from tts_triton.cache.metrics import CounterMeter
+    from tts_triton.core.contract import CACHE_BYTES_METRIC, CACHE_LOOKUPS_METRIC
+
+    batch = MetricBatch(every=60.0)
+    meter = CounterMeter(Family, "tts", batch.add)
+    for _ in range(3):
+        meter.lookup("hit")
+        meter.bytes("read", 100)
+    hits, read = meter.counters[CACHE_LOOKUPS_METRIC, "hit"], meter.counters[CACHE_BYTES_METRIC, "read"]
+    assert hits.updates == read.updates == []
+    batch.flush()
+    assert hits.updates == [3.0] and read.updates == [300.0]
+    direct = CounterMeter(Family, "tts")  # no batch: each count is sent as it happens
+    direct.lookup("miss")
+    direct.lookup("miss")
+    assert direct.counters[CACHE_LOOKUPS_METRIC, "miss"].updates == [1, 1]

@@ -41,10 +41,12 @@ def deployment_fingerprint(repository: Path, model_config: Mapping[str, Any], st
 
 def open_cache(environ: Mapping[str, str], model_dir: str | None, model: str, model_config: Mapping[str, Any],
                streaming: Any, *, sample_rate: int, family: Callable[[str, str], Any],
-               log: Callable[[str], None]) -> tuple[UtteranceCache, CounterMeter] | None:
+               log: Callable[[str], None], add: Callable[[Any, float], None] | None = None,
+               ) -> tuple[UtteranceCache, CounterMeter] | None:
     """The model's cache and its counters when ``environ`` configures one (``TTS_CACHE_REDIS_URL``), else
     None. ``model_dir`` is the model's folder in the repository (Triton's ``args["model_repository"]``); a
-    repository without a manifest gets no cache (logged). No Redis connection is made here."""
+    repository without a manifest gets no cache (logged); ``add`` is the counters' (:class:`CounterMeter`). No Redis
+    connection is made here."""
     settings = CacheSettings.from_env(environ)
     if settings is None:
         return None
@@ -53,7 +55,7 @@ def open_cache(environ: Mapping[str, str], model_dir: str | None, model: str, mo
     if deployment is None:
         log(f"{model}: utterance cache off: no repository.json beside {model_dir} to key the cache on")
         return None
-    meter = CounterMeter(family, model)
+    meter = CounterMeter(family, model, add)
     return UtteranceCache(settings, deployment, sample_rate=sample_rate, meter=meter, log=log), meter
 
 

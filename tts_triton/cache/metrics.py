@@ -1,7 +1,9 @@
 """Counting cache outcomes into Prometheus counters of the metric names in :mod:`tts_triton.cache.settings`.
 
 Triton-free: the counters come from a ``family(name, description)`` factory whose result has
-``Metric(labels=...)`` returning objects with ``increment(n)``, the shape of ``pb_utils.MetricFamily``.
+``Metric(labels=...)`` returning objects with ``increment(n)``, the shape of ``pb_utils.MetricFamily``. Each count
+goes through ``add(counter, n)``: at once by default, or summed and sent later (the BLS passes
+:meth:`~tts_triton.model_instance.metrics.MetricBatch.add`, since an increment is a round trip to the server).
 """
 
 from __future__ import annotations
@@ -20,10 +22,16 @@ METRICS = {
 }
 
 
+def _increment(counter: Any, count: float) -> None:
+    counter.increment(count)
+
+
 class CounterMeter:
     """A :class:`~tts_triton.cache.utterance.CacheMeter` over counters labelled ``model`` plus one label each."""
 
-    def __init__(self, family: Callable[[str, str], Any], model: str) -> None:
+    def __init__(self, family: Callable[[str, str], Any], model: str,
+                 add: Callable[[Any, float], None] | None = None) -> None:
+        self.add = add or _increment
         self.families = {name: family(name, description) for name, (description, _, _) in METRICS.items()}
         self.counters = {
             (name, value): self.families[name].Metric(labels={"model": model, label: value})
@@ -31,15 +39,16 @@ class CounterMeter:
         }
 
     def lookup(self, outcome: str) -> None:
-        self.counters[CACHE_LOOKUPS_METRIC, outcome].increment(1)
+        self.add(self.counters[CACHE_LOOKUPS_METRIC, outcome], 1)
 
     def bytes(self, direction: str, count: int) -> None:
-        self.counters[CACHE_BYTES_METRIC, direction].increment(count)
+        self.add(self.counters[CACHE_BYTES_METRIC, direction], count)
 
     def write(self, outcome: str) -> None:
-        self.counters[CACHE_WRITES_METRIC, outcome].increment(1)
+        self.add(self.counters[CACHE_WRITES_METRIC, outcome], 1)
 
     def close(self) -> None:
-        """Drop the counters, then their families (a metric must go before its family)."""
+        """Drop the counters, then their families (a metric must go before its family); counts passed to a deferring
+        ``add`` must have been sent before."""
         self.counters.clear()
         self.families.clear()

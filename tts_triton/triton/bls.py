@@ -38,7 +38,7 @@ series to 0) and ``tts_requests_total`` (counter, by ``model`` and ``outcome``:
 once when the instance's last request ends.
 
 Utterance cache: when the server's environment sets ``TTS_CACHE_REDIS_URL`` (:mod:`tts_triton.cache`),
-both models answer repeats from Redis and count ``tts_cache_*`` metrics; the request parameter ``cache``
+both models answer repeats from Redis and count ``tts_cache_*`` metrics (batched alike); the request parameter ``cache``
 = false opts one request out, ``cache_tenant`` keeps its entries apart from other scopes' (the gateway's API keys).
 
 Config parameters: ``model_config`` (ModelConfig JSON), ``voice_bank`` (VoiceBank JSON), ``first_chunk_first``
@@ -156,9 +156,10 @@ class TritonPythonModel:
         first = self.decoupled and params.get(FIRST_CHUNK_FIRST) == "true"  # tts_offline sends no first chunk
         streaming = dataclasses.replace(STREAMING, first_chunk_first=first)
         self.logger = pb_utils.Logger
+        self.metrics = MetricBatch()
         cache = open_cache(os.environ, args.get("model_repository"), config["name"], self.cfg.to_dict(),
                            streaming, sample_rate=audio.SAMPLE_RATE, family=counter_family,
-                           log=self.logger.log_warn)
+                           log=self.logger.log_warn, add=self.count)
         self.cache, self.cache_meter = cache if cache else (None, None)
         self.service = TTSService(self.cfg, VoiceBank.from_json(params[VOICE_BANK]), streaming)
         self.service.warm_up()
@@ -189,7 +190,6 @@ class TritonPythonModel:
             name=contract.REQUESTS_METRIC, description="Synthesis requests by how they ended",
             kind=pb_utils.MetricFamily.COUNTER)
         self.outcomes = {o: self.outcome_family.Metric(labels={**labels, "outcome": o}) for o in OUTCOMES}
-        self.metrics = MetricBatch()
         # the network calls' threads (async_exec runs each on the loop's default executor); tts: the stub's own
         # unless configured; tts_offline: its own loop's, always a pool of its own
         threads = int_parameter(config, BLS_CALL_THREADS, 0)
@@ -202,6 +202,13 @@ class TritonPythonModel:
             self.calls.install(self.loop)
             self.loop_thread = threading.Thread(target=self.loop.run_forever, name="tts-offline", daemon=True)
             self.loop_thread.start()
+
+    def count(self, metric: Any, value: float) -> None:
+        """A cache count, batched as the others; sent at once when no request is in flight (a write that ends
+        after its stream), so that an idle instance's metrics are exact."""
+        self.metrics.add(metric, value)
+        if not self.admission.active:
+            self.metrics.flush()
 
     def finalize(self) -> None:
         if self.loop is not None:
