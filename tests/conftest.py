@@ -23,9 +23,12 @@ from typing import Any
 import pytest
 
 from tts_triton.core.config import DecoderConfig, ModelConfig, StyleEncoderConfig, TextEncoderConfig
+from tts_triton.processes import exec_after_fork_only
 from tts_triton.processes.ports import PORTS_ENV, port_range
 from tts_triton.processes.triton_install import TritonServerError
 from tts_triton.processes.triton_server import TritonServer, free_ports
+
+exec_after_fork_only()  # before the test modules import grpc: they start servers beside their gRPC clients
 
 # --- Session guard: whatever a test starts is ended with the session, even when the test fails. ---
 

@@ -23,6 +23,10 @@ import os
 #: that died during the imports would otherwise read as pid 1, and the server would outlive it).
 _PARENT_AT_START = os.getppid()
 
+from tts_triton.processes import exec_after_fork_only  # noqa: E402
+
+exec_after_fork_only()  # before anything imports grpc
+
 import argparse  # noqa: E402
 import datetime as dt  # noqa: E402
 import subprocess  # noqa: E402
