@@ -150,11 +150,22 @@ def assert_ends_with_one_final(request: fake.Request) -> None:
 def test_bls_stream_completes_with_audio_then_final(bls: Any) -> None:
     model = bls()
     request = fake.Request({"TEXT": text(TEXT)})
+    active_at_final = []
+    send = request.sender.send
+
+    def watched(response: Any = None, flags: int = 0) -> None:
+        if flags & fake.TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+            active_at_final.append(model.admission.active)
+        send(response, flags)
+
+    request.sender.send = watched
     run(model, request)
     assert_ends_with_one_final(request)
     assert not request.sender.errors, [e.message() for e in request.sender.errors]
     audio = [r.tensors["AUDIO"].as_numpy() for r in request.sender.responses]
     assert len(audio) >= 2 and all(a.size for a in audio) and not request.sender.errors
+    assert request.sender.sent[-1][0] is not None  # the last chunk carries the FINAL: no empty response after it
+    assert active_at_final == [0]  # the request had left admission: the client's next one is not refused
     assert outcomes()["completed"] == 1
     assert fake.metric("tts_active_requests", model="tts", instance="tts_0_0") == 0
 

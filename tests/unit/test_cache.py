@@ -115,6 +115,7 @@ def test_entry_round_trip_keeps_chunks_pcm16_exact() -> None:
             if not isinstance(getattr(original, f.name), np.ndarray):
                 assert getattr(restored, f.name) == getattr(original, f.name), f.name
     assert len(data) < sum(entry.stored_size(c) for c in chunks) + 1024
+    assert [c.last for c in back] == [False] * (len(back) - 1) + [True]  # a hit's stream ends with its last chunk
 
 
 @pytest.mark.parametrize("change", [{"key": "other"}, {"checkpoint_sha256": "d"}, {"sample_rate": 16000}])

@@ -180,6 +180,7 @@ def test_decoding_runs_ahead_of_vocoding_and_chunks_stay_in_order() -> None:
     assert set(np.unique(frames, return_counts=True)[1]) == {cfg.decoder.frames_per_step}
     assert [c.sentence for c in chunks] == sorted(c.sentence for c in chunks)
     np.testing.assert_array_equal(np.concatenate([c.audio for c in chunks]), np.repeat(frames, audio.HOP_LENGTH))
+    assert [c.last for c in chunks] == [False] * (len(chunks) - 1) + [True]  # the stream's end known with its chunk
 
 
 def test_first_chunk_first_keeps_one_vocoder_call_in_flight_and_the_first_chunk_ahead() -> None:
@@ -222,6 +223,7 @@ def test_a_failure_comes_after_the_chunks_started_before_it() -> None:
     with pytest.raises(RuntimeError, match="decoder failed"):
         asyncio.run(consume())
     assert len(got) == pipeline.stats[0].vocoder_calls > 0
+    assert not any(c.last for c in got)  # a failure follows: no chunk may end the stream
     assert sum(len(c.mel) for c in got) <= 2 * cfg.decoder.frames_per_call
 
 

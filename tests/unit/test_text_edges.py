@@ -167,18 +167,23 @@ def chunks_of(samples: np.ndarray, sizes: list[int]) -> list[Chunk]:
     return [Chunk(samples[a:b], np.zeros((0, 128), np.float32), 0) for a, b in zip(cuts, cuts[1:], strict=False)]
 
 
+@pytest.mark.parametrize("marked", [False, True])
 @pytest.mark.parametrize("rate", [8000, 24000, 48000])
-def test_streamed_resampling_is_gapless(rate: int) -> None:
+def test_streamed_resampling_is_gapless(rate: int, marked: bool) -> None:
     samples = np.sin(np.arange(22050) * 2 * np.pi * 440 / 22050).astype(np.float32) * 0.5
 
     async def run() -> list[Chunk]:
         async def source():
-            for chunk in chunks_of(samples, [256 * 12, 256 * 32, 0, 256 * 20, 22050 - 256 * 64]):
+            chunks = chunks_of(samples, [256 * 12, 256 * 32, 0, 256 * 20, 22050 - 256 * 64])
+            chunks[-1].last = marked
+            for chunk in chunks:
                 yield chunk
         return [c async for c in resampled(source(), rate)]
 
     out = asyncio.run(run())
-    assert {c.sample_rate for c in out} == {rate} and len(out) == 6  # one more: the filter's last samples
+    # unmarked, one chunk more carries the filter's last samples; marked, the last chunk takes them and stays last
+    assert {c.sample_rate for c in out} == {rate} and len(out) == (5 if marked else 6)
+    assert [c.last for c in out] == [False] * 4 + [marked] + [False] * (not marked)
     whole = np.concatenate([c.audio for c in out])
     assert abs(len(whole) - 22050 * rate / 22050) <= 1
     np.testing.assert_allclose(whole, soxr.resample(samples, 22050, rate, quality="HQ"), atol=1e-4)

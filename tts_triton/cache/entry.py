@@ -30,6 +30,8 @@ MAGIC = b"TTSC"
 _LENGTH = struct.Struct("<I")
 #: The chunk field that holds the audio (float32 in [-1, 1]); stored as int16.
 AUDIO_FIELD = "audio"
+#: The chunk field that marks the stream's last chunk: not kept in an entry.
+LAST_FIELD = "last"
 PCM_SCALE = 32767.0
 
 
@@ -48,8 +50,9 @@ def from_pcm16(pcm: np.ndarray) -> np.ndarray:
 
 
 def chunk_fields() -> list[dataclasses.Field]:
-    """The fields of :class:`Chunk` besides the audio, in declaration order."""
-    return [f for f in dataclasses.fields(Chunk) if f.name != AUDIO_FIELD]
+    """The fields of :class:`Chunk` an entry keeps besides the audio, in declaration order (``last`` is the stream's
+    position, not content: :func:`decode` marks the entry's last chunk)."""
+    return [f for f in dataclasses.fields(Chunk) if f.name not in (AUDIO_FIELD, LAST_FIELD)]
 
 
 def _to_json(value: Any, blobs: list[bytes]) -> Any:
@@ -144,6 +147,8 @@ def decode(data: bytes, *, key: str, checkpoint_sha256: str, sample_rate: int) -
             fields = {f.name: _from_json(hints[f.name], meta[f.name], blobs) for f in chunk_fields()}
             chunks.append(Chunk(**{AUDIO_FIELD: from_pcm16(pcm[start:start + count])}, **fields))
             start += count
+        if chunks:
+            chunks[-1].last = True
         return chunks
     except EntryError:
         raise

@@ -77,13 +77,16 @@ async def infer_ensemble(backend: InferBackend, cfg: ModelConfig, name: str,
 
 @dataclass
 class Chunk:
-    """One streamed piece of audio, with its mel frames and the words it completes (when asked for)."""
+    """One streamed piece of audio, with its mel frames and the words it completes (when asked for). ``last``: the
+    stream knew, when it gave this chunk, that none follows (a server sends it with the FINAL flag, one response
+    less per request); the last chunk may also come unmarked, when the stream could not tell without waiting."""
 
     audio: np.ndarray  # float32 [samples]
     mel: np.ndarray  # float32 [frames, n_mels], what was vocoded: decoder output (before the postnet), controlled
     sentence: int
     words: list[WordTime] = field(default_factory=list)
     sample_rate: int = audio.SAMPLE_RATE  # of ``audio``
+    last: bool = False
 
 
 @dataclass
@@ -286,7 +289,11 @@ class Pipeline:
                                                           pitch))
         try:
             while (chunk := await pending.get()) is not None:
-                yield await chunk
+                done = await chunk
+                # the producer ended well and left only its end mark: nothing follows this chunk
+                if pending.qsize() == 1 and producer.done() and not producer.cancelled() and not producer.exception():
+                    done = replace(done, last=True)
+                yield done
             await producer  # its failure, if any, after the chunks it started
         finally:
             left = [producer]

@@ -1,8 +1,8 @@
 """A stream's audio at the rate the client asked for (``OUTPUT_SAMPLE_RATE``), resampled as it streams.
 
 One soxr streaming resampler per request carries its filter state from chunk to chunk, so the chunks join
-without a seam into what resampling the whole utterance gives; the filter's last samples come as one more
-audio-only chunk at the end. At the model's own rate the chunks pass untouched.
+without a seam into what resampling the whole utterance gives; the filter's last samples come with the chunk marked
+``last``, or as one more audio-only chunk at the end when none was. At the model's own rate the chunks pass untouched.
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ async def resampled(chunks: AsyncIterator[Chunk], rate: int) -> AsyncIterator[Ch
     last: Chunk | None = None
     async with contextlib.aclosing(chunks):
         async for chunk in chunks:
-            samples = resampler.resample_chunk(np.ascontiguousarray(chunk.audio, np.float32), last=False)
+            # a chunk marked last takes the resampler's tail with it
+            samples = resampler.resample_chunk(np.ascontiguousarray(chunk.audio, np.float32), last=chunk.last)
             last = dataclasses.replace(chunk, audio=samples, sample_rate=rate)
             yield last
-    if last is not None:
+    if last is not None and not last.last:
         tail = resampler.resample_chunk(np.zeros(0, np.float32), last=True)
         if tail.size:
             yield Chunk(tail, last.mel[:0], last.sentence, sample_rate=rate)

@@ -322,6 +322,10 @@ class TritonPythonModel:
             await asyncio.get_running_loop().run_in_executor(None, functools.partial(sender.send, response,
                                                                                       flags=flags))
 
+        # The chunk the stream marks last goes with the FINAL flag, one response less per request; it is held until
+        # the request has ended here (admission left, metrics counted), which takes no backend call, so that a
+        # client may send its next request the moment it has the FINAL.
+        last = None
         try:
             if (target := stop_target(request.parameters())) is not None:
                 self.stops.post(target)  # the stop's own stream ends here, with its FINAL
@@ -330,16 +334,23 @@ class TritonPythonModel:
             want_words = contract.WORDS in request.requested_output_names()
             async with contextlib.aclosing(self.chunks(request)) as chunks:
                 async for chunk in chunks:
-                    await send(self.chunk_response(chunk.audio, chunk.mel if want_mel else None,
-                                                   chunk.words if want_words else None, chunk.sample_rate))
+                    response = self.chunk_response(chunk.audio, chunk.mel if want_mel else None,
+                                                   chunk.words if want_words else None, chunk.sample_rate)
+                    if chunk.last:
+                        last = response
+                    else:
+                        await send(response)
         except Stopped:
             pass  # the client asked for it: a normal end
         except Cancelled:
             self.logger.log_info("tts: request cancelled by the client; stream closed")
         except Exception as err:  # every failure still ends the stream below
+            if last is not None:  # the audio before the failure first
+                await send(last)
+                last = None
             await send(error_response(err, "synthesis failed"))
         finally:
-            await send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            await send(last, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     async def offline(self, request: Any) -> None:
         """Answer one ``tts_offline`` request through its response sender: one response, flagged FINAL. Its chunks
