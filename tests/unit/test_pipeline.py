@@ -54,6 +54,19 @@ def test_chunks_start_small_and_grow() -> None:
     assert sizes == sorted(sizes)
 
 
+def test_chunk_sizes_grow_along_the_stream_not_each_sentence() -> None:
+    s = STREAMING  # a later sentence starts where the schedule stands after the audio before it
+    sums = np.cumsum(s.chunk_frames)
+    assert [s.chunk_index_after(f) for f in (0, sums[0] - 1, sums[0], sums[1], sums[2] - 1, sums[2], 10_000)] == [
+        0, 0, 1, 2, 2, 3, len(s.chunk_frames) - 1]
+    cfg = ModelConfig()
+    pipeline = Pipeline(PacedBackend(cfg, stop_at=30, vocoder_s=lambda i: 0.0), cfg)
+    chunks = stream_all(pipeline, [[1] * 40, [1] * 40])
+    sizes = [[len(c.mel) for c in chunks if c.sentence == i] for i in (0, 1)]
+    assert sizes[0][: len(s.chunk_frames) - 1] == list(s.chunk_frames[:-1])  # the stream's first audio leaves early
+    assert sizes[1][0] == s.chunk_size(s.chunk_index_after(sum(sizes[0]))) == s.chunk_frames[-1]  # not 8 again
+
+
 def test_first_stop() -> None:
     assert first_stop(np.array([-3.0, -1.0, 0.5, 2.0])) == 2
     assert first_stop(np.array([-1.0, 0.0])) is None

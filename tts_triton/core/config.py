@@ -215,7 +215,9 @@ class StreamingConfig:
     last size repeats) so that the first audio leaves early and each chunk is ready before the audio
     before it has played: once the first is out (24 frames decoded), the second needs 24 more frames
     decoded while 8 play, the third 72 while 24 play, the fourth 144 while 72 play, so a stream decoding
-    at a real-time factor up to 1/3 (vocoder included) never waits.
+    at a real-time factor up to 1/3 (vocoder included) never waits. They grow along the stream, not each
+    sentence (:meth:`chunk_index_after`): a later sentence starts while the audio before it plays, and small
+    chunks there would only cost responses and vocoder context.
     """
 
     chunk_frames: tuple[int, ...] = (8, 16, 48, 68)
@@ -250,6 +252,16 @@ class StreamingConfig:
     def bucket(self, n_tokens: int) -> int:
         """Smallest token bucket holding ``n_tokens``."""
         return smallest_bucket(n_tokens, self.token_buckets, "phoneme tokens")
+
+    def chunk_index_after(self, frames: int) -> int:
+        """Where the schedule stands once ``frames`` have streamed: the first chunk of ``chunk_frames`` that they
+        would not have held (0 before the stream's first audio). A sentence whose chunks start there has about as
+        much audio before its first chunk as the schedule's own chunk of that index has."""
+        index, streamed = 0, 0
+        while index < len(self.chunk_frames) - 1 and streamed + self.chunk_frames[index] <= frames:
+            streamed += self.chunk_frames[index]
+            index += 1
+        return index
 
     def chunk_size(self, index: int) -> int:
         """Frames in the ``index``-th chunk of a sentence."""

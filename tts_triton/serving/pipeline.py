@@ -128,10 +128,12 @@ class ChunkPlanner:
     graph replays per batch.
     """
 
-    def __init__(self, streaming: StreamingConfig = STREAMING) -> None:
+    def __init__(self, streaming: StreamingConfig = STREAMING, index: int = 0) -> None:
+        """``index``: where this sentence's chunks start on ``streaming.chunk_frames`` (a later sentence's go on
+        from where the stream's audio has brought the schedule: :meth:`StreamingConfig.chunk_index_after`)."""
         self.streaming = streaming
         self.emitted = 0
-        self.index = 0
+        self.index = index
 
     def next_window(self, available: int, finished: bool) -> ChunkWindow | None:
         s = self.streaming
@@ -322,7 +324,7 @@ class Pipeline:
                 style = voices(plan.voice) if plan.voice is not None and voices is not None else None
                 stats = SentenceStats()
                 self.stats.append(stats)
-                planner = ChunkPlanner(self.streaming)
+                planner = ChunkPlanner(self.streaming, self.streaming.chunk_index_after(offset))
                 scaler = TimeScaler(ctl.speed)
                 clock = WordClock(plan.words, self.cfg.decoder.frames_per_step, ctl.speed, offset) if words else None
                 source = mel = np.zeros((0, self.cfg.n_mels), np.float32)
