@@ -57,21 +57,25 @@ class Exposed:
 @pytest.fixture(scope="module")
 def exposed(server: TritonServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Exposed]:
     log = tmp_path_factory.mktemp("exposed") / "gateway.log"
-    port = free_port()
-    command = [sys.executable, "-m", "tts_triton.cli", "gateway", "--port", str(port), "--triton-url",
-               server.grpc_url, "--max-streams", str(MAX_STREAMS)]
     env = {**os.environ, "TTS_GATEWAY_API_KEYS": ",".join(KEYS)}
-    with open(log, "w") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        def ready() -> bool:
-            assert process.poll() is None, log.read_text()
+    for attempt in range(3):  # a port free when picked may be bound by another test's server before the gateway is up
+        port = free_port()
+        command = [sys.executable, "-m", "tts_triton.cli", "gateway", "--port", str(port), "--triton-url",
+                   server.grpc_url, "--max-streams", str(MAX_STREAMS)]
+        with open(log, "w") as out:
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        url = f"http://127.0.0.1:{port}"
+
+        def ready(url: str = url, process: subprocess.Popen = process) -> bool:
             with contextlib.suppress(httpx.HTTPError):
                 return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
-            return False
+            return process.poll() is not None  # exited: its log says why
 
         wait_until(ready, 60, "the gateway's readiness")
+        if process.poll() is None:
+            break
+        assert "address already in use" in log.read_text() and attempt < 2, log.read_text()
+    try:
         yield Exposed(url, process.pid, log)
     finally:
         process.terminate()
