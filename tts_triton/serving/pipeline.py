@@ -292,9 +292,9 @@ class Pipeline:
         try:
             while (chunk := await pending.get()) is not None:
                 done = await chunk
-                # the producer ended well and left only its end mark: nothing follows this chunk
-                if pending.qsize() == 1 and producer.done() and not producer.cancelled() and not producer.exception():
-                    done = replace(done, last=True)
+                # the producer ended well and left only its end mark: nothing follows this chunk (made for this stream)
+                done.last = pending.qsize() == 1 and producer.done() and not producer.cancelled() and \
+                    not producer.exception()
                 yield done
             await producer  # its failure, if any, after the chunks it started
         finally:
