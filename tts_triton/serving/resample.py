@@ -27,14 +27,14 @@ async def resampled(chunks: AsyncIterator[Chunk], rate: int) -> AsyncIterator[Ch
     import soxr  # the serve extra
 
     resampler = soxr.ResampleStream(audio.SAMPLE_RATE, rate, 1, dtype="float32", quality="HQ")
-    last: Chunk | None = None
+    latest: Chunk | None = None
     async with contextlib.aclosing(chunks):
         async for chunk in chunks:
             # a chunk marked last takes the resampler's tail with it
             samples = resampler.resample_chunk(np.ascontiguousarray(chunk.audio, np.float32), last=chunk.last)
-            last = dataclasses.replace(chunk, audio=samples, sample_rate=rate)
-            yield last
-    if last is not None and not last.last:
+            latest = dataclasses.replace(chunk, audio=samples, sample_rate=rate)
+            yield latest
+    if latest is not None and not latest.last:
         tail = resampler.resample_chunk(np.zeros(0, np.float32), last=True)
         if tail.size:
-            yield Chunk(tail, last.mel[:0], last.sentence, sample_rate=rate)
+            yield Chunk(tail, latest.mel[:0], latest.sentence, sample_rate=rate)

@@ -204,8 +204,9 @@ class TritonPythonModel:
             self.loop_thread.start()
 
     def count(self, metric: Any, value: float) -> None:
-        """A cache count, batched as the others; sent at once when no request is in flight (a write that ends
-        after its stream), so that an idle instance's metrics are exact."""
+        """Add ``value`` to ``metric`` in the instance's batch; with no request in flight, send every pending sum at
+        once (holding up no stream), so that an idle instance's metrics are exact: a request's end, or a cache write
+        that ends after its stream."""
         self.metrics.add(metric, value)
         if not self.admission.active:
             self.metrics.flush()
@@ -304,9 +305,7 @@ class TritonPythonModel:
             self.stops.clear(request_id)
             self.admission.leave()
             self.metrics.add(self.active, -1)
-            self.metrics.add(self.outcomes[outcome], 1)
-            if not self.admission.active:  # idle: the metrics exact at once, holding up no other stream
-                self.metrics.flush()
+            self.count(self.outcomes[outcome], 1)
 
     async def stream(self, request: Any) -> None:
         sender = request.get_response_sender()
